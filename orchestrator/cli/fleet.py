@@ -1,0 +1,78 @@
+"""``trainctl fleet``: create and inspect the simulated fleet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
+from orchestrator.fleet import SqliteFleet, fleet_path, open_fleet
+from orchestrator.fleet.sqlite_fleet import parse_speed
+from orchestrator.fleet.status import fleet_status
+from orchestrator.presets import PRESETS, get_preset
+
+
+@click.group("fleet")
+def fleet() -> None:
+    """Create and inspect the simulated GPU fleet under TRAINCTL_HOME."""
+
+
+@fleet.command("init")
+@click.option("--preset", required=True, help=f"Fleet shape: {', '.join(PRESETS)}.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of every random draw.")
+@click.option("--speed", default="3600", show_default=True,
+              help="Fleet time per wall time, or 'max' (every fleet-time wait is zero).")
+@click.option("--force", is_flag=True, help="Replace an existing fleet.")
+@json_option
+@handle_errors
+def init(preset: str, seed: int, speed: str, force: bool, as_json: bool) -> None:
+    """Build a fleet from a preset (atomically: a failed init leaves nothing behind)."""
+    shape = get_preset(preset)
+    factor = parse_speed(speed)
+    path = fleet_path()
+    if path.exists() and not force:
+        raise BadInput(f"preset: a fleet already exists at {path}; pass --force to replace it")
+    f = SqliteFleet.create(path, shape, seed, factor)
+    out = {"path": str(path), "preset": shape.name, "seed": seed, "speed": speed,
+           "hosts_total": shape.hosts_total, "gpus_total": shape.gpus_total,
+           "clusters": shape.clusters}
+    f.close()
+    emit(out, as_json, lambda o: click.echo(
+        f"fleet {o['preset']}: {o['clusters']} cluster(s), {o['hosts_total']:,} hosts, "
+        f"{o['gpus_total']:,} GPUs at {o['path']}"))
+
+
+def _print_status(o: dict[str, Any]) -> None:
+    con = Console()
+    con.print(f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
+              f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}")
+    t = Table("state", "hosts")
+    for state, n in o["states"].items():
+        t.add_row(state, f"{n:,}")
+    con.print(t)
+    v = Table("component", "versions (hosts)")
+    for comp, vers in o["versions"].items():
+        v.add_row(comp, ", ".join(f"{ver} ({n:,})" for ver, n in vers.items()))
+    con.print(v)
+
+
+@fleet.command("status")
+@click.option("--cluster", default=None, help="Only this cluster.")
+@json_option
+@handle_errors
+def status(cluster: str | None, as_json: bool) -> None:
+    """Hosts by state, versions per component, jobs and utilisation."""
+    try:
+        f = open_fleet()
+    except FileNotFoundError as err:
+        fail(str(err))
+    try:
+        emit(fleet_status(f, cluster), as_json, _print_status)
+    finally:
+        f.close()
+
+
+COMMANDS = [fleet]

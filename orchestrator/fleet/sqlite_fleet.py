@@ -1,0 +1,258 @@
+"""The simulated fleet persisted in SQLite: the default fleet backend.
+
+Every operation is one ``BEGIN IMMEDIATE`` transaction: load the cluster, advance it to the
+caller's fleet time, act, write back what changed and append the events. SQLite's write lock
+serialises worker processes on one machine, so none can lose another's update or event. A fleet
+is built in a temporary file and renamed into place, so a failed ``fleet init`` leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, Event, HostRec, JobRec
+from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, INITIAL_VERSIONS, Preset, get_preset
+from orchestrator.topology import Topology
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE clusters (name TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE hosts (
+    name TEXT PRIMARY KEY, cluster TEXT NOT NULL, zone TEXT NOT NULL, rack TEXT NOT NULL,
+    state TEXT NOT NULL, versions TEXT NOT NULL, job_id INTEGER, reason TEXT NOT NULL,
+    owner TEXT NOT NULL, repair_until REAL, defect TEXT, last_visit REAL,
+    verified INTEGER NOT NULL, updates INTEGER NOT NULL);
+CREATE INDEX hosts_cluster ON hosts(cluster);
+CREATE TABLE jobs (
+    cluster TEXT NOT NULL, id INTEGER NOT NULL, size INTEGER NOT NULL, work REAL NOT NULL,
+    ckpt REAL NOT NULL, submitted REAL NOT NULL, hosts TEXT NOT NULL, start REAL,
+    driver TEXT NOT NULL, cuda TEXT NOT NULL, state TEXT NOT NULL, interruptions INTEGER NOT NULL,
+    PRIMARY KEY (cluster, id));
+CREATE INDEX jobs_live ON jobs(cluster, state);
+CREATE TABLE switches (name TEXT PRIMARY KEY, tier TEXT NOT NULL, cluster TEXT, firmware TEXT NOT NULL);
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, cluster TEXT NOT NULL,
+    actor TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, detail TEXT NOT NULL);
+"""
+
+MAX_SPEED = 0.0  # stored speed meaning "every fleet-time wait is zero" (logical clock)
+
+
+def parse_speed(value: str | float) -> float:
+    """``max`` or a positive factor of fleet time over wall time; errors name ``speed``."""
+    if isinstance(value, str) and value.strip().lower() == "max":
+        return MAX_SPEED
+    try:
+        speed = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"speed: {value!r} is neither a number nor 'max'") from None
+    if not speed > 0:
+        raise ValueError("speed: must be above 0 (or 'max')")
+    return speed
+
+
+def cluster_of(host: str) -> str:
+    return host.split("-", 1)[0]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=120, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=120000")
+    return conn
+
+
+class SqliteFleet:
+    """A simulated GPU fleet in one SQLite file, shared by every process on the machine."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.exists():
+            raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
+        self.path = path
+        self.conn = _connect(path)
+        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        self.seed = int(meta["seed"])
+        self.preset: Preset = get_preset(meta["preset"])
+        self.speed = float(meta["speed"])
+        self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
+        self._topology: Topology | None = None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @property
+    def topology(self) -> Topology:
+        if self._topology is None:
+            self._topology = Topology(self.preset)
+        return self._topology
+
+    # ----------------------------------------------------------------- creation
+    @classmethod
+    def create(cls, path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None) -> SqliteFleet:
+        """Build a fleet from ``preset`` into a temporary file, then move it to ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            conn.executescript(SCHEMA)
+            conn.execute("BEGIN")
+            wall = wall or datetime.now(UTC)
+            meta = {
+                "seed": seed, "preset": preset.name, "speed": speed,
+                "anchor_wall": wall.isoformat(), "logical_now": 0.0,
+            }
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+            topo = Topology(preset)
+            conn.executemany(
+                "INSERT INTO switches VALUES (?, ?, ?, ?)",
+                [(n, tier, c, INITIAL_SWITCH_FIRMWARE) for n, tier, c in topo.switches],
+            )
+            for cluster in preset.cluster_names():
+                hosts = [
+                    HostRec(h, *list(topo.failure_domains(h).values())[1:], state="in_service",
+                            versions=dict(INITIAL_VERSIONS))
+                    for h in topo.hosts_below(cluster)
+                ]
+                sim = ClusterSim(cluster, seed, hosts, {}, ClusterState(), preset.max_job_hosts,
+                                 preset.target_utilisation)
+                sim.advance(0.0)
+                _stagger_jobs(sim, seed)
+                _save(conn, sim, new=True)
+            conn.execute("COMMIT")
+            conn.close()
+            os.replace(tmp, path)
+            for suffix in ("-wal", "-shm"):
+                Path(str(path) + suffix).unlink(missing_ok=True)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return cls(path)
+
+    # -------------------------------------------------------------------- clock
+    def fleet_time(self, wall: datetime | None = None) -> float:
+        """Fleet hours at wall time ``wall`` (the caller's workflow.now()); one clock for all."""
+        if self.speed == MAX_SPEED:
+            row = self.conn.execute("SELECT value FROM meta WHERE key='logical_now'").fetchone()
+            return float(row[0])
+        wall = wall or datetime.now(UTC)
+        return max(0.0, (wall - self.anchor_wall).total_seconds() * self.speed / 3600.0)
+
+    def advance_clock(self, target_hours: float) -> float:
+        """Move the logical clock of a ``max``-speed fleet forward to ``target_hours``."""
+        with self._tx():
+            now = self.fleet_time()
+            if self.speed == MAX_SPEED and target_hours > now:
+                self.conn.execute(
+                    "UPDATE meta SET value=? WHERE key='logical_now'", (repr(target_hours),)
+                )
+                return target_hours
+            return now
+
+    # ---------------------------------------------------------- transactions
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def cluster(self, name: str, wall: datetime | None = None) -> Iterator[ClusterSim]:
+        """Load ``name`` advanced to the caller's fleet time; changes commit on clean exit."""
+        with self._tx() as conn:
+            sim = self._load(conn, name)
+            sim.advance(self.fleet_time(wall))
+            yield sim
+            _save(conn, sim)
+
+    def _load(self, conn: sqlite3.Connection, name: str) -> ClusterSim:
+        row = conn.execute("SELECT state FROM clusters WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise KeyError(f"cluster: unknown cluster {name!r}")
+        state = ClusterState(**json.loads(row[0]))
+        hosts = [
+            HostRec(r[0], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9], r[10], r[11],
+                    bool(r[12]), r[13])
+            for r in conn.execute("SELECT * FROM hosts WHERE cluster=? ORDER BY rowid", (name,))
+        ]
+        jobs = {
+            r[1]: JobRec(r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11])
+            for r in conn.execute("SELECT * FROM jobs WHERE cluster=? AND state!='done'", (name,))
+        }
+        return ClusterSim(name, self.seed, hosts, jobs, state, self.preset.max_job_hosts,
+                          self.preset.target_utilisation)
+
+    # ------------------------------------------------------------------ reads
+    def cluster_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM clusters ORDER BY name")]
+
+    def events(self, since: int = 0, cluster: str | None = None) -> Iterator[tuple[int, Event, str]]:
+        """The append-only event log in order: (seq, event, cluster)."""
+        sql = "SELECT seq, t, cluster, actor, kind, host, detail FROM events WHERE seq > ?"
+        args: list[Any] = [since]
+        if cluster:
+            sql += " AND cluster = ?"
+            args.append(cluster)
+        for seq, t, c, actor, kind, host, detail in self.conn.execute(sql + " ORDER BY seq", args):
+            yield seq, Event(t, actor, kind, host, json.loads(detail)), c
+
+    def get_meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def _stagger_jobs(sim: ClusterSim, seed: int) -> None:
+    """Make the initial jobs look mid-flight rather than all started at fleet time zero."""
+    for job in sim.jobs.values():
+        if job.state == "running":
+            r = dyn.rng(seed, sim.name, "stagger", job.id)
+            job.start = -r.uniform(0.0, job.work_hours * 0.9)
+
+
+def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
+    s = sim.state
+    conn.execute(
+        "INSERT OR REPLACE INTO clusters VALUES (?, ?)",
+        (sim.name, json.dumps({
+            "now": s.now, "job_seq": s.job_seq, "fail_seq": s.fail_seq,
+            "next_failure_at": s.next_failure_at, "queue": s.queue, "targets": s.targets,
+        })),
+    )
+    names = sim.order if new else sorted(sim.dirty_hosts)
+    conn.executemany(
+        "INSERT OR REPLACE INTO hosts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (h.name, sim.name, h.zone, h.rack, str(h.state), json.dumps(h.versions), h.job_id,
+             h.reason, h.owner, h.repair_until, h.defect, h.last_visit, int(h.verified), h.updates)
+            for h in (sim.hosts[n] for n in names)
+        ],
+    )
+    job_ids = list(sim.jobs) if new else sorted(sim.dirty_jobs)
+    conn.executemany(
+        "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (sim.name, j.id, j.size, j.work_hours, j.ckpt_hours, j.submitted, json.dumps(j.hosts),
+             j.start, j.driver, j.cuda, j.state, j.interruptions)
+            for j in (sim.jobs[i] for i in job_ids)
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO events (t, cluster, actor, kind, host, detail) VALUES (?,?,?,?,?,?)",
+        [(e.t, sim.name, e.actor, e.kind, e.host, json.dumps(e.detail)) for e in sim.events],
+    )
+    sim.events.clear()
+    sim.dirty_hosts.clear()
+    sim.dirty_jobs.clear()

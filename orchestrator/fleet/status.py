@@ -1,0 +1,50 @@
+"""Fleet-wide summaries: host counts by state and the versions present per component."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import datetime
+from typing import Any
+
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.models import GPUS_PER_HOST
+
+
+def fleet_status(fleet: SqliteFleet, cluster: str | None = None, wall: datetime | None = None) -> dict[str, Any]:
+    """Advance the selected clusters to now and count hosts, GPUs, states, versions and jobs."""
+    names = fleet.cluster_names()
+    if cluster is not None:
+        if cluster not in names:
+            raise ValueError(f"cluster: unknown cluster {cluster!r} (known: {', '.join(names[:5])}...)")
+        names = [cluster]
+    states: Counter[str] = Counter()
+    versions: dict[str, Counter[str]] = defaultdict(Counter)
+    jobs_running = busy = hosts_total = 0
+    per_cluster: dict[str, dict[str, int]] = {}
+    now = 0.0
+    for name in names:
+        with fleet.cluster(name, wall) as sim:
+            now = sim.now
+            c_states = Counter(str(h.state) for h in sim.hosts.values())
+            states.update(c_states)
+            for h in sim.hosts.values():
+                for comp, ver in h.versions.items():
+                    versions[comp][ver] += 1
+                busy += h.job_id is not None
+            jobs_running += sum(1 for j in sim.jobs.values() if j.state == "running")
+            hosts_total += len(sim.hosts)
+            per_cluster[name] = {"hosts": len(sim.hosts), **c_states}
+    return {
+        "preset": fleet.preset.name,
+        "seed": fleet.seed,
+        "speed": "max" if fleet.speed == 0 else fleet.speed,
+        "fleet_hours": round(now, 3),
+        "clusters": len(names),
+        "hosts_total": hosts_total,
+        "gpus_total": hosts_total * GPUS_PER_HOST,
+        "states": dict(sorted(states.items())),
+        "versions": {c: dict(v.most_common()) for c, v in sorted(versions.items())},
+        "jobs_running": jobs_running,
+        "utilisation": round(busy / hosts_total, 4) if hosts_total else 0.0,
+        "per_cluster": per_cluster,
+    }

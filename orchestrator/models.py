@@ -1,0 +1,226 @@
+"""Domain model shared by every layer: hosts, components, updates, jobs and capacity budgets.
+
+These are plain pydantic models with no I/O so that workflows (inside the Temporal sandbox),
+activities, the planner and the discrete-event simulator can all use them. Validation errors name
+the offending field, which the CLI turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+GPUS_PER_HOST = 8
+
+
+class Component(StrEnum):
+    """A versioned piece of a host's (or switch's) stack."""
+
+    OS = "os"
+    BIOS = "bios"
+    BMC = "bmc"
+    GPU_FIRMWARE = "gpu_firmware"
+    NIC_FIRMWARE = "nic_firmware"
+    GPU_DRIVER = "gpu_driver"
+    CUDA = "cuda"
+    SWITCH_FIRMWARE = "switch_firmware"
+
+
+HOST_COMPONENTS: tuple[Component, ...] = (
+    Component.OS,
+    Component.BIOS,
+    Component.BMC,
+    Component.GPU_FIRMWARE,
+    Component.NIC_FIRMWARE,
+    Component.GPU_DRIVER,
+    Component.CUDA,
+)
+#: Lower layers roll gradually through the maintenance train, host by host.
+LOWER_LAYER: frozenset[str] = frozenset(
+    {"os", "bios", "bmc", "gpu_firmware", "nic_firmware", "switch_firmware"}
+)
+#: The upper layer must be identical across a consistency group; only bulk operations change it.
+UPPER_LAYER: frozenset[str] = frozenset({"gpu_driver", "cuda"})
+
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$")
+
+
+def check_version(field: str, value: object) -> str:
+    """Return ``value`` as a version string, or raise ValueError naming ``field``."""
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise ValueError(f"{field}: version must be a string, got {type(value).__name__}")
+    text = str(value).strip()
+    if not text:
+        raise ValueError(f"{field}: version must not be empty")
+    if not _VERSION_RE.match(text):
+        raise ValueError(f"{field}: malformed version {text!r} (letters, digits, '.', '-', '_', '+')")
+    return text
+
+
+def check_targets(targets: dict[str, object], allow_upper: bool, allow_lower: bool = True) -> dict[str, str]:
+    """Validate a component → version mapping; errors name the component."""
+    out: dict[str, str] = {}
+    known = {c.value for c in Component}
+    for comp, ver in targets.items():
+        if comp not in known:
+            raise ValueError(f"{comp}: unknown component (known: {', '.join(sorted(known))})")
+        if comp in UPPER_LAYER and not allow_upper:
+            raise ValueError(
+                f"{comp}: gpu_driver/cuda must stay identical across a job, so they change only "
+                "through a bulk operation (trainctl ops), not a maintenance train"
+            )
+        if comp in LOWER_LAYER and not allow_lower:
+            raise ValueError(f"{comp}: this operation kind changes only gpu_driver/cuda")
+        out[comp] = check_version(comp, ver)
+    return out
+
+
+class HostState(StrEnum):
+    """Lifecycle of a host. Everything but IN_SERVICE is out of service for budgets."""
+
+    IN_SERVICE = "in_service"
+    CORDONED = "cordoned"
+    DRAINING = "draining"
+    IN_MAINTENANCE = "in_maintenance"
+    VERIFYING = "verifying"
+    QUARANTINED = "quarantined"
+    IN_REPAIR = "in_repair"
+
+
+class Host(BaseModel):
+    """One GPU host (8 GPUs) as the inventory sees it."""
+
+    name: str
+    cluster: str
+    zone: str
+    rack: str
+    gpus: int = GPUS_PER_HOST
+    state: HostState = HostState.IN_SERVICE
+    versions: dict[str, str]
+    job_id: int | None = None
+    reason: str = ""
+    last_visit_hours: float | None = None
+
+
+class Switch(BaseModel):
+    """A network switch; updating it takes every host below it off the network."""
+
+    name: str
+    tier: str  # rack | spine | aggregation
+    cluster: str | None = None
+    firmware: str
+
+
+class Update(BaseModel):
+    """One component update: what it does to a host and how long it takes in fleet time."""
+
+    component: Component
+    target: str
+    duration_hours: float = Field(ge=0)
+    needs_reboot: bool = True
+    depends_on: list[Component] = Field(default_factory=list)
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, v: object) -> str:
+        return check_version("target", v)
+
+
+class Job(BaseModel):
+    """A gang-scheduled training job."""
+
+    id: int
+    cluster: str
+    hosts: list[str]
+    start_hours: float
+    duration_hours: float = Field(gt=0)
+    checkpoint_interval_hours: float = Field(gt=0)
+    gpu_driver: str
+    cuda: str
+
+    @property
+    def end_hours(self) -> float:
+        return self.start_hours + self.duration_hours
+
+    def last_checkpoint(self, now_hours: float) -> float:
+        """Fleet time of the latest checkpoint at or before ``now_hours``."""
+        done = max(0.0, now_hours - self.start_hours)
+        return self.start_hours + math.floor(done / self.checkpoint_interval_hours) * (
+            self.checkpoint_interval_hours
+        )
+
+    def next_checkpoint(self, now_hours: float) -> float:
+        return self.last_checkpoint(now_hours) + self.checkpoint_interval_hours
+
+
+class CapacityBudget(BaseModel):
+    """How many hosts may be out of service at once, counting hosts down for any reason.
+
+    ``max_unavailable`` is a host count or a percentage string such as ``"3%"``; the per-domain
+    limits cap hosts out of service within one rack or zone (failure domains).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_unavailable: int | str = "3%"
+    per_rack: int | None = Field(default=None, ge=1)
+    per_zone: int | None = Field(default=None, ge=1)
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _max_unavailable(cls, v: object) -> int | str:
+        if isinstance(v, bool):
+            raise ValueError("max_unavailable must be a host count or a percentage like '3%'")
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            if v != int(v) or v < 1:
+                raise ValueError("max_unavailable must be at least one host")
+            return int(v)
+        text = str(v).strip()
+        if text.endswith("%"):
+            try:
+                pct = float(text[:-1])
+            except ValueError:
+                raise ValueError(f"max_unavailable: {text!r} is not a percentage") from None
+            if not 0 < pct <= 100:
+                raise ValueError("max_unavailable must be above 0% and at most 100%")
+            return f"{pct:g}%"
+        try:
+            count = int(text)
+        except ValueError:
+            raise ValueError(
+                f"max_unavailable: {text!r} is neither a host count nor a percentage"
+            ) from None
+        if count < 1:
+            raise ValueError("max_unavailable must be at least one host")
+        return count
+
+    def limit(self, hosts_total: int) -> int:
+        """The host count this budget allows out of service in a cluster of ``hosts_total``."""
+        if isinstance(self.max_unavailable, int):
+            return min(self.max_unavailable, hosts_total)
+        pct = float(self.max_unavailable[:-1])
+        return max(1, math.floor(hosts_total * pct / 100.0))
+
+    @model_validator(mode="after")
+    def _sane(self) -> CapacityBudget:
+        return self
+
+
+def parse_duration_hours(value: object, field: str) -> float:
+    """Parse ``4h``, ``30m``, ``2d``, ``90s`` or a number of hours; refuse negatives."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field}: not a duration")
+    if isinstance(value, int | float):
+        hours = float(value)
+    else:
+        m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(value))
+        if not m:
+            raise ValueError(f"{field}: {value!r} is not a duration like 30m, 4h or 2d")
+        scale = {"s": 1 / 3600, "m": 1 / 60, "h": 1.0, "": 1.0, "d": 24.0, "w": 168.0}[m.group(2)]
+        hours = float(m.group(1)) * scale
+    if hours < 0:
+        raise ValueError(f"{field}: duration must not be negative")
+    return hours

