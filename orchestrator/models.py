@@ -56,11 +56,15 @@ def check_version(field: str, value: object) -> str:
     if not text:
         raise ValueError(f"{field}: version must not be empty")
     if not _VERSION_RE.match(text):
-        raise ValueError(f"{field}: malformed version {text!r} (letters, digits, '.', '-', '_', '+')")
+        raise ValueError(
+            f"{field}: malformed version {text!r} (letters, digits, '.', '-', '_', '+')"
+        )
     return text
 
 
-def check_targets(targets: dict[str, object], allow_upper: bool, allow_lower: bool = True) -> dict[str, str]:
+def check_targets(
+    targets: dict[str, object], allow_upper: bool, allow_lower: bool = True
+) -> dict[str, str]:
     """Validate a component → version mapping; errors name the component."""
     out: dict[str, str] = {}
     known = {c.value for c in Component}

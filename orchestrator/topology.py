@@ -101,7 +101,9 @@ class Topology:
             raise KeyError(f"node: unknown topology element {node!r}")
         if self.kind(node) == "host":
             return [node]
-        found = [n for n in nx.descendants(self.graph, node) if self.graph.nodes[n]["kind"] == "host"]
+        found = [
+            n for n in nx.descendants(self.graph, node) if self.graph.nodes[n]["kind"] == "host"
+        ]
         return sorted(found, key=self._host_index.__getitem__)
 
     def failure_domains(self, host: str) -> dict[str, str]:
@@ -113,9 +115,11 @@ class Topology:
         """Hosts ordered by network distance from ``host``: same rack, same zone, same cluster."""
         cluster, zone, rack = self._domains_of_host[host]
         pool = self._hosts_of[cluster] if candidates is None else list(candidates)
+
         def distance(h: str) -> tuple[int, int]:
             _, z, r = self._domains_of_host[h]
             return (0 if r == rack else 1 if z == zone else 2, self._host_index[h])
+
         return sorted((h for h in pool if h != host), key=distance)
 
     def clusters(self) -> list[str]:

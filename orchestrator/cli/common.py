@@ -72,4 +72,6 @@ def fail(message: str) -> NoReturn:
     raise OperationFailed(message)
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object on stdout."
+)

@@ -23,8 +23,12 @@ def fleet() -> None:
 @fleet.command("init")
 @click.option("--preset", required=True, help=f"Fleet shape: {', '.join(PRESETS)}.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of every random draw.")
-@click.option("--speed", default="3600", show_default=True,
-              help="Fleet time per wall time, or 'max' (every fleet-time wait is zero).")
+@click.option(
+    "--speed",
+    default="3600",
+    show_default=True,
+    help="Fleet time per wall time, or 'max' (every fleet-time wait is zero).",
+)
 @click.option("--force", is_flag=True, help="Replace an existing fleet.")
 @json_option
 @handle_errors
@@ -36,19 +40,32 @@ def init(preset: str, seed: int, speed: str, force: bool, as_json: bool) -> None
     if path.exists() and not force:
         raise BadInput(f"preset: a fleet already exists at {path}; pass --force to replace it")
     f = SqliteFleet.create(path, shape, seed, factor)
-    out = {"path": str(path), "preset": shape.name, "seed": seed, "speed": speed,
-           "hosts_total": shape.hosts_total, "gpus_total": shape.gpus_total,
-           "clusters": shape.clusters}
+    out = {
+        "path": str(path),
+        "preset": shape.name,
+        "seed": seed,
+        "speed": speed,
+        "hosts_total": shape.hosts_total,
+        "gpus_total": shape.gpus_total,
+        "clusters": shape.clusters,
+    }
     f.close()
-    emit(out, as_json, lambda o: click.echo(
-        f"fleet {o['preset']}: {o['clusters']} cluster(s), {o['hosts_total']:,} hosts, "
-        f"{o['gpus_total']:,} GPUs at {o['path']}"))
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(
+            f"fleet {o['preset']}: {o['clusters']} cluster(s), {o['hosts_total']:,} hosts, "
+            f"{o['gpus_total']:,} GPUs at {o['path']}"
+        ),
+    )
 
 
 def _print_status(o: dict[str, Any]) -> None:
     con = Console()
-    con.print(f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
-              f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}")
+    con.print(
+        f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
+        f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}"
+    )
     t = Table("state", "hosts")
     for state, n in o["states"].items():
         t.add_row(state, f"{n:,}")

@@ -150,7 +150,9 @@ class ClusterSim:
     def _log(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
         self.events.append(Event(self.now, actor, kind, host, detail))
 
-    def _set_state(self, h: HostRec, state: str, actor: str, reason: str = "", **extra: Any) -> None:
+    def _set_state(
+        self, h: HostRec, state: str, actor: str, reason: str = "", **extra: Any
+    ) -> None:
         if h.state == state and h.reason == reason:
             return
         self._log(actor, "host_state", h.name, before=h.state, after=state, reason=reason, **extra)
@@ -163,7 +165,9 @@ class ClusterSim:
         self.state.next_failure_at = self.state.now + gap
 
     def _failure(self) -> None:
-        host, cause, repair = dyn.draw_failure(self.seed, self.name, self.state.fail_seq, self.order)
+        host, cause, repair = dyn.draw_failure(
+            self.seed, self.name, self.state.fail_seq, self.order
+        )
         self.state.fail_seq += 1
         self._schedule_failure()
         h = self.hosts[host]
@@ -184,7 +188,9 @@ class ClusterSim:
         if pending:
             # Repaired hosts take pending upgrades before they return to production.
             h.owner = "repair-return"
-            self._set_state(h, S.CORDONED, "repair", "repaired; pending updates " + ",".join(pending))
+            self._set_state(
+                h, S.CORDONED, "repair", "repaired; pending updates " + ",".join(pending)
+            )
         else:
             h.owner = ""
             self._set_state(h, S.IN_SERVICE, "repair", "repaired")
@@ -208,7 +214,12 @@ class ClusterSim:
         assert job.start is not None
         lost = (self.now - ckpt) * job.size * GPUS_PER_HOST
         self._log(
-            actor, "job_interrupted", None, job=job.id, cause=cause, hosts=len(job.hosts),
+            actor,
+            "job_interrupted",
+            None,
+            job=job.id,
+            cause=cause,
+            hosts=len(job.hosts),
             lost_gpu_hours=round(lost, 3),
         )
         self._release(job)
@@ -237,7 +248,10 @@ class ClusterSim:
                 job_id = self.state.job_seq
                 self.state.job_seq += 1
                 self.jobs[job_id] = JobRec(
-                    job_id, shape.hosts, shape.duration_hours, shape.checkpoint_interval_hours,
+                    job_id,
+                    shape.hosts,
+                    shape.duration_hours,
+                    shape.checkpoint_interval_hours,
                     self.now,
                 )
                 self.dirty_jobs.add(job_id)
@@ -286,7 +300,13 @@ class ClusterSim:
             self.dirty_hosts.add(name)
         self.dirty_jobs.add(job.id)
         self._log(
-            "scheduler", "job_start", None, job=job.id, hosts=chosen, gpu_driver=key[0], cuda=key[1],
+            "scheduler",
+            "job_start",
+            None,
+            job=job.id,
+            hosts=chosen,
+            gpu_driver=key[0],
+            cuda=key[1],
         )
         return True
 
@@ -315,7 +335,9 @@ class ClusterSim:
         if h.state != S.IN_SERVICE:
             return False
         h.owner, h.verified = owner, False
-        self._set_state(h, S.CORDONED, actor, f"maintenance by {owner}", limit=limit, per_rack=per_rack)
+        self._set_state(
+            h, S.CORDONED, actor, f"maintenance by {owner}", limit=limit, per_rack=per_rack
+        )
         return True
 
     def job_of(self, name: str) -> JobRec | None:
@@ -328,7 +350,7 @@ class ClusterSim:
             self._set_state(h, S.DRAINING, actor, "waiting for job")
 
     def evict(self, job_id: int, actor: str) -> float:
-        """Interrupt a running job so its cordoned hosts can be maintained; returns GPU-hours lost."""
+        """Interrupt a job so its cordoned hosts can be maintained; return GPU-hours lost."""
         job = self.jobs[job_id]
         if job.state != "running":
             return 0.0
@@ -341,7 +363,9 @@ class ClusterSim:
         self._set_state(h, S.IN_MAINTENANCE, actor, "applying updates")
         return True
 
-    def apply_updates(self, name: str, targets: dict[str, str], actor: str, attempt: str) -> dyn.UpdateOutcome:
+    def apply_updates(
+        self, name: str, targets: dict[str, str], actor: str, attempt: str
+    ) -> dyn.UpdateOutcome:
         """Install every pending component of ``targets`` in dependency order, one reboot."""
         h = self.hosts[name]
         comps = dyn.pending_components(h.versions, targets)
@@ -349,7 +373,13 @@ class ClusterSim:
         h.updates += 1
         self.dirty_hosts.add(name)
         if not out.ok:
-            self._log(actor, "update_failed", name, component=out.failed_component, permanent=out.permanent)
+            self._log(
+                actor,
+                "update_failed",
+                name,
+                component=out.failed_component,
+                permanent=out.permanent,
+            )
             return out
         before = {c: h.versions.get(c) for c in comps}
         for c in comps:
@@ -364,7 +394,11 @@ class ClusterSim:
         h = self.hosts[name]
         self._set_state(h, S.VERIFYING, actor, "verifying")
         r = dyn.rng(self.seed, name, "verify", h.updates)
-        bw = (dyn.DEGRADED_BUS_BW if h.defect in ("slow_gpu", "low_bus_bandwidth") else dyn.HEALTHY_BUS_BW)
+        bw = (
+            dyn.DEGRADED_BUS_BW
+            if h.defect in ("slow_gpu", "low_bus_bandwidth")
+            else dyn.HEALTHY_BUS_BW
+        )
         bw += r.uniform(-0.02, 0.02)
         wrong = sorted(c for c, v in targets.items() if h.versions.get(c) != v)
         if h.defect == "xid_errors":
@@ -412,4 +446,4 @@ class ClusterSim:
         return dict(counts)
 
 
-assert UPPER_LAYER == {"gpu_driver", "cuda"}
+assert {"gpu_driver", "cuda"} == UPPER_LAYER

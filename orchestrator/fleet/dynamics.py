@@ -165,7 +165,9 @@ class UpdateOutcome:
     defect: str | None  # a subtle problem only verification will see
 
 
-def draw_update_outcome(seed: int, host: str, attempt_key: str, components: list[str]) -> UpdateOutcome:
+def draw_update_outcome(
+    seed: int, host: str, attempt_key: str, components: list[str]
+) -> UpdateOutcome:
     """Whether installing ``components`` on ``host`` succeeds, fails, or leaves a hidden defect."""
     r = rng(seed, host, "update", attempt_key)
     defect: str | None = None

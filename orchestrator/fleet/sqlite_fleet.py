@@ -37,7 +37,8 @@ CREATE TABLE jobs (
     driver TEXT NOT NULL, cuda TEXT NOT NULL, state TEXT NOT NULL, interruptions INTEGER NOT NULL,
     PRIMARY KEY (cluster, id));
 CREATE INDEX jobs_live ON jobs(cluster, state);
-CREATE TABLE switches (name TEXT PRIMARY KEY, tier TEXT NOT NULL, cluster TEXT, firmware TEXT NOT NULL);
+CREATE TABLE switches (
+    name TEXT PRIMARY KEY, tier TEXT NOT NULL, cluster TEXT, firmware TEXT NOT NULL);
 CREATE TABLE events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, cluster TEXT NOT NULL,
     actor TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, detail TEXT NOT NULL);
@@ -97,7 +98,9 @@ class SqliteFleet:
 
     # ----------------------------------------------------------------- creation
     @classmethod
-    def create(cls, path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None) -> SqliteFleet:
+    def create(
+        cls, path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None
+    ) -> SqliteFleet:
         """Build a fleet from ``preset`` into a temporary file, then move it to ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -108,23 +111,36 @@ class SqliteFleet:
             conn.execute("BEGIN")
             wall = wall or datetime.now(UTC)
             meta = {
-                "seed": seed, "preset": preset.name, "speed": speed,
-                "anchor_wall": wall.isoformat(), "logical_now": 0.0,
+                "seed": seed,
+                "preset": preset.name,
+                "speed": speed,
+                "anchor_wall": wall.isoformat(),
+                "logical_now": 0.0,
             }
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()]
+            )
             topo = Topology(preset)
             conn.executemany(
                 "INSERT INTO switches VALUES (?, ?, ?, ?)",
                 [(n, tier, c, INITIAL_SWITCH_FIRMWARE) for n, tier, c in topo.switches],
             )
             for cluster in preset.cluster_names():
-                hosts = [
-                    HostRec(h, *list(topo.failure_domains(h).values())[1:], state="in_service",
-                            versions=dict(INITIAL_VERSIONS))
-                    for h in topo.hosts_below(cluster)
-                ]
-                sim = ClusterSim(cluster, seed, hosts, {}, ClusterState(), preset.max_job_hosts,
-                                 preset.target_utilisation)
+                hosts = []
+                for h in topo.hosts_below(cluster):
+                    dom = topo.failure_domains(h)
+                    hosts.append(
+                        HostRec(h, dom["zone"], dom["rack"], "in_service", dict(INITIAL_VERSIONS))
+                    )
+                sim = ClusterSim(
+                    cluster,
+                    seed,
+                    hosts,
+                    {},
+                    ClusterState(),
+                    preset.max_job_hosts,
+                    preset.target_utilisation,
+                )
                 sim.advance(0.0)
                 _stagger_jobs(sim, seed)
                 _save(conn, sim, new=True)
@@ -185,22 +201,46 @@ class SqliteFleet:
             raise KeyError(f"cluster: unknown cluster {name!r}")
         state = ClusterState(**json.loads(row[0]))
         hosts = [
-            HostRec(r[0], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9], r[10], r[11],
-                    bool(r[12]), r[13])
+            HostRec(
+                r[0],
+                r[2],
+                r[3],
+                r[4],
+                json.loads(r[5]),
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                r[11],
+                bool(r[12]),
+                r[13],
+            )
             for r in conn.execute("SELECT * FROM hosts WHERE cluster=? ORDER BY rowid", (name,))
         ]
         jobs = {
-            r[1]: JobRec(r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11])
+            r[1]: JobRec(
+                r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11]
+            )
             for r in conn.execute("SELECT * FROM jobs WHERE cluster=? AND state!='done'", (name,))
         }
-        return ClusterSim(name, self.seed, hosts, jobs, state, self.preset.max_job_hosts,
-                          self.preset.target_utilisation)
+        return ClusterSim(
+            name,
+            self.seed,
+            hosts,
+            jobs,
+            state,
+            self.preset.max_job_hosts,
+            self.preset.target_utilisation,
+        )
 
     # ------------------------------------------------------------------ reads
     def cluster_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT name FROM clusters ORDER BY name")]
 
-    def events(self, since: int = 0, cluster: str | None = None) -> Iterator[tuple[int, Event, str]]:
+    def events(
+        self, since: int = 0, cluster: str | None = None
+    ) -> Iterator[tuple[int, Event, str]]:
         """The append-only event log in order: (seq, event, cluster)."""
         sql = "SELECT seq, t, cluster, actor, kind, host, detail FROM events WHERE seq > ?"
         args: list[Any] = [since]
@@ -226,17 +266,40 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
     s = sim.state
     conn.execute(
         "INSERT OR REPLACE INTO clusters VALUES (?, ?)",
-        (sim.name, json.dumps({
-            "now": s.now, "job_seq": s.job_seq, "fail_seq": s.fail_seq,
-            "next_failure_at": s.next_failure_at, "queue": s.queue, "targets": s.targets,
-        })),
+        (
+            sim.name,
+            json.dumps(
+                {
+                    "now": s.now,
+                    "job_seq": s.job_seq,
+                    "fail_seq": s.fail_seq,
+                    "next_failure_at": s.next_failure_at,
+                    "queue": s.queue,
+                    "targets": s.targets,
+                }
+            ),
+        ),
     )
     names = sim.order if new else sorted(sim.dirty_hosts)
     conn.executemany(
         "INSERT OR REPLACE INTO hosts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
-            (h.name, sim.name, h.zone, h.rack, str(h.state), json.dumps(h.versions), h.job_id,
-             h.reason, h.owner, h.repair_until, h.defect, h.last_visit, int(h.verified), h.updates)
+            (
+                h.name,
+                sim.name,
+                h.zone,
+                h.rack,
+                str(h.state),
+                json.dumps(h.versions),
+                h.job_id,
+                h.reason,
+                h.owner,
+                h.repair_until,
+                h.defect,
+                h.last_visit,
+                int(h.verified),
+                h.updates,
+            )
             for h in (sim.hosts[n] for n in names)
         ],
     )
@@ -244,8 +307,20 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
     conn.executemany(
         "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         [
-            (sim.name, j.id, j.size, j.work_hours, j.ckpt_hours, j.submitted, json.dumps(j.hosts),
-             j.start, j.driver, j.cuda, j.state, j.interruptions)
+            (
+                sim.name,
+                j.id,
+                j.size,
+                j.work_hours,
+                j.ckpt_hours,
+                j.submitted,
+                json.dumps(j.hosts),
+                j.start,
+                j.driver,
+                j.cuda,
+                j.state,
+                j.interruptions,
+            )
             for j in (sim.jobs[i] for i in job_ids)
         ],
     )

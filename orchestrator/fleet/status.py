@@ -10,12 +10,16 @@ from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.models import GPUS_PER_HOST
 
 
-def fleet_status(fleet: SqliteFleet, cluster: str | None = None, wall: datetime | None = None) -> dict[str, Any]:
+def fleet_status(
+    fleet: SqliteFleet, cluster: str | None = None, wall: datetime | None = None
+) -> dict[str, Any]:
     """Advance the selected clusters to now and count hosts, GPUs, states, versions and jobs."""
     names = fleet.cluster_names()
     if cluster is not None:
         if cluster not in names:
-            raise ValueError(f"cluster: unknown cluster {cluster!r} (known: {', '.join(names[:5])}...)")
+            raise ValueError(
+                f"cluster: unknown cluster {cluster!r} (known: {', '.join(names[:5])}...)"
+            )
         names = [cluster]
     states: Counter[str] = Counter()
     versions: dict[str, Counter[str]] = defaultdict(Counter)
