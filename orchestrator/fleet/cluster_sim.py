@@ -324,8 +324,20 @@ class ClusterSim:
             self.state.targets = merged
             self._log(actor, "targets", None, targets=merged)
 
-    def cordon(self, name: str, owner: str, actor: str, limit: int, per_rack: int | None) -> bool:
-        """Take a host out of scheduling for ``owner``; refused if not in service."""
+    def cordon(
+        self,
+        name: str,
+        owner: str,
+        actor: str,
+        limit: int,
+        per_rack: int | None = None,
+        per_zone: int | None = None,
+    ) -> bool:
+        """Take a host out of scheduling for ``owner``, only if the budget still allows it.
+
+        The budget is checked here, in the same transaction as the change, counting every host
+        out of service for any reason, so a failure that landed since planning is respected.
+        """
         h = self.hosts[name]
         if h.owner == "repair-return" and h.state == S.CORDONED:
             h.owner = owner  # the repair pipeline hands a repaired host over for its updates
@@ -334,11 +346,29 @@ class ClusterSim:
             return True
         if h.state != S.IN_SERVICE:
             return False
+        down = self.out_of_service()
+        if len(down) + 1 > limit:
+            return False
+        if per_rack is not None and sum(d.rack == h.rack for d in down) + 1 > per_rack:
+            return False
+        if per_zone is not None and sum(d.zone == h.zone for d in down) + 1 > per_zone:
+            return False
         h.owner, h.verified = owner, False
         self._set_state(
-            h, S.CORDONED, actor, f"maintenance by {owner}", limit=limit, per_rack=per_rack
+            h,
+            S.CORDONED,
+            actor,
+            f"maintenance by {owner}",
+            owner=owner,
+            limit=limit,
+            per_rack=per_rack,
+            per_zone=per_zone,
         )
         return True
+
+    def close_owner(self, owner: str, actor: str) -> None:
+        """Record that ``owner`` (a train or operation) holds nothing more and has ended."""
+        self._log(actor, "owner_closed", None, owner=owner)
 
     def job_of(self, name: str) -> JobRec | None:
         jid = self.hosts[name].job_id

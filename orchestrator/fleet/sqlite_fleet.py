@@ -195,6 +195,16 @@ class SqliteFleet:
             yield sim
             _save(conn, sim)
 
+    def peek(self, name: str, wall: datetime | None = None) -> ClusterSim:
+        """The cluster advanced to the caller's fleet time, without writing anything back."""
+        self.conn.execute("BEGIN")
+        try:
+            sim = self._load(self.conn, name)
+            sim.advance(self.fleet_time(wall))
+        finally:
+            self.conn.execute("ROLLBACK")
+        return sim
+
     def _load(self, conn: sqlite3.Connection, name: str) -> ClusterSim:
         row = conn.execute("SELECT state FROM clusters WHERE name=?", (name,)).fetchone()
         if row is None:
