@@ -444,11 +444,14 @@ class ClusterSim:
         self._log(actor, "verified", name, passed=ok, reason=why, bus_bw=round(bw, 3))
         return ok, why, bw
 
-    def return_to_service(self, name: str, actor: str) -> bool:
+    def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
+        """Put a verified host back into service; ``visit`` marks it visited by a train."""
         h = self.hosts[name]
         if not h.verified or h.state != S.VERIFYING:
             return False
-        h.owner, h.last_visit = "", self.now
+        h.owner = ""
+        if visit:
+            h.last_visit = self.now
         self._set_state(h, S.IN_SERVICE, actor, "returned after verification", verified=True)
         return True
 

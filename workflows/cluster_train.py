@@ -1,0 +1,344 @@
+"""The maintenance train of one cluster: a long-running entity workflow (id ``train-<cluster>``).
+
+It keeps up to ``domain_size`` hosts in maintenance: whenever room frees up it asks the shared
+planner (through the ``plan_domain`` activity, which also cordons, atomically with the budget
+check) for the next hosts, and runs them as a ``DomainMaintenance`` child. It counts the visit
+cycle (every host visited, quarantined or in repair), obeys pause/resume/stop and live changes,
+halts itself when failures pile up, and continues as new before its history grows large, after
+its in-flight domains finish and its handlers return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.fleet_activities import FleetActivities
+    from orchestrator.models import check_targets
+    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.train_types import (
+        ClockInfo,
+        ControlRequest,
+        DomainInput,
+        DomainResult,
+        FleetInfoRequest,
+        HostsRequest,
+        PlanDomainRequest,
+        PlanDomainResult,
+        TrainChange,
+        TrainInput,
+        TrainStatus,
+    )
+    from workflows.domain_maintenance import DomainMaintenance
+    from workflows.fleet_clock import fleet_options, sleep_until, wall_seconds
+
+#: How often (in fleet time) a waiting train looks again when nothing wakes it.
+POLL_FLEET_HOURS = 0.25
+#: Continue as new past this many history events even if the server has not suggested it.
+MAX_HISTORY_EVENTS = 8_000
+
+
+@workflow.defn(name="ClusterTrain")
+class ClusterTrain:
+    def __init__(self) -> None:
+        self.inp: TrainInput | None = None
+        self.in_flight: dict[str, list[str]] = {}
+        self.wake = False
+
+    # ----------------------------------------------------------------- queries
+    @workflow.query(name="status")
+    def status(self) -> TrainStatus:
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        return TrainStatus(
+            cluster=spec.cluster,
+            state=st.phase,
+            reason=st.reason,
+            cycles_completed=st.cycles_completed,
+            hosts_total=st.counts.hosts_total,
+            hosts_visited_this_cycle=st.counts.visited,
+            in_maintenance=sum(len(h) for h in self.in_flight.values()),
+            quarantined=st.counts.quarantined,
+            in_repair=st.counts.in_repair,
+            domain_size=spec.domain_size,
+            budget=spec.budget,
+            targets=spec.targets,
+            waiting=st.waiting,
+            visits_total=st.visits_total,
+            jobs_interrupted=st.jobs_interrupted,
+            lost_gpu_hours=round(st.lost_gpu_hours, 3),
+            fleet_hours=st.counts.fleet_hours,
+            last_cycle_fleet_hours=st.last_cycle_fleet_hours,
+            last_cycle_wall_seconds=st.last_cycle_wall_seconds,
+        )
+
+    # ----------------------------------------------------------------- control
+    def _set_phase(self, phase: str, reason: str = "") -> None:
+        assert self.inp is not None
+        self.inp.state.phase, self.inp.state.reason = phase, reason
+        workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
+        self.wake = True
+
+    @workflow.update(name="pause")
+    def pause(self, req: ControlRequest) -> TrainStatus:
+        self._set_phase("paused", req.reason or "paused by operator")
+        return self.status()
+
+    @pause.validator
+    def _can_pause(self, req: ControlRequest) -> None:
+        self._require_phase(("running", "halted"), "pause")
+
+    @workflow.update(name="resume")
+    def resume(self, req: ControlRequest) -> TrainStatus:
+        assert self.inp is not None
+        self.inp.state.failures_in_a_row = 0
+        self._set_phase("running", req.reason)
+        return self.status()
+
+    @resume.validator
+    def _can_resume(self, req: ControlRequest) -> None:
+        self._require_phase(("paused", "halted", "running"), "resume")
+
+    @workflow.update(name="stop")
+    def stop(self, req: ControlRequest) -> TrainStatus:
+        self._set_phase("stopping", req.reason or "stopped by operator")
+        return self.status()
+
+    @stop.validator
+    def _can_stop(self, req: ControlRequest) -> None:
+        self._require_phase(("running", "paused", "halted", "stopping"), "stop")
+
+    def _require_phase(self, allowed: tuple[str, ...], action: str) -> None:
+        assert self.inp is not None
+        if self.inp.state.phase not in allowed:
+            raise ValueError(f"cannot {action} a train that is {self.inp.state.phase}")
+
+    @workflow.update(name="reconfigure")
+    def reconfigure(self, change: TrainChange) -> TrainStatus:
+        """Live change of domain size, budget, targets (merged) or failure threshold."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        if change.domain_size is not None:
+            spec.domain_size = change.domain_size
+        if change.budget is not None:
+            spec.budget = change.budget
+        if change.targets is not None:
+            spec.targets = {**spec.targets, **check_targets(change.targets, allow_upper=False)}
+        if change.halt_after_failures is not None:
+            spec.halt_after_failures = change.halt_after_failures
+        self.wake = True
+        return self.status()
+
+    @reconfigure.validator
+    def _check_change(self, change: TrainChange) -> None:
+        assert self.inp is not None
+        if change.targets is not None:
+            check_targets(change.targets, allow_upper=False)
+        if change.budget is not None and self.inp.state.counts.hosts_total:
+            total = self.inp.state.counts.hosts_total
+            if change.budget.limit(total) < 1:
+                raise ValueError(f"budget.max_unavailable: below one host of {total}")
+        if self.inp.state.phase in ("stopping", "stopped"):
+            raise ValueError("the train is stopping")
+
+    # --------------------------------------------------------------------- run
+    @workflow.run
+    async def run(self, inp: TrainInput) -> TrainStatus:
+        self.inp = inp
+        spec, st = inp.spec, inp.state
+        workflow.upsert_search_attributes(
+            [
+                TRAIN_CLUSTER.value_set(spec.cluster),
+                TRAIN_CAMPAIGN.value_set(spec.campaign or spec.workflow_id),
+                TRAIN_PHASE.value_set(st.phase),
+            ]
+        )
+        clock = inp.clock or await workflow.execute_activity_method(
+            FleetActivities.fleet_info, FleetInfoRequest(cluster=spec.cluster), **fleet_options()
+        )
+        if st.cycle_started_wall is None:
+            st.cycle_started_wall = workflow.now()
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                if st.phase == "stopping" or self._history_full():
+                    if not self.in_flight:
+                        break
+                elif st.phase == "running":
+                    await self._plan_more(clock, tasks)
+                    if self._cycle_done():
+                        self._finish_cycle()
+                        if spec.stop_after_cycles and st.cycles_completed >= spec.stop_after_cycles:
+                            self._set_phase("stopping", f"completed {st.cycles_completed} cycle(s)")
+                            continue
+                self.wake = False
+                await self._idle(clock)
+        except (asyncio.CancelledError, CancelledError):
+            for t in tasks:
+                t.cancel()
+            await self._close(clock)
+            raise
+        if st.phase == "stopping":
+            await self._close(clock)
+            self._set_phase("stopped", st.reason)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self.status()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(TrainInput(spec=spec, state=st, clock=clock))
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > MAX_HISTORY_EVENTS
+        )
+
+    async def _idle(self, clock: ClockInfo) -> None:
+        """Wait for a domain to finish, a control message, or the poll interval."""
+        assert self.inp is not None
+        if self.wake:
+            return
+        if clock.speed == 0.0 and not self.in_flight and self.inp.state.phase == "running":
+            # Nothing else moves a logical clock: let repairs and jobs progress.
+            await sleep_until(clock, self.inp.state.counts.fleet_hours + POLL_FLEET_HOURS)
+            return
+        timeout = None if clock.speed == 0.0 else wall_seconds(clock, POLL_FLEET_HOURS)
+        try:
+            await workflow.wait_condition(
+                lambda: self.wake, timeout=None if timeout is None else timedelta(seconds=timeout)
+            )
+        except TimeoutError:
+            pass
+
+    async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        held = [h for hosts in self.in_flight.values() for h in hosts]
+        slots = spec.domain_size - len(held)
+        res: PlanDomainResult = await workflow.execute_activity_method(
+            FleetActivities.plan_domain,
+            PlanDomainRequest(
+                cluster=spec.cluster,
+                owner=spec.workflow_id,
+                wall=workflow.now(),
+                cycle_started_hours=st.cycle_started_hours,
+                slots=max(slots, 0),
+                budget=spec.budget,
+                max_wait_hours=spec.drain.max_wait_hours,
+                policy=spec.policy,
+                targets=spec.targets,
+                in_flight=held,
+            ),
+            **fleet_options(),
+        )
+        st.counts = res.counts
+        st.waiting = "" if res.hosts else res.waiting
+        if not res.hosts:
+            return
+        st.domains_started += 1
+        domain_id = f"{spec.workflow_id}-c{st.cycle}-d{st.domains_started}"
+        self.in_flight[domain_id] = res.hosts
+        task = asyncio.create_task(self._run_domain(clock, domain_id, res.hosts))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _run_domain(self, clock: ClockInfo, domain_id: str, hosts: list[str]) -> None:
+        assert self.inp is not None
+        spec = self.inp.spec
+        try:
+            result: DomainResult = await workflow.execute_child_workflow(
+                DomainMaintenance.run,
+                DomainInput(
+                    cluster=spec.cluster,
+                    owner=spec.workflow_id,
+                    domain_id=domain_id,
+                    hosts=hosts,
+                    targets=dict(spec.targets),
+                    max_wait_hours=spec.drain.max_wait_hours,
+                    policy=spec.policy,
+                    clock=clock,
+                ),
+                id=domain_id,
+                task_queue=workflow.info().task_queue,
+                execution_timeout=timedelta(days=30),
+                static_summary=f"{len(hosts)} hosts of {spec.cluster}: drain, update, verify",
+            )
+            self._record(result)
+        finally:
+            self.in_flight.pop(domain_id, None)
+            self.wake = True
+
+    def _record(self, result: DomainResult) -> None:
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        st.visits_total += len(result.returned)
+        st.cycle_visits += len(result.returned)
+        st.quarantined_total += len(result.quarantined)
+        st.cycle_failures += len(result.quarantined)
+        st.jobs_interrupted += result.jobs_interrupted
+        st.lost_gpu_hours += result.lost_gpu_hours
+        st.failures_in_a_row = (
+            len(result.quarantined)
+            if result.returned
+            else st.failures_in_a_row + len(result.quarantined)
+        )
+        seen = st.cycle_visits + st.cycle_failures
+        if st.failures_in_a_row >= spec.halt_after_failures:
+            self._halt(
+                f"{st.failures_in_a_row} hosts failed in a row (limit {spec.halt_after_failures})"
+            )
+        elif seen >= 10 and st.cycle_failures / seen > spec.halt_failure_rate:
+            self._halt(
+                f"{st.cycle_failures} of {seen} hosts failed this cycle "
+                f"(above {spec.halt_failure_rate:.0%})"
+            )
+
+    def _halt(self, reason: str) -> None:
+        assert self.inp is not None
+        if self.inp.state.phase == "running":
+            workflow.logger.warning("train halted: %s", reason)
+            self._set_phase("halted", reason)
+
+    def _cycle_done(self) -> bool:
+        assert self.inp is not None
+        c = self.inp.state.counts
+        return c.hosts_total > 0 and c.due == 0 and c.in_flight == 0 and not self.in_flight
+
+    def _finish_cycle(self) -> None:
+        assert self.inp is not None
+        st = self.inp.state
+        st.cycles_completed += 1
+        st.last_cycle_fleet_hours = st.counts.fleet_hours - st.cycle_started_hours
+        assert st.cycle_started_wall is not None
+        st.last_cycle_wall_seconds = (workflow.now() - st.cycle_started_wall).total_seconds()
+        workflow.logger.info(
+            "cycle %d complete: %d visited, %d quarantined, %d in repair",
+            st.cycle,
+            st.counts.visited,
+            st.counts.quarantined,
+            st.counts.in_repair,
+        )
+        st.cycle += 1
+        st.cycle_started_hours = st.counts.fleet_hours + 1e-6
+        st.cycle_started_wall = workflow.now()
+        st.cycle_visits = st.cycle_failures = 0
+
+    async def _close(self, clock: ClockInfo) -> None:
+        """Hand back anything still held and record that this train has ended."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        await workflow.execute_activity_method(
+            FleetActivities.close_owner,
+            HostsRequest(
+                cluster=spec.cluster,
+                owner=spec.workflow_id,
+                hosts=[],
+                wall=workflow.now(),
+                targets=spec.targets,
+            ),
+            **fleet_options(),
+        )

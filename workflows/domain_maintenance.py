@@ -1,0 +1,151 @@
+"""One maintenance domain: drain its cordoned hosts, update, verify, return or quarantine.
+
+The hosts arrive cordoned by the train. Hosts free of jobs go straight to their updates; hosts
+with a job wait as the drain policy says (to the job's end, or its next checkpoint, then evict,
+never past the deadline). Whatever happens, including cancellation of the train, every host
+leaves this workflow back in service (verified), quarantined with a reason, or with the repair
+pipeline: the ``finally`` hands back anything still held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.fleet_activities import FleetActivities
+    from orchestrator.train_types import (
+        DomainInput,
+        DomainResult,
+        DrainStatus,
+        EvictRequest,
+        HostsRequest,
+        UpdateResult,
+        VerifyResult,
+    )
+    from workflows.fleet_clock import fleet_options, sleep_until
+
+EPSILON_HOURS = 1e-6
+
+
+@workflow.defn(name="DomainMaintenance")
+class DomainMaintenance:
+    def __init__(self) -> None:
+        self.phase = "draining"
+        self.waiting: dict[str, str] = {}
+
+    @workflow.query(name="phase")
+    def current_phase(self) -> dict[str, object]:
+        return {"phase": self.phase, "waiting": self.waiting}
+
+    def _req(self, inp: DomainInput, hosts: list[str], **kw: object) -> HostsRequest:
+        return HostsRequest(
+            cluster=inp.cluster,
+            owner=inp.owner,
+            hosts=hosts,
+            wall=workflow.now(),
+            targets=inp.targets,
+            policy=inp.policy,
+            visit=inp.visit,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    @workflow.run
+    async def run(self, inp: DomainInput) -> DomainResult:
+        result = DomainResult(domain_id=inp.domain_id)
+        pending = list(inp.hosts)
+        tasks: list[asyncio.Task[None]] = []
+        scheduled: dict[int, float] = {}  # job -> fleet hour we decided to evict it at
+        deadline: float | None = None
+        try:
+            while pending:
+                status: DrainStatus = await workflow.execute_activity_method(
+                    FleetActivities.drain_status,
+                    self._req(inp, pending, deadline_hours=deadline or 0.0),
+                    **fleet_options(),
+                )
+                now = status.fleet_hours
+                if deadline is None:
+                    deadline = now + inp.max_wait_hours
+                    continue  # ask again with the real deadline
+                for host, why in status.lost.items():
+                    result.lost_to_repair[host] = why
+                for host in list(status.lost) + status.ready:
+                    pending.remove(host)
+                if status.ready:
+                    tasks.append(asyncio.create_task(self._maintain(inp, status.ready, result)))
+                evict = [
+                    w.job_id
+                    for w in status.waits
+                    if (w.action == "evict_now" and w.at_hours <= now + EPSILON_HOURS)
+                    or scheduled.get(w.job_id, float("inf")) <= now + EPSILON_HOURS
+                ]
+                if evict:
+                    self.phase = "evicting"
+                    res = await workflow.execute_activity_method(
+                        FleetActivities.evict_jobs,
+                        EvictRequest(
+                            cluster=inp.cluster, owner=inp.owner, job_ids=evict, wall=workflow.now()
+                        ),
+                        **fleet_options(),
+                    )
+                    result.jobs_interrupted += res.interrupted
+                    result.lost_gpu_hours += res.lost_gpu_hours
+                    continue
+                if status.waits:
+                    for w in status.waits:
+                        if w.action != "wait_end" and w.job_id not in scheduled:
+                            scheduled[w.job_id] = w.at_hours
+                    self.phase = "draining"
+                    self.waiting = {
+                        str(w.job_id): f"{w.action} at fleet hour {w.at_hours:.2f}"
+                        for w in status.waits
+                    }
+                    wake = min(min(w.at_hours for w in status.waits), *scheduled.values(), deadline)
+                    await sleep_until(inp.clock, max(wake, now + EPSILON_HOURS), now)
+            self.waiting = {}
+            await asyncio.gather(*tasks)
+        except (asyncio.CancelledError, CancelledError):
+            self.phase = "cancelled: handing hosts back"
+            for t in tasks:
+                t.cancel()
+            await self._hand_back(inp, result)
+            raise
+        except BaseException:
+            await self._hand_back(inp, result)
+            raise
+        self.phase = "done"
+        return result
+
+    async def _maintain(self, inp: DomainInput, hosts: list[str], result: DomainResult) -> None:
+        """Update, wait out the install in fleet time, verify, return or quarantine."""
+        self.phase = "updating"
+        upd: UpdateResult = await workflow.execute_activity_method(
+            FleetActivities.apply_updates, self._req(inp, hosts), **fleet_options(heartbeat=True)
+        )
+        if upd.failed:
+            q: VerifyResult = await workflow.execute_activity_method(
+                FleetActivities.quarantine_hosts,
+                self._req(inp, sorted(upd.failed), reason="update failed"),
+                **fleet_options(),
+            )
+            result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
+        if not upd.updated:
+            return
+        await sleep_until(inp.clock, upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
+        self.phase = "verifying"
+        ver: VerifyResult = await workflow.execute_activity_method(
+            FleetActivities.verify_and_return, self._req(inp, upd.updated), **fleet_options()
+        )
+        result.returned += ver.returned
+        result.quarantined.update(ver.quarantined)
+
+    async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
+        """Release untouched hosts and verify touched ones, so none is left cordoned."""
+        back: VerifyResult = await workflow.execute_activity_method(
+            FleetActivities.release_hosts, self._req(inp, list(inp.hosts)), **fleet_options()
+        )
+        result.released += back.returned
+        result.quarantined.update(back.quarantined)
