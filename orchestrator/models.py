@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -63,7 +64,7 @@ def check_version(field: str, value: object) -> str:
 
 
 def check_targets(
-    targets: dict[str, object], allow_upper: bool, allow_lower: bool = True
+    targets: Mapping[str, object], allow_upper: bool, allow_lower: bool = True
 ) -> dict[str, str]:
     """Validate a component → version mapping; errors name the component."""
     out: dict[str, str] = {}

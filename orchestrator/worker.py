@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from datetime import timedelta
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client

@@ -11,6 +11,7 @@ its in-flight domains finish and its handlers return.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -157,9 +158,15 @@ class ClusterTrain:
                 TRAIN_PHASE.value_set(st.phase),
             ]
         )
-        clock = inp.clock or await workflow.execute_activity_method(
-            FleetActivities.fleet_info, FleetInfoRequest(cluster=spec.cluster), **fleet_options()
-        )
+        clock: ClockInfo
+        if inp.clock is not None:
+            clock = inp.clock
+        else:
+            clock = await workflow.execute_activity_method(
+                FleetActivities.fleet_info,
+                FleetInfoRequest(cluster=spec.cluster),
+                **fleet_options(),
+            )
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
         tasks: set[asyncio.Task[None]] = set()
@@ -207,12 +214,10 @@ class ClusterTrain:
             await sleep_until(clock, self.inp.state.counts.fleet_hours + POLL_FLEET_HOURS)
             return
         timeout = None if clock.speed == 0.0 else wall_seconds(clock, POLL_FLEET_HOURS)
-        try:
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: self.wake, timeout=None if timeout is None else timedelta(seconds=timeout)
             )
-        except TimeoutError:
-            pass
 
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None
