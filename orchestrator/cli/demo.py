@@ -1,0 +1,79 @@
+"""``trainctl demo``: server, worker, fleet and a train, in one command."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import click
+
+from orchestrator.cli.common import emit, fail, handle_errors, json_option
+from orchestrator.fleet.sqlite_fleet import parse_speed
+from orchestrator.presets import PRESETS, get_preset
+
+
+def _print(o: dict[str, Any]) -> None:
+    click.echo(
+        f"{o['preset']}: {o['hosts_visited']}/{o['hosts_total']} hosts visited, "
+        f"{o['hosts_quarantined']} quarantined or in repair, {o['hosts_lost']} lost, "
+        f"{o['budget_violations']} budget violations, {o['job_interruptions']} job interruptions; "
+        f"cycle took {o['cycle_fleet_hours']} fleet hours in {o['cycle_wall_seconds']} s. "
+        f"Audit {'ok' if o['audit_ok'] else 'FAILED'}. Fleet kept at {o['fleet']}."
+    )
+
+
+@click.command("demo")
+@click.option("--preset", default="small", show_default=True, help=", ".join(PRESETS))
+@click.option(
+    "--speed", default="3600", show_default=True, help="Fleet seconds per wall second, or 'max'."
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--until-cycle-complete", is_flag=True, help="Stop cleanly after one full visit cycle."
+)
+@click.option("--domain-size", type=int, default=None, help="Hosts in maintenance at once.")
+@click.option("--budget", default="10%", show_default=True, help="Max hosts out of service.")
+@click.option("--port", type=int, default=7233, show_default=True)
+@click.option("--ui-port", type=int, default=8233, show_default=True)
+@json_option
+@handle_errors
+def demo(
+    preset: str,
+    speed: str,
+    seed: int,
+    until_cycle_complete: bool,
+    domain_size: int | None,
+    budget: str,
+    port: int,
+    ui_port: int,
+    as_json: bool,
+) -> None:
+    """Run a maintenance train on a fresh simulated fleet, with the Temporal UI."""
+    from orchestrator.demo import run_demo
+
+    get_preset(preset)
+    factor = parse_speed(speed)
+    if domain_size is not None and domain_size < 1:
+        raise click.BadParameter("must be at least 1", param_hint="domain_size")
+    try:
+        out = asyncio.run(
+            run_demo(
+                preset,
+                factor,
+                seed,
+                until_cycle_complete,
+                domain_size,
+                budget,
+                port,
+                ui_port,
+                show_progress=True,
+            )
+        )
+    except KeyboardInterrupt:
+        fail("interrupted")
+    emit(out, as_json, _print)
+    if not out["audit_ok"]:
+        fail("the fleet's audit found broken invariants (run `trainctl audit`)")
+
+
+COMMANDS = [demo]

@@ -1,0 +1,225 @@
+"""``trainctl train``: start, inspect and steer a cluster's maintenance train."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
+from temporalio.service import RPCError
+
+from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
+from orchestrator.models import check_targets
+from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+from orchestrator.train_spec import TrainSpec, load_train_spec, train_workflow_id
+from orchestrator.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
+from orchestrator.worker import TASK_QUEUE
+
+T = TypeVar("T")
+address_option = click.option("--address", default=None, help="Temporal frontend.")
+
+
+def run(coro: Awaitable[T]) -> T:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def _client(address: str | None) -> Client:
+    from orchestrator.client import connect
+
+    try:
+        return await connect(address)
+    except RuntimeError as err:
+        fail(f"cannot reach Temporal ({err}); is `trainctl server` running?")
+
+
+def check_spec_against_fleet(spec: TrainSpec) -> int:
+    """Refuse a spec naming an unknown cluster or a budget below one host; return hosts."""
+    from orchestrator.fleet import open_fleet
+
+    try:
+        fleet = open_fleet()
+    except FileNotFoundError as err:
+        fail(str(err))
+    try:
+        names = fleet.cluster_names()
+        if spec.cluster not in names:
+            raise BadInput(
+                f"cluster: unknown cluster {spec.cluster!r} (known: {', '.join(names[:5])})"
+            )
+        hosts = fleet.preset.hosts_per_cluster
+    finally:
+        fleet.close()
+    exact = spec.budget.max_unavailable
+    if isinstance(exact, str) and hosts * float(exact[:-1]) / 100 < 1:
+        raise BadInput(f"budget.max_unavailable: {exact} of {hosts} hosts is below one host")
+    return hosts
+
+
+async def start_train(
+    client: Client, spec: TrainSpec, task_queue: str = TASK_QUEUE, replace: bool = False
+) -> WorkflowHandle[Any, TrainStatus]:
+    """Start the cluster's train (one per cluster; its id comes from the cluster)."""
+    from workflows.cluster_train import ClusterTrain
+
+    return await client.start_workflow(
+        ClusterTrain.run,
+        TrainInput(spec=spec),
+        id=spec.workflow_id,
+        task_queue=task_queue,
+        id_conflict_policy=(
+            WorkflowIDConflictPolicy.TERMINATE_EXISTING
+            if replace
+            else WorkflowIDConflictPolicy.FAIL
+        ),
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(TRAIN_CLUSTER, spec.cluster),
+                SearchAttributePair(TRAIN_CAMPAIGN, spec.campaign or spec.workflow_id),
+                SearchAttributePair(TRAIN_PHASE, "running"),
+            ]
+        ),
+        static_summary=f"Maintenance train of {spec.cluster}: {spec.targets}",
+    )
+
+
+def print_status(o: dict[str, Any]) -> None:
+    click.echo(
+        f"train-{o['cluster']}: {o['state']}{' (' + o['reason'] + ')' if o['reason'] else ''}\n"
+        f"  cycle {o['cycles_completed'] + 1}: {o['hosts_visited_this_cycle']}/{o['hosts_total']} "
+        f"visited, {o['in_maintenance']} in maintenance, {o['quarantined']} quarantined, "
+        f"{o['in_repair']} in repair\n"
+        f"  domain size {o['domain_size']}, budget {o['budget']['max_unavailable']}, "
+        f"targets {o['targets']}\n"
+        f"  {o['waiting'] and 'waiting: ' + o['waiting']}"
+    )
+
+
+async def _status(handle: WorkflowHandle[Any, Any]) -> TrainStatus:
+    from workflows.cluster_train import ClusterTrain
+
+    try:
+        return await handle.query(ClusterTrain.status)
+    except RPCError as err:
+        fail(f"no train {handle.id}: {err.message}")
+
+
+@click.group("train")
+def train() -> None:
+    """Maintenance trains: one long-running workflow per cluster."""
+
+
+@train.command("start")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True)
+@address_option
+@json_option
+@handle_errors
+def start(spec_path: Path, address: str | None, as_json: bool) -> None:
+    """Start the train described by a YAML spec."""
+    spec = load_train_spec(spec_path)
+    check_spec_against_fleet(spec)
+
+    async def go() -> TrainStatus:
+        client = await _client(address)
+        try:
+            handle = await start_train(client, spec)
+        except Exception as err:  # WorkflowAlreadyStartedError and friends
+            fail(f"cannot start {spec.workflow_id}: {err}")
+        for _ in range(50):
+            try:
+                return await _status(handle)
+            except click.ClickException:
+                await asyncio.sleep(0.2)
+        return await _status(handle)
+
+    emit(run(go()).model_dump(mode="json"), as_json, print_status)
+
+
+def _control(name: str, doc: str) -> click.Command:
+    @click.command(name, help=doc)
+    @click.option("--cluster", required=True)
+    @click.option("--reason", default="")
+    @address_option
+    @json_option
+    @handle_errors
+    def cmd(cluster: str, reason: str, address: str | None, as_json: bool) -> None:
+        async def go() -> TrainStatus:
+            client = await _client(address)
+            handle = client.get_workflow_handle(train_workflow_id(cluster))
+            if name == "status":
+                return await _status(handle)
+            try:
+                return await handle.execute_update(
+                    name, ControlRequest(reason=reason), result_type=TrainStatus
+                )
+            except WorkflowUpdateFailedError as err:
+                raise BadInput(f"{name}: {err.cause}") from None
+            except RPCError as err:
+                fail(f"no running train {handle.id}: {err.message}")
+
+        emit(run(go()).model_dump(mode="json"), as_json, print_status)
+
+    return cmd
+
+
+for _name, _doc in (
+    ("status", "Where the train stands: state, cycle, hosts visited, in maintenance."),
+    ("pause", "Take no new hosts; hosts in maintenance finish."),
+    ("resume", "Resume a paused or halted train."),
+    ("stop", "Finish hosts in maintenance, hand everything back, end the train."),
+):
+    train.add_command(_control(_name, _doc))
+
+
+@train.command("reconfigure")
+@click.option("--cluster", required=True)
+@click.option("--domain-size", type=int, default=None)
+@click.option("--budget", default=None, help="Hosts or percent out of service at once.")
+@click.option("--target", "targets", multiple=True, help="component=version (repeatable).")
+@address_option
+@json_option
+@handle_errors
+def reconfigure(
+    cluster: str,
+    domain_size: int | None,
+    budget: str | None,
+    targets: tuple[str, ...],
+    address: str | None,
+    as_json: bool,
+) -> None:
+    """Change domain size, budget or targets of a running train; the next visits use them."""
+    pairs: dict[str, object] = {}
+    for t in targets:
+        comp, sep, ver = t.partition("=")
+        if not sep:
+            raise BadInput(f"target: {t!r} is not component=version")
+        pairs[comp.strip()] = ver
+    change = TrainChange.model_validate(
+        {
+            "domain_size": domain_size,
+            "budget": None if budget is None else {"max_unavailable": budget},
+            "targets": check_targets(pairs, allow_upper=False) if pairs else None,
+        }
+    )
+
+    async def go() -> TrainStatus:
+        client = await _client(address)
+        handle = client.get_workflow_handle(train_workflow_id(cluster))
+        try:
+            return await handle.execute_update("reconfigure", change, result_type=TrainStatus)
+        except WorkflowUpdateFailedError as err:
+            raise BadInput(f"reconfigure: {err.cause}") from None
+        except RPCError as err:
+            fail(f"no running train {handle.id}: {err.message}")
+
+    emit(run(go()).model_dump(mode="json"), as_json, print_status)
+
+
+COMMANDS = [train]
