@@ -92,4 +92,33 @@ def status(cluster: str | None, as_json: bool) -> None:
         f.close()
 
 
+@fleet.command("inject-fault")
+@click.option("--cluster", required=True)
+@click.option("--component", required=True)
+@click.option("--version", "version", required=True)
+@click.option(
+    "--rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Probability that a host installing this build comes back bad.",
+)
+@handle_errors
+def inject_fault(cluster: str, component: str, version: str, rate: float) -> None:
+    """Declare a bad build, so verification and halting can be exercised (tests, game days)."""
+    from orchestrator.models import check_targets
+
+    check_targets({component: version}, allow_upper=True)
+    try:
+        f = open_fleet()
+    except FileNotFoundError as err:
+        fail(str(err))
+    try:
+        with f.cluster(cluster) as sim:
+            sim.inject_fault(component, version, rate, "operator")
+    finally:
+        f.close()
+    click.echo(f"{component}={version} on {cluster} now leaves hosts bad with p={rate}")
+
+
 COMMANDS = [fleet]

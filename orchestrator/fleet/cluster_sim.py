@@ -77,6 +77,8 @@ class ClusterState:
     next_failure_at: float = 0.0
     queue: list[int] = field(default_factory=list)
     targets: dict[str, str] = field(default_factory=dict)
+    #: "component=version" -> probability that installing it leaves a host bad (a bad build)
+    faults: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -366,6 +368,11 @@ class ClusterSim:
         )
         return True
 
+    def inject_fault(self, component: str, version: str, rate: float, actor: str) -> None:
+        """Make ``component=version`` a bad build that leaves hosts bad with ``rate``."""
+        self.state.faults[f"{component}={version}"] = rate
+        self._log(actor, "fault_injected", None, component=component, version=version, rate=rate)
+
     def close_owner(self, owner: str, actor: str) -> None:
         """Record that ``owner`` (a train or operation) holds nothing more and has ended."""
         self._log(actor, "owner_closed", None, owner=owner)
@@ -414,6 +421,9 @@ class ClusterSim:
         before = {c: h.versions.get(c) for c in comps}
         for c in comps:
             h.versions[c] = targets[c]
+            rate = self.state.faults.get(f"{c}={targets[c]}", 0.0)
+            if rate and dyn.rng(self.seed, name, "fault", c, h.updates).random() < rate:
+                out = dyn.UpdateOutcome(True, False, None, "low_bus_bandwidth")
         if out.defect:
             h.defect = out.defect
         self._log(actor, "updated", name, before=before, after={c: targets[c] for c in comps})

@@ -286,6 +286,7 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
                     "next_failure_at": s.next_failure_at,
                     "queue": s.queue,
                     "targets": s.targets,
+                    "faults": s.faults,
                 }
             ),
         ),
