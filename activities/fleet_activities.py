@@ -127,7 +127,8 @@ class FleetActivities:
                 if (h.last_visit is None or h.last_visit < req.cycle_started_hours)
                 and (h.state == S.IN_SERVICE or h.owner == "repair-return")
             }
-            slots = req.slots - len(orphans)
+            held = sum(1 for h in sim.hosts.values() if h.owner == req.owner and h.state in _HELD)
+            slots = req.max_held - held
             if slots > 0:
                 hosts, jobs = snapshot(sim, due)
                 b = req.budget

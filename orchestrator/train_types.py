@@ -38,7 +38,7 @@ class PlanDomainRequest(BaseModel):
     owner: str
     wall: datetime
     cycle_started_hours: float
-    slots: int
+    max_held: int  # hosts this owner may hold at once (domain size, or the arbiter's grant)
     budget: CapacityBudget
     max_wait_hours: float
     policy: str = "job-aware"

@@ -15,6 +15,8 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -47,6 +49,15 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         test_server_existing_path=str(temporal_test_server_path()),
         data_converter=pydantic_data_converter,
         test_server_startup_timeout=_STARTUP_TIMEOUT,
+    )
+    # The test server knows no custom search attributes until told, like a production cluster.
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES
+            },
+        )
     )
     try:
         yield env

@@ -62,7 +62,7 @@ class ClusterTrain:
             cycles_completed=st.cycles_completed,
             hosts_total=st.counts.hosts_total,
             hosts_visited_this_cycle=st.counts.visited,
-            in_maintenance=sum(len(h) for h in self.in_flight.values()),
+            in_maintenance=st.counts.in_flight,
             quarantined=st.counts.quarantined,
             in_repair=st.counts.in_repair,
             domain_size=spec.domain_size,
@@ -82,6 +82,11 @@ class ClusterTrain:
         assert self.inp is not None
         self.inp.state.phase, self.inp.state.reason = phase, reason
         workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
+        self.wake = True
+
+    @workflow.signal(name="domain_progress")
+    def domain_progress(self) -> None:
+        """A domain handed hosts back: there may be room for more."""
         self.wake = True
 
     @workflow.update(name="pause")
@@ -223,7 +228,6 @@ class ClusterTrain:
         assert self.inp is not None
         spec, st = self.inp.spec, self.inp.state
         held = [h for hosts in self.in_flight.values() for h in hosts]
-        slots = spec.domain_size - len(held)
         res: PlanDomainResult = await workflow.execute_activity_method(
             FleetActivities.plan_domain,
             PlanDomainRequest(
@@ -231,7 +235,7 @@ class ClusterTrain:
                 owner=spec.workflow_id,
                 wall=workflow.now(),
                 cycle_started_hours=st.cycle_started_hours,
-                slots=max(slots, 0),
+                max_held=spec.domain_size,
                 budget=spec.budget,
                 max_wait_hours=spec.drain.max_wait_hours,
                 policy=spec.policy,

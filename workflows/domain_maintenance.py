@@ -141,6 +141,15 @@ class DomainMaintenance:
         )
         result.returned += ver.returned
         result.quarantined.update(ver.quarantined)
+        await self._tell_parent()
+
+    async def _tell_parent(self) -> None:
+        """Wake the train: hosts went back, so it may take more before this domain ends."""
+        parent = workflow.info().parent
+        if parent is not None:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                "domain_progress"
+            )
 
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
         """Release untouched hosts and verify touched ones, so none is left cordoned."""

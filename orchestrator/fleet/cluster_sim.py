@@ -22,6 +22,8 @@ S = HostState
 _CAN_FAIL = frozenset({S.IN_SERVICE, S.CORDONED, S.DRAINING})
 REPAIR_OWNER = "repair"
 RESERVE_AFTER_HOURS = 6.0
+#: Hours a quarantined host waits for a person to triage it before it goes to repair.
+QUARANTINE_TRIAGE_HOURS = 8.0
 
 
 @dataclass
@@ -184,7 +186,16 @@ class ClusterSim:
         self._set_state(h, S.IN_REPAIR, "fleet", cause)
 
     def _finish_repair(self, h: HostRec) -> None:
+        if h.state == S.QUARANTINED:
+            # Triage done: the repair pipeline takes the host (reseat, swap, reflash).
+            r = dyn.rng(self.seed, h.name, "quarantine-repair", h.updates)
+            h.repair_until = self.now + r.uniform(12.0, 48.0)
+            h.owner = REPAIR_OWNER
+            self.dirty_hosts.add(h.name)
+            self._set_state(h, S.IN_REPAIR, "repair", f"triaged after quarantine: {h.reason}")
+            return
         h.repair_until = None
+        h.defect = None
         pending = [c for c, v in self.state.targets.items() if h.versions.get(c) != v]
         self.dirty_hosts.add(h.name)
         if pending:
@@ -473,6 +484,7 @@ class ClusterSim:
             self._interrupt(self.jobs[h.job_id], cause=f"quarantine:{actor}", actor=actor)
         h.owner = "quarantine"
         h.last_visit = self.now
+        h.repair_until = self.now + QUARANTINE_TRIAGE_HOURS
         self._set_state(h, S.QUARANTINED, actor, reason)
 
     def release(self, name: str, actor: str) -> None:

@@ -226,13 +226,17 @@ class SqliteFleet:
                 bool(r[12]),
                 r[13],
             )
-            for r in conn.execute("SELECT * FROM hosts WHERE cluster=? ORDER BY rowid", (name,))
+            # By name (= topology order): INSERT OR REPLACE gives a saved row a new rowid, so
+            # rowid order would depend on which transactions touched which hosts.
+            for r in conn.execute("SELECT * FROM hosts WHERE cluster=? ORDER BY name", (name,))
         ]
         jobs = {
             r[1]: JobRec(
                 r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11]
             )
-            for r in conn.execute("SELECT * FROM jobs WHERE cluster=? AND state!='done'", (name,))
+            for r in conn.execute(
+                "SELECT * FROM jobs WHERE cluster=? AND state!='done' ORDER BY id", (name,)
+            )
         }
         return ClusterSim(
             name,

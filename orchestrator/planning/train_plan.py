@@ -7,13 +7,27 @@ here does I/O or reads a clock: time is an argument in fleet hours.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 IN_SERVICE = "in_service"
+DRAINING = "draining"
 REPAIR_RETURN = "repair-return"
 POLICIES = ("job-aware", "rolling-serial", "drain-wait", "slurm-asap")
+#: States of a host held for maintenance (by any train or operation).
+HELD_STATES = frozenset({"cordoned", "draining", "in_maintenance", "verifying"})
+_NOT_MAINTENANCE_OWNERS = frozenset({"", "repair", REPAIR_RETURN, "quarantine"})
+
+#: job-aware: a job that ends within this many hours is waited for rather than evicted.
+END_WAIT_HOURS = 0.25
+#: job-aware: evict a job only when its hosts fill at least this fraction of the maintenance
+#: domain (or of the hosts left to visit, near the end), since an interruption costs the same
+#: whatever the number of hosts it frees; smaller pickings wait for slots to accumulate.
+EVICT_MIN_FILL = 0.5
+#: Evict this long after a checkpoint, so the checkpoint is complete and nothing is lost.
+CHECKPOINT_SLACK_HOURS = 1.0 / 3600.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,8 @@ class BudgetView:
 class DomainPlan:
     hosts: list[str] = field(default_factory=list)
     waiting: str = ""  # why nothing (or less than asked) was taken
+    retry_at_hours: float | None = None
+    """When asking again may give more (a job comes within the wait window), if known."""
 
 
 @dataclass(frozen=True)
@@ -101,9 +117,15 @@ def choose_domain(
     """Pick up to ``slots`` due hosts to take out next without breaking the budget.
 
     ``job-aware`` takes, in order: repaired hosts waiting for updates (already out, free of
-    budget), idle hosts, then whole jobs that end within the drain window, then whole jobs by
-    size, so that one interruption covers as many hosts as possible. The baselines take hosts in
-    plain host order, as the tools they model do.
+    budget); idle hosts; more hosts of jobs already being drained (they share the eviction);
+    hosts of jobs that end within ``END_WAIT_HOURS`` (a short wait, no interruption); then whole
+    jobs to evict right after their next checkpoint, the one covering most slots first (an
+    interruption costs the same for 1 host or 92, so each should free as many due hosts as
+    possible), soonest checkpoint on ties. It evicts only for at least ``EVICT_MIN_FILL`` of the
+    domain while other hosts are in flight (slots gather as they finish), never evicts a job
+    that ends within ``max_wait_hours`` while something else is in flight, and when nothing at
+    all is in flight takes the best it can so the cycle always moves. The baselines take due
+    hosts in plain host order, as the tools they model do.
     """
     plan = DomainPlan()
     if slots <= 0:
@@ -125,40 +147,80 @@ def choose_domain(
         return True
 
     if policy == "job-aware":
-        for h in due:
-            if h.state != IN_SERVICE:
-                add(h)
-        for h in due:
-            if h.job_id is None:
-                add(h)
-        by_job: dict[int, list[HostView]] = {}
-        for h in due:
-            if h.job_id is not None and h.state == IN_SERVICE:
-                by_job.setdefault(h.job_id, []).append(h)
-
-        def job_key(jid: int) -> tuple[int, float, int]:
-            j = jobs[jid]
-            ends_soon = j.end_hours - now <= max_wait_hours
-            return (0 if ends_soon else 1, j.end_hours if ends_soon else j.size, jid)
-
-        for jid in sorted(by_job, key=job_key):
-            group = by_job[jid]
-            free = slots - len(plan.hosts)
-            if free <= 0:
-                break
-            if len(group) <= free:
-                for h in group:
-                    add(h)
-            elif not plan.hosts:
-                # Nothing smaller fits: take as much of this job as we can so the cycle moves.
-                for h in group:
-                    add(h)
+        _job_aware(plan, hosts, due, jobs, now, slots, max_wait_hours, add, room)
     else:
         for h in due:
             add(h)
-    if not plan.hosts:
+    if not plan.hosts and not plan.waiting:
         plan.waiting = "budget exhausted" if not any(room.fits(h) for h in due) else "waiting"
     return plan
+
+
+def _job_aware(
+    plan: DomainPlan,
+    hosts: Sequence[HostView],
+    due: list[HostView],
+    jobs: Mapping[int, JobView],
+    now: float,
+    slots: int,
+    max_wait_hours: float,
+    add: Callable[[HostView], bool],
+    room: _Room,
+) -> None:
+    for h in due:
+        if h.state != IN_SERVICE:
+            add(h)
+    for h in due:
+        if h.job_id is None:
+            add(h)
+    groups: dict[int, list[HostView]] = {}
+    for h in due:
+        if h.job_id is not None and h.state == IN_SERVICE and h.job_id in jobs:
+            groups.setdefault(h.job_id, []).append(h)
+    held = sum(
+        1 for h in hosts if h.state in HELD_STATES and h.owner not in _NOT_MAINTENANCE_OWNERS
+    )
+    draining = {h.job_id for h in hosts if h.state == DRAINING and h.job_id is not None}
+
+    def take(jid: int) -> None:
+        for h in groups.pop(jid):
+            add(h)
+
+    for jid in sorted(draining & groups.keys()):
+        take(jid)
+    window = min(END_WAIT_HOURS, max_wait_hours)
+    for jid in sorted(
+        (j for j in groups if jobs[j].end_hours - now <= window), key=lambda j: jobs[j].end_hours
+    ):
+        take(jid)
+    # Jobs that end within the drain window but not yet within the wait window: asking again
+    # once they come within it turns an eviction into a short wait.
+    later = [j for j in groups if jobs[j].end_hours - now <= max_wait_hours]
+    if later:
+        plan.retry_at_hours = min(jobs[j].end_hours for j in later) - window
+    in_flight = held + len(plan.hosts)
+    cap = in_flight + min(slots - len(plan.hosts), max(0, room.budget.limit - room.total))
+    if in_flight:
+        for j in later:
+            del groups[j]
+    left = sum(map(len, groups.values()))
+    need = max(1, math.ceil(EVICT_MIN_FILL * min(cap, left)))
+
+    def wait(jid: int) -> float:
+        j = jobs[jid]
+        return max(0.0, j.next_checkpoint_hours - now)
+
+    while groups:
+        free = min(slots - len(plan.hosts), room.budget.limit - room.total)
+        if free <= 0:
+            break
+        best = max(groups, key=lambda j: (min(len(groups[j]), free), -wait(j), -j))
+        if min(len(groups[best]), free) < need and in_flight:
+            plan.waiting = "gathering slots for a job worth evicting"
+            break
+        before = len(plan.hosts)
+        take(best)
+        in_flight += len(plan.hosts) - before
 
 
 def drain_step(job: JobView, now: float, deadline: float, policy: str = "job-aware") -> DrainStep:
@@ -166,8 +228,9 @@ def drain_step(job: JobView, now: float, deadline: float, policy: str = "job-awa
 
     ``job-aware`` waits for the job to end if it ends by the deadline, otherwise evicts right
     after its next checkpoint (losing almost no work), or at the deadline if no checkpoint comes
-    first. ``rolling-serial`` evicts at once; ``drain-wait`` waits to the deadline then evicts;
-    ``slurm-asap`` waits for the job to end, with no deadline.
+    first; a job that has just checkpointed is evicted at once. ``rolling-serial`` evicts at
+    once; ``drain-wait`` waits to the deadline then evicts; ``slurm-asap`` waits for the job to
+    end, with no deadline.
     """
     if policy == "rolling-serial":
         return DrainStep("evict_now", now)
@@ -177,7 +240,9 @@ def drain_step(job: JobView, now: float, deadline: float, policy: str = "job-awa
         return DrainStep("wait_end", job.end_hours)
     if policy == "drain-wait":
         return DrainStep("evict_now", deadline)
-    ckpt = job.next_checkpoint_hours if job.next_checkpoint_hours > now else now
+    if now - job.last_checkpoint_hours <= CHECKPOINT_SLACK_HOURS:
+        return DrainStep("evict_now", now)
+    ckpt = max(job.next_checkpoint_hours, now) + CHECKPOINT_SLACK_HOURS
     if ckpt <= deadline:
         return DrainStep("evict_after_checkpoint", ckpt)
     return DrainStep("evict_now", deadline)

@@ -1,0 +1,288 @@
+"""Invariants checked over the fleet's append-only event log, the way an auditor would.
+
+The audit trusts nothing but the log: it replays every cluster from the fleet's initial state
+(all hosts in service on ``INITIAL_VERSIONS``) in ``seq`` order, rebuilding host states, holders,
+upper-layer versions and job membership as plain dicts, and checks each event against what it
+has rebuilt. Fields an event carries about itself (a ``job_start``'s versions, a return's
+``verified=True``) are not believed; the replayed state is. It streams, so a few hundred
+thousand events take seconds.
+
+Violation kinds:
+
+- ``budget_exceeded``: right after a cordon that carried a budget (``limit``, ``per_rack``,
+  ``per_zone``), more hosts of the cluster, rack or zone are out of service than it allowed.
+- ``mixed_versions``: a job started on hosts whose ``gpu_driver``/``cuda`` differ, or an update
+  changed ``gpu_driver``/``cuda`` under a running job.
+- ``unverified_return``: a host returned to service after maintenance (from ``in_maintenance``
+  or ``verifying``, or after any update since it left service) without its latest verification,
+  after its last update, having passed. Returns of untouched cordoned hosts and from repair are
+  fine.
+- ``host_lost``: at the end of the log, a host out of service that is neither in repair nor
+  quarantined nor waiting in the repair pipeline, and whose holder has closed (or that never
+  had one): nobody will ever bring it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from orchestrator.fleet.cluster_sim import REPAIR_OWNER, Event
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.presets import INITIAL_VERSIONS
+
+IN_SERVICE = "in_service"
+IN_REPAIR = "in_repair"
+QUARANTINED = "quarantined"
+#: Holder of a repaired host that awaits its pending updates (set by the repair pipeline).
+REPAIR_RETURN = "repair-return"
+#: States a host is in while someone works on it, so returning from them needs verification.
+_TOUCHED_STATES = frozenset({"in_maintenance", "verifying"})
+_UPPER = ("gpu_driver", "cuda")
+KINDS = ("budget_exceeded", "mixed_versions", "unverified_return", "host_lost")
+
+
+class Violation(BaseModel):
+    """One broken invariant, located in the log."""
+
+    kind: str
+    cluster: str
+    host: str | None = None
+    t: float = Field(description="Fleet hours of the event that broke it.")
+    seq: int = Field(description="Event sequence number (0 for end-of-log findings).")
+    detail: str
+
+
+class AuditReport(BaseModel):
+    """What the audit found: ``ok`` is true when there is no violation."""
+
+    ok: bool
+    violations: list[Violation]
+    events_checked: int
+
+
+@dataclass
+class _Host:
+    """Replayed state of one host that has appeared in the log."""
+
+    state: str = IN_SERVICE
+    upper: tuple[str, str] = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
+    job: int | None = None
+    holder: str | None = None
+    hold_seq: int = 0
+    hold_t: float = 0.0
+    updated_since_out: bool = False
+    verified_ok: bool = False
+
+
+def _domains(host: str) -> tuple[str, str]:
+    """(rack, zone) from a topology host name ``cNN-zNN-rNNN-hNN``."""
+    rack = host.rsplit("-", 1)[0]
+    return rack, rack.rsplit("-", 1)[0]
+
+
+class _ClusterReplay:
+    def __init__(self, name: str, domains: Mapping[str, tuple[str, str]] | None) -> None:
+        self.name = name
+        self.domains = domains
+        self.hosts: dict[str, _Host] = {}
+        self.down = 0
+        self.down_rack: dict[str, int] = {}
+        self.down_zone: dict[str, int] = {}
+        self.jobs: dict[int, list[str]] = {}
+        self.closed: dict[str, int] = {}  # owner -> seq of its latest owner_closed
+        self.violations: list[Violation] = []
+
+    def host(self, name: str) -> _Host:
+        h = self.hosts.get(name)
+        if h is None:
+            h = self.hosts[name] = _Host()
+        return h
+
+    def where(self, name: str) -> tuple[str, str]:
+        if self.domains is not None and name in self.domains:
+            return self.domains[name]
+        return _domains(name)
+
+    def flag(self, kind: str, host: str | None, ev: Event, seq: int, detail: str) -> None:
+        self.violations.append(
+            Violation(kind=kind, cluster=self.name, host=host, t=ev.t, seq=seq, detail=detail)
+        )
+
+    # ------------------------------------------------------------------ events
+    def apply(self, seq: int, ev: Event) -> None:
+        kind = ev.kind
+        if kind == "host_state":
+            self._host_state(seq, ev)
+        elif kind == "job_start":
+            self._job_start(seq, ev)
+        elif kind in ("job_end", "job_interrupted"):
+            job = int(ev.detail["job"])
+            for name in self.jobs.pop(job, ()):
+                h = self.host(name)
+                if h.job == job:
+                    h.job = None
+        elif kind == "updated" and ev.host is not None:
+            self._updated(seq, ev)
+        elif kind == "verified" and ev.host is not None:
+            self.host(ev.host).verified_ok = bool(ev.detail.get("passed"))
+        elif kind == "handover" and ev.host is not None:
+            h = self.host(ev.host)
+            h.holder, h.hold_seq, h.hold_t = str(ev.detail.get("owner") or ""), seq, ev.t
+        elif kind == "owner_closed":
+            self.closed[str(ev.detail.get("owner") or "")] = seq
+
+    def _host_state(self, seq: int, ev: Event) -> None:
+        if ev.host is None:
+            return
+        name, d = ev.host, ev.detail
+        h = self.host(name)
+        before, after = h.state, str(d["after"])
+        was_down, is_down = before != IN_SERVICE, after != IN_SERVICE
+        if was_down != is_down:
+            rack, zone = self.where(name)
+            step = 1 if is_down else -1
+            self.down += step
+            self.down_rack[rack] = self.down_rack.get(rack, 0) + step
+            self.down_zone[zone] = self.down_zone.get(zone, 0) + step
+        if not was_down and is_down:
+            h.updated_since_out = h.verified_ok = False
+        h.state = after
+        if not is_down:
+            if was_down and before != IN_REPAIR:
+                needs_check = before in _TOUCHED_STATES or h.updated_since_out
+                if needs_check and not h.verified_ok:
+                    why = "updated" if h.updated_since_out else before
+                    self.flag(
+                        "unverified_return",
+                        name,
+                        ev,
+                        seq,
+                        f"returned to service from {before} ({why}) without passing "
+                        "verification after its last update",
+                    )
+            h.holder, h.updated_since_out, h.verified_ok = None, False, False
+            return
+        if after == "cordoned" and d.get("owner"):
+            h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
+        elif after == "cordoned" and ev.actor == REPAIR_OWNER:
+            h.holder, h.hold_seq, h.hold_t = REPAIR_RETURN, seq, ev.t
+        elif after in (IN_REPAIR, QUARANTINED):
+            h.holder, h.hold_seq, h.hold_t = after, seq, ev.t
+        elif not was_down:
+            h.holder, h.hold_seq, h.hold_t = None, seq, ev.t  # taken out with no owner
+        if d.get("limit") is not None:
+            self._check_budget(seq, ev, name, d)
+
+    def _check_budget(self, seq: int, ev: Event, name: str, d: Mapping[str, object]) -> None:
+        rack, zone = self.where(name)
+        checks = (
+            ("cluster", self.name, self.down, d.get("limit")),
+            ("rack", rack, self.down_rack.get(rack, 0), d.get("per_rack")),
+            ("zone", zone, self.down_zone.get(zone, 0), d.get("per_zone")),
+        )
+        for level, scope, count, limit in checks:
+            if isinstance(limit, int | float) and count > limit:
+                self.flag(
+                    "budget_exceeded",
+                    name,
+                    ev,
+                    seq,
+                    f"{count} hosts out of service in {level} {scope} after cordon by "
+                    f"{d.get('owner') or ev.actor}, budget {limit}",
+                )
+
+    def _job_start(self, seq: int, ev: Event) -> None:
+        job = int(ev.detail["job"])
+        names = [str(n) for n in ev.detail.get("hosts", ())]
+        self.jobs[job] = names
+        seen: dict[tuple[str, str], int] = {}
+        for n in names:
+            h = self.host(n)
+            h.job = job
+            seen[h.upper] = seen.get(h.upper, 0) + 1
+        if len(seen) > 1:
+            mix = ", ".join(f"{drv}/{cuda} x{k}" for (drv, cuda), k in sorted(seen.items()))
+            self.flag(
+                "mixed_versions",
+                None,
+                ev,
+                seq,
+                f"job {job} started on mixed gpu_driver/cuda: {mix}",
+            )
+
+    def _updated(self, seq: int, ev: Event) -> None:
+        assert ev.host is not None
+        h = self.host(ev.host)
+        after = ev.detail.get("after") or {}
+        h.updated_since_out, h.verified_ok = True, False
+        if not any(c in after for c in _UPPER):
+            return
+        new = (str(after.get("gpu_driver", h.upper[0])), str(after.get("cuda", h.upper[1])))
+        if new != h.upper and h.job is not None:
+            self.flag(
+                "mixed_versions",
+                ev.host,
+                ev,
+                seq,
+                f"gpu_driver/cuda changed {h.upper[0]}/{h.upper[1]} -> {new[0]}/{new[1]} "
+                f"under running job {h.job}",
+            )
+        h.upper = new
+
+    # ------------------------------------------------------------- end of log
+    def finish(self, last_t: float) -> None:
+        for name, h in self.hosts.items():
+            if h.state in (IN_SERVICE, IN_REPAIR, QUARANTINED) or h.holder == REPAIR_RETURN:
+                continue
+            if h.holder is None:
+                why = f"{h.state} since fleet hour {h.hold_t:g} with no owner"
+            elif self.closed.get(h.holder, -1) > h.hold_seq:
+                why = f"{h.state}, held by {h.holder}, which has closed"
+            else:
+                continue  # an open maintenance still holds it
+            self.violations.append(
+                Violation(
+                    kind="host_lost", cluster=self.name, host=name, t=last_t, seq=0, detail=why
+                )
+            )
+
+
+def audit_events(
+    events: Iterable[tuple[int, Event, str]],
+    domains: Mapping[str, tuple[str, str]] | None = None,
+) -> AuditReport:
+    """Replay ``(seq, event, cluster)`` in order and report every broken invariant.
+
+    ``domains`` maps a host to its (rack, zone); without it they come from the host's name.
+    """
+    replays: dict[str, _ClusterReplay] = {}
+    checked = 0
+    last_t = 0.0
+    for seq, ev, cluster in events:
+        rep = replays.get(cluster)
+        if rep is None:
+            rep = replays[cluster] = _ClusterReplay(cluster, domains)
+        rep.apply(seq, ev)
+        checked += 1
+        last_t = max(last_t, ev.t)
+    violations: list[Violation] = []
+    for rep in replays.values():
+        rep.finish(last_t)
+        violations.extend(rep.violations)
+    violations.sort(key=lambda v: (v.seq == 0, v.seq, v.cluster, v.host or ""))
+    return AuditReport(ok=not violations, violations=violations, events_checked=checked)
+
+
+def audit(fleet: SqliteFleet, cluster: str | None = None) -> AuditReport:
+    """Audit the fleet's whole event log, or one cluster's (KeyError naming an unknown one)."""
+    if cluster is not None and cluster not in fleet.cluster_names():
+        raise KeyError(f"cluster: unknown cluster {cluster!r}")
+    sql = "SELECT name, rack, zone FROM hosts"
+    args: tuple[str, ...] = ()
+    if cluster is not None:
+        sql, args = sql + " WHERE cluster = ?", (cluster,)
+    domains = {name: (rack, zone) for name, rack, zone in fleet.conn.execute(sql, args)}
+    return audit_events(fleet.events(cluster=cluster), domains)

@@ -1,0 +1,200 @@
+"""``trainctl simulate``: a maintenance campaign in virtual time, and what-if sweeps.
+
+No Temporal and no SQLite: the fleet model and the train's planning functions run under the
+discrete-event engine of ``orchestrator.simulator``. Bad input exits 2 naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import pydantic
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.cli.common import (
+    BadInput,
+    describe_validation_error,
+    emit,
+    handle_errors,
+    json_option,
+)
+from orchestrator.models import CapacityBudget, parse_duration_hours
+from orchestrator.presets import PRESETS, get_preset
+from orchestrator.simulator.engine import SimConfig
+from orchestrator.simulator.engine import simulate as run_simulation
+from orchestrator.simulator.policies import POLICY_SPECS, get_policy
+from orchestrator.simulator.sweep import SWEEP_KEYS, parse_sweep, plot, run_sweep, sweep_configs
+
+_COLUMNS = (
+    ("value", "setting"),
+    ("visited", "hosts_visited"),
+    ("quar.", "hosts_quarantined"),
+    ("span h", "makespan_hours"),
+    ("/bound", "makespan_over_lower_bound"),
+    ("interr.", "job_interruptions"),
+    ("lost GPU-h", "lost_gpu_hours"),
+    ("viol.", "budget_violations"),
+    ("wall s", "wall_seconds"),
+)
+
+
+def _print_run(o: dict[str, Any]) -> None:
+    con = Console()
+    done = "complete" if o["complete"] else "NOT complete"
+    con.print(
+        f"[bold]{o['policy']}[/] on {o['preset']}/{o['cluster']}: domain {o['domain_size']}, "
+        f"budget {o['budget_hosts']} hosts, seed {o['seed']}: cycle {done}"
+    )
+    t = Table("metric", "value")
+    for key in (
+        "hosts_total",
+        "hosts_visited",
+        "hosts_quarantined",
+        "hosts_in_repair",
+        "makespan_hours",
+        "lower_bound_hours",
+        "makespan_over_lower_bound",
+        "job_interruptions",
+        "lost_gpu_hours",
+        "lost_work_gpu_hours",
+        "idle_held_gpu_hours",
+        "drain_wait_host_hours",
+        "outage_budget_hosts_mean",
+        "budget_violations",
+        "wall_seconds",
+    ):
+        t.add_row(key, str(o.get(key)))
+    con.print(t)
+
+
+def _cell(v: object) -> str:
+    return f"{v:,.1f}" if isinstance(v, float) else str(v)
+
+
+def _print_sweep(o: dict[str, Any]) -> None:
+    con = Console()
+    t = Table(*(c[0] for c in _COLUMNS), title=f"sweep of {o['sweep']}")
+    for row in o["runs"]:
+        t.add_row(*(_cell(row.get(k)) for _, k in _COLUMNS))
+    con.print(t)
+    if o.get("plot"):
+        con.print(f"plot written to {o['plot']}")
+
+
+@click.command("simulate")
+@click.option("--preset", required=True, help=f"Fleet shape: {', '.join(PRESETS)}.")
+@click.option(
+    "--policy",
+    default="job-aware",
+    show_default=True,
+    help=f"Drain policy: {', '.join(POLICY_SPECS)}.",
+)
+@click.option("--domain-size", type=str, default=None, help="Hosts in flight (default: budget).")
+@click.option("--budget", default="3%", show_default=True, help="Max hosts out: count or %.")
+@click.option("--days", type=str, default="30", show_default=True, help="Fleet days to run.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Fleet and trace seed.")
+@click.option("--max-wait", default="4h", show_default=True, help="Drain deadline per host.")
+@click.option("--series", is_flag=True, help="Include hosts out of service over time.")
+@click.option("--sweep", default=None, help=f"KEY=V1,V2,... with KEY in {', '.join(SWEEP_KEYS)}.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write a PNG (capacity over time; interruptions vs makespan).",
+)
+@json_option
+@handle_errors
+def simulate(
+    preset: str,
+    policy: str,
+    domain_size: str | None,
+    budget: str,
+    days: str,
+    seed: int,
+    max_wait: str,
+    series: bool,
+    sweep: str | None,
+    plot_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Run a maintenance campaign on a simulated cluster in virtual time (no Temporal)."""
+    want_series = series or plot_path is not None
+    cfg = _config(preset, policy, domain_size, budget, days, seed, max_wait, want_series)
+    if sweep is None:
+        res = run_simulation(cfg)
+        if plot_path is not None:
+            plot([res], [cfg.policy], plot_path, f"{cfg.policy} on {cfg.preset.name}")
+        out = res.to_json()
+        if not series:
+            out.pop("series", None)
+        if plot_path is not None:
+            out["plot"] = str(plot_path)
+        emit(out, as_json, _print_run)
+        return
+    key, values = parse_sweep(sweep)
+    configs = sweep_configs(cfg, key, values)
+    results = run_sweep(configs)
+    labels = [f"{key}={v}" for v in values]
+    if plot_path is not None:
+        plot(results, labels, plot_path, f"{cfg.policy} on {cfg.preset.name}: sweep of {key}")
+    runs = []
+    for label, res in zip(labels, results, strict=True):
+        row = res.to_json()
+        if not series:
+            row.pop("series", None)
+        runs.append({"setting": label.partition("=")[2], **row})
+    emit(
+        {"sweep": key, "values": values, "runs": runs, "plot": str(plot_path or "") or None},
+        as_json,
+        _print_sweep,
+    )
+
+
+def _config(
+    preset: str,
+    policy: str,
+    domain_size: str | None,
+    budget: str,
+    days: str,
+    seed: int,
+    max_wait: str,
+    series: bool,
+) -> SimConfig:
+    shape = get_preset(preset)
+    get_policy(policy)
+    size: int | None = None
+    if domain_size is not None:
+        try:
+            size = int(domain_size)
+        except ValueError:
+            raise BadInput(f"domain_size: {domain_size!r} is not a whole number of hosts") from None
+        if size < 1:
+            raise BadInput("domain_size: must be at least one host")
+    try:
+        n_days = float(days)
+    except ValueError:
+        raise BadInput(f"days: {days!r} is not a number") from None
+    if not 0 < n_days <= 366:
+        raise BadInput("days: must be above 0 and at most 366")
+    try:
+        cap = CapacityBudget(max_unavailable=budget)
+    except pydantic.ValidationError as err:
+        raise BadInput(f"budget: {describe_validation_error(err)}") from None
+    wait = parse_duration_hours(max_wait, "max_wait")
+    return SimConfig(
+        preset=shape,
+        policy=policy,
+        budget=cap,
+        domain_size=size,
+        days=n_days,
+        seed=seed,
+        max_wait_hours=wait,
+        series=series,
+    )
+
+
+COMMANDS = [simulate]

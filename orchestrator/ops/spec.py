@@ -1,0 +1,240 @@
+"""The bulk-operation spec (OpsPlanner): what to change, on which hosts, and how carefully.
+
+A spec arrives from people (YAML) and from automation (JSON), so it is strict: unknown fields are
+refused, and every error names its field (``targets: cuda: version must not be empty``), which
+the CLI turns into exit code 2. The kind decides which components may be targeted: the upper
+layer (``gpu_driver``, ``cuda``) must stay identical across a job, so only ``cuda-upgrade`` touches
+it, and ``lower-layer`` touches only host lower layers. Any well-formed version string is a
+valid target; the planner compares it with what hosts run, nothing more.
+
+Numbers that look like floats are read as text (``cuda: 12.10`` stays ``"12.10"``), so version
+strings survive both YAML and JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import yaml
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+
+from orchestrator.models import UPPER_LAYER, CapacityBudget, check_targets, parse_duration_hours
+
+Kind = Literal["cuda-upgrade", "lower-layer", "reboot", "drain-for-repair"]
+KINDS: tuple[str, ...] = get_args(Kind)
+Consistency = Literal["job", "cluster"]
+
+_GLOB = r"^[A-Za-z0-9_.*?!\[\]-]+$"
+_REQUEST_ID = r"^[A-Za-z0-9._-]{1,128}$"
+
+#: Hours, accepted as a number or as text like ``30m``, ``4h``, ``2d``.
+DurationHours = Annotated[
+    float,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdw]?\s*$"},
+            ],
+            "description": "hours, or a duration such as '30m', '4h', '2d'",
+        }
+    ),
+]
+Glob = Annotated[str, Field(pattern=_GLOB, min_length=1)]
+
+
+class Scope(BaseModel):
+    """Which hosts the operation covers: a cluster name or glob, optionally narrowed.
+
+    Zone, rack and host entries are names or globs, matched against the full name
+    (``c00-z01-r003``) or the part after the cluster (``z01-r003``); the lists intersect.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: Glob = Field(description="cluster name or fnmatch glob, e.g. 'c0*'")
+    zones: list[Glob] | None = Field(default=None, min_length=1)
+    racks: list[Glob] | None = Field(default=None, min_length=1)
+    hosts: list[Glob] | None = Field(default=None, min_length=1)
+
+
+class DrainSpec(BaseModel):
+    """How long a wave waits for running jobs before evicting them right after a checkpoint."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    max_wait_hours: DurationHours = Field(default=4.0, alias="max_wait")
+
+    @field_validator("max_wait_hours", mode="before")
+    @classmethod
+    def _max_wait(cls, v: object) -> float:
+        return parse_duration_hours(v, "drain.max_wait")
+
+
+class Window(BaseModel):
+    """An explicitly granted maintenance window: a larger budget for a bounded time.
+
+    ``max_unavailable`` replaces the budget's during the operation (per-rack and per-zone limits
+    do not apply to a ``consistency: cluster`` cut-over, which necessarily takes whole racks).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    max_unavailable: int | str
+    start: AwareDatetime | None = None
+    duration_hours: DurationHours = Field(alias="duration")
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _max_unavailable(cls, v: object) -> int | str:
+        try:
+            return CapacityBudget(max_unavailable=v).max_unavailable  # type: ignore[arg-type]
+        except ValidationError as err:
+            raise ValueError(str(err.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+
+    @field_validator("duration_hours", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        hours = parse_duration_hours(v, "window.duration")
+        if hours <= 0:
+            raise ValueError("window.duration: must be above 0")
+        return hours
+
+    def limit(self, hosts_total: int) -> int:
+        """Hosts this window allows out of service in a cluster of ``hosts_total``."""
+        return CapacityBudget(max_unavailable=self.max_unavailable).limit(hosts_total)
+
+
+class OperationSpec(BaseModel):
+    """One bulk operation; fields may grow, these keep their meaning."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, title="OperationSpec")
+
+    kind: Kind = "cuda-upgrade"
+    scope: Scope
+    targets: dict[str, str] = Field(
+        default_factory=dict, validate_default=True, description="component -> target version"
+    )
+    consistency: Consistency = "job"
+    max_failures: int = Field(default=0, ge=0)
+    request_id: str | None = Field(
+        default=None, pattern=_REQUEST_ID, description="idempotency key: [A-Za-z0-9._-]"
+    )
+    drain: DrainSpec = Field(default_factory=DrainSpec)
+    budget: CapacityBudget = Field(default_factory=CapacityBudget)
+    window: Window | None = None
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _targets(cls, v: object, info: ValidationInfo) -> dict[str, str]:
+        if v is None:
+            v = {}
+        if not isinstance(v, dict):
+            raise ValueError("targets must map components to versions")
+        # YAML reads `cuda:` as null; call that what it is, an empty version.
+        raw: dict[str, object] = {str(k): ("" if x is None else x) for k, x in v.items()}
+        kind = info.data.get("kind")
+        if kind in ("reboot", "drain-for-repair"):
+            if raw:
+                raise ValueError(f"kind {kind} changes no versions; leave targets out")
+            return {}
+        if kind == "lower-layer":
+            for comp in raw:
+                if comp in UPPER_LAYER:
+                    raise ValueError(
+                        f"{comp}: kind lower-layer changes only lower layers; "
+                        "use kind: cuda-upgrade for gpu_driver/cuda"
+                    )
+                if comp == "switch_firmware":
+                    raise ValueError(f"{comp}: switches are not hosts; ops change host components")
+            out = check_targets(raw, allow_upper=False)
+        else:
+            out = check_targets(raw, allow_upper=True, allow_lower=kind != "cuda-upgrade")
+        if not out and kind in ("cuda-upgrade", "lower-layer"):
+            need = "gpu_driver and/or cuda" if kind == "cuda-upgrade" else "lower-layer components"
+            raise ValueError(f"kind {kind} needs at least one target ({need})")
+        return out
+
+    @property
+    def operation_id(self) -> str:
+        return operation_id(self)
+
+
+def operation_id(spec: OperationSpec) -> str:
+    """``ops-<request_id>``, or ``ops-<hash>`` of the canonical spec: stable, without '/'."""
+    if spec.request_id:
+        return f"ops-{spec.request_id}"
+    canon = json.dumps(
+        spec.model_dump(mode="json", exclude={"request_id"}), sort_keys=True, separators=(",", ":")
+    )
+    return "ops-" + hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
+def resolve_clusters(scope: Scope, names: list[str]) -> list[str]:
+    """The clusters ``scope.cluster`` names or matches; ValueError naming ``scope.cluster``."""
+    found = [n for n in names if fnmatchcase(n, scope.cluster)]
+    if not found:
+        known = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise ValueError(f"scope.cluster: {scope.cluster!r} matches no cluster (known: {known})")
+    return found
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of OperationSpec (draft 2020-12)."""
+    schema = OperationSpec.model_json_schema(by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+class _TextFloatLoader(yaml.SafeLoader):
+    """SafeLoader that keeps float-looking scalars as text, so ``12.10`` is not ``12.1``."""
+
+
+_TextFloatLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def parse_spec_text(text: str, source: str = "the input") -> OperationSpec:
+    """Parse YAML or JSON (told apart by content) into a spec; errors name the field."""
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text, parse_float=str)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"spec: {source} is not valid JSON (line {err.lineno}, column {err.colno}): "
+                f"{err.msg}"
+            ) from None
+    else:
+        try:
+            data = yaml.load(text, Loader=_TextFloatLoader)  # noqa: S506 - a SafeLoader
+        except yaml.YAMLError as err:
+            raise ValueError(f"spec: {source} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"spec: {source} must hold a mapping of fields (kind, scope, targets...)")
+    return OperationSpec.model_validate(data)
+
+
+def load_spec(path: Path | str) -> OperationSpec:
+    """Read a ``.yaml``/``.yml``/``.json`` spec; ValueError naming the field when malformed."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"spec: no such file {p}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"spec: cannot read {p}: {err}") from None
+    return parse_spec_text(text, str(p))

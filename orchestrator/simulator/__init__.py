@@ -1,0 +1,23 @@
+"""What-if simulator: the train's planning code over the fleet model, in virtual fleet time."""
+
+from orchestrator.simulator.engine import (
+    DEFAULT_TARGETS,
+    SimConfig,
+    SimResult,
+    build_cluster,
+    lower_bound_hours,
+    simulate,
+)
+from orchestrator.simulator.policies import POLICY_SPECS, PolicySpec, get_policy
+
+__all__ = [
+    "DEFAULT_TARGETS",
+    "POLICY_SPECS",
+    "PolicySpec",
+    "SimConfig",
+    "SimResult",
+    "build_cluster",
+    "get_policy",
+    "lower_bound_hours",
+    "simulate",
+]

@@ -1,0 +1,71 @@
+"""The drain policies the simulator compares, and the tools whose behaviour each baseline mimics.
+
+Every policy is the *same* planning code (``orchestrator.planning.train_plan``): the policy name
+selects the branch of ``choose_domain`` (which hosts next) and ``drain_step`` (how to drain a
+host's job). What differs outside the planner is how the engine paces the pipeline, which is the
+one per-policy parameter kept here (``lockstep``).
+
+``job-aware`` (ours, the train's default)
+    A continuous pipeline: whenever fewer than ``domain_size`` hosts are in flight, ask for more.
+    Take repaired hosts that wait for updates first (already out, no extra budget), then idle
+    hosts, then whole jobs whose hosts all fit (one interruption covers them all), preferring jobs
+    that end soon (wait, no interruption) and the largest job that fits. Jobs that must be evicted
+    are evicted right after a checkpoint, so almost no work is lost.
+
+``rolling-serial`` (Ansible ``serial: N`` playbooks; kured with a concurrency of N)
+    Fixed batches of ``domain_size`` hosts in inventory order. Each host is cordoned and drained at
+    once (``kubectl drain`` evicts the pods, the job dies with the work since its last checkpoint).
+    Ansible's default ``linear`` strategy runs every task on all hosts of the batch before the next
+    task, so the batch is uncordoned together when its slowest host is done, and the next batch
+    starts only then. Hosts that finished early are held idle while they wait for the batch.
+
+``drain-wait`` (the NVIDIA GPU Operator's driver upgrade controller)
+    ``maxParallelUpgrades`` = ``domain_size`` nodes in flight, new nodes picked in node order as
+    slots free up. Each node is cordoned, then ``waitForCompletion`` waits for its pods up to a
+    timeout (``--max-wait``), after which ``drain`` deletes them whatever their progress.
+
+``slurm-asap`` (``scontrol reboot ASAP nextstate=RESUME <nodes>``)
+    Nodes handed to Slurm in node order, at most ``domain_size`` at a time: each is drained (no new
+    jobs) and reboots into maintenance as soon as it is idle, with no deadline: no job is ever
+    killed, but a node of a three-day job is held for three days.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.planning.train_plan import POLICIES
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How the engine paces one policy's pipeline."""
+
+    name: str
+    source: str
+    """The tool and behaviour the policy models."""
+    lockstep: bool = False
+    """Ask for a new batch only when the whole batch is done, and return the batch together."""
+
+
+POLICY_SPECS: dict[str, PolicySpec] = {
+    "job-aware": PolicySpec("job-aware", "trainctl maintenance train (this project)"),
+    "rolling-serial": PolicySpec(
+        "rolling-serial", "Ansible serial / kured: fixed batches, evict at once", lockstep=True
+    ),
+    "drain-wait": PolicySpec(
+        "drain-wait", "NVIDIA GPU Operator upgrade controller: parallel cap, drain timeout"
+    ),
+    "slurm-asap": PolicySpec("slurm-asap", "scontrol reboot ASAP: drain, reboot when idle"),
+}
+assert tuple(POLICY_SPECS) == POLICIES
+
+
+def get_policy(name: str) -> PolicySpec:
+    """The spec of policy ``name``, or ValueError naming ``policy``."""
+    try:
+        return POLICY_SPECS[name]
+    except KeyError:
+        raise ValueError(
+            f"policy: unknown policy {name!r} (known: {', '.join(POLICY_SPECS)})"
+        ) from None
