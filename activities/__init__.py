@@ -1,16 +1,21 @@
-"""Temporal activities: the only code that touches a fleet backend."""
+"""Temporal activities: the only code that touches a fleet backend (or Temporal as a client)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from temporalio.client import Client
+
+from activities.arbiter_activities import ArbiterActivities
 from activities.fleet_activities import FleetActivities
 
 
-def build_activities(fleet_path: Path) -> list[Callable[..., object]]:
-    """Every activity the worker registers, bound to the fleet at ``fleet_path``."""
-    return FleetActivities(fleet_path).all()
+def build_activities(
+    fleet_path: Path, client: Client, task_queue: str
+) -> list[Callable[..., object]]:
+    """Every activity the worker registers, bound to the fleet and to this worker's client."""
+    return [*FleetActivities(fleet_path).all(), *ArbiterActivities(client, task_queue).all()]  # type: ignore[list-item]
 
 
-__all__ = ["FleetActivities", "build_activities"]
+__all__ = ["ArbiterActivities", "FleetActivities", "build_activities"]

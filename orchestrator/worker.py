@@ -31,7 +31,7 @@ def build_worker(client: Client, fleet_path: Path, task_queue: str = TASK_QUEUE)
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=build_activities(fleet_path),
+        activities=build_activities(fleet_path, client, task_queue),
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_concurrent_activities=8,
         graceful_shutdown_timeout=timedelta(seconds=30),

@@ -18,7 +18,9 @@ from temporalio import workflow
 from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
+    from orchestrator.arbiter_types import AcquireRequest, Grant, ReleaseRequest
     from orchestrator.models import check_targets
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.train_types import (
@@ -228,6 +230,19 @@ class ClusterTrain:
         assert self.inp is not None
         spec, st = self.inp.spec, self.inp.state
         held = [h for hosts in self.in_flight.values() for h in hosts]
+        grant: Grant = await workflow.execute_activity_method(
+            ArbiterActivities.acquire,
+            AcquireRequest(
+                cluster=spec.cluster,
+                holder=spec.workflow_id,
+                workflow_id=workflow.info().workflow_id,
+                kind="train",
+                want=spec.domain_size,
+                holding=st.counts.in_flight,
+                limit=max(1, spec.budget.limit(clock.hosts_total)),
+            ),
+            **fleet_options(),
+        )
         res: PlanDomainResult = await workflow.execute_activity_method(
             FleetActivities.plan_domain,
             PlanDomainRequest(
@@ -235,7 +250,7 @@ class ClusterTrain:
                 owner=spec.workflow_id,
                 wall=workflow.now(),
                 cycle_started_hours=st.cycle_started_hours,
-                max_held=spec.domain_size,
+                max_held=min(spec.domain_size, grant.granted),
                 budget=spec.budget,
                 max_wait_hours=spec.drain.max_wait_hours,
                 policy=spec.policy,
@@ -245,7 +260,7 @@ class ClusterTrain:
             **fleet_options(),
         )
         st.counts = res.counts
-        st.waiting = "" if res.hosts else res.waiting
+        st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         if not res.hosts:
             return
         st.domains_started += 1
@@ -337,9 +352,16 @@ class ClusterTrain:
         st.cycle_visits = st.cycle_failures = 0
 
     async def _close(self, clock: ClockInfo) -> None:
-        """Hand back anything still held and record that this train has ended."""
+        """Hand back anything still held, leave the arbiter, record that this train ended."""
         assert self.inp is not None
         spec = self.inp.spec
+        await workflow.execute_activity_method(
+            ArbiterActivities.release,
+            ReleaseRequest(
+                cluster=spec.cluster, holder=spec.workflow_id, reason=self.inp.state.reason
+            ),
+            **fleet_options(),
+        )
         await workflow.execute_activity_method(
             FleetActivities.close_owner,
             HostsRequest(

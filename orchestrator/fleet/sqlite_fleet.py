@@ -9,6 +9,7 @@ is built in a temporary file and renamed into place, so a failed ``fleet init`` 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -55,8 +56,8 @@ def parse_speed(value: str | float) -> float:
         speed = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"speed: {value!r} is neither a number nor 'max'") from None
-    if not speed > 0:
-        raise ValueError("speed: must be above 0 (or 'max')")
+    if not 0 < speed < math.inf:  # inf would make every advance run forever
+        raise ValueError("speed: must be a finite number above 0 (or 'max')")
     return speed
 
 

@@ -1,0 +1,161 @@
+"""The capacity arbiter: one entity workflow per cluster (``capacity-<cluster>``) owning its budget.
+
+Trains and bulk operations ask it, before they cordon, how many hosts they may hold. Shared
+holders (trains) split the budget; an exclusive holder (a bulk operation over the same hosts)
+queues, the others stop taking hosts and hand over as theirs come back, then it runs alone: the
+ledger query and the log show who waits for whom. The fleet's own cordon check still counts every
+host out of service, so the budget holds even between two answers. A holder whose workflow ended
+without releasing is dropped, and whatever it held in the fleet is handed back.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
+    from activities.fleet_activities import FleetActivities
+    from orchestrator.arbiter_types import (
+        AcquireRequest,
+        ArbiterInput,
+        ArbiterState,
+        Grant,
+        HolderEntry,
+        HoldersRequest,
+        ReleaseRequest,
+    )
+    from orchestrator.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.train_types import HostsRequest
+    from workflows.fleet_clock import fleet_options
+
+#: Look for dead holders this often while someone waits for capacity, and this often otherwise.
+CHECK_WHEN_WAITING = timedelta(seconds=30)
+CHECK_WHEN_QUIET = timedelta(hours=1)
+IDLE_EXIT = timedelta(minutes=10)
+LOG_LINES = 50
+
+
+@workflow.defn(name="CapacityArbiter")
+class CapacityArbiter:
+    def __init__(self) -> None:
+        self.state = ArbiterState(cluster="")
+        self.changed = False
+
+    @workflow.query(name="ledger")
+    def ledger(self) -> ArbiterState:
+        return self.state
+
+    def _note(self, text: str) -> None:
+        self.state.log = [*self.state.log, f"{workflow.now():%Y-%m-%dT%H:%M:%S} {text}"][
+            -LOG_LINES:
+        ]
+
+    def _budget(self) -> int:
+        return min((h.limit for h in self.state.holders.values()), default=0)
+
+    @workflow.update(name="acquire")
+    def acquire(self, req: AcquireRequest) -> Grant:
+        st = self.state
+        entry = st.holders.get(req.holder)
+        if entry is None:
+            entry = HolderEntry(
+                holder=req.holder,
+                workflow_id=req.workflow_id,
+                kind=req.kind,
+                exclusive=req.exclusive,
+                want=req.want,
+                holding=req.holding,
+                granted=0,
+                limit=req.limit,
+                since=workflow.now(),
+            )
+            st.holders[req.holder] = entry
+            if req.exclusive:
+                st.queue.append(req.holder)
+            self._note(f"{req.holder} joined ({'exclusive' if req.exclusive else 'shared'})")
+        entry.want, entry.holding, entry.limit = req.want, req.holding, req.limit
+        others = [h for h in st.holders.values() if h.holder != req.holder]
+        if req.exclusive:
+            ahead = st.queue[: st.queue.index(req.holder)]
+            busy = [h.holder for h in others if h.holding > 0 and h.holder not in ahead]
+            if ahead or busy:
+                grant = Grant(
+                    granted=0,
+                    waiting_for=ahead + busy,
+                    reason=f"serialised behind {', '.join(ahead + busy)}",
+                )
+            else:
+                grant = Grant(granted=min(req.want, self._budget()))
+        elif st.queue:
+            grant = Grant(
+                granted=0, waiting_for=list(st.queue), reason=f"handing over to {st.queue[0]}"
+            )
+        else:
+            room = self._budget() - sum(h.granted for h in others)
+            grant = Grant(granted=max(0, min(req.want, room)))
+            if grant.granted < req.want:
+                grant.reason = "budget shared with " + ", ".join(h.holder for h in others)
+        if grant.granted and not entry.granted and entry.exclusive:
+            self._note(f"{req.holder} takes over")
+        entry.granted = grant.granted
+        self.changed = True
+        return grant
+
+    @workflow.update(name="release")
+    def release(self, req: ReleaseRequest) -> ArbiterState:
+        self._drop(req.holder, req.reason)
+        return self.state
+
+    def _drop(self, holder: str, reason: str) -> None:
+        if self.state.holders.pop(holder, None) is not None:
+            self._note(f"{holder} released ({reason})")
+        if holder in self.state.queue:
+            self.state.queue.remove(holder)
+        self.changed = True
+
+    @workflow.run
+    async def run(self, inp: ArbiterInput) -> ArbiterState:
+        self.state = inp.state or ArbiterState(cluster=inp.cluster)
+        workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(inp.cluster)])
+        idle_since = workflow.now()
+        while True:
+            self.changed = False
+            wait = CHECK_WHEN_WAITING if self.state.queue else CHECK_WHEN_QUIET
+            try:
+                await workflow.wait_condition(lambda: self.changed, timeout=wait)
+            except TimeoutError:
+                await self._drop_dead_holders()
+            phase = "handover" if self.state.queue else ("shared" if self.state.holders else "idle")
+            workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
+            if self.state.holders:
+                idle_since = workflow.now()
+            elif workflow.now() - idle_since >= IDLE_EXIT:
+                break  # nobody holds anything: the next acquire starts a fresh arbiter
+            info = workflow.info()
+            if info.is_continue_as_new_suggested() or info.get_current_history_length() > 5_000:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(ArbiterInput(cluster=inp.cluster, state=self.state))
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self.state
+
+    async def _drop_dead_holders(self) -> None:
+        if not self.state.holders:
+            return
+        closed: list[str] = await workflow.execute_activity_method(
+            ArbiterActivities.closed_workflows,
+            HoldersRequest(holders=sorted(h.workflow_id for h in self.state.holders.values())),
+            **fleet_options(),
+        )
+        dead = [h.holder for h in self.state.holders.values() if h.workflow_id in closed]
+        for holder in dead:
+            # It died holding hosts: hand them back so nothing stays cordoned and forgotten.
+            await workflow.execute_activity_method(
+                FleetActivities.close_owner,
+                HostsRequest(
+                    cluster=self.state.cluster, owner=holder, hosts=[], wall=workflow.now()
+                ),
+                **fleet_options(),
+            )
+            self._drop(holder, "its workflow ended without releasing")
