@@ -1,0 +1,216 @@
+"""The discrete-event simulator against hand-computable campaigns, and its contract with the train.
+
+Hand-computable cases switch off the fleet's two sources of chance (unexpected failures and
+update outcomes) on a copy of the ``small`` preset (128 hosts) with no job trace; every host then
+needs ``os`` + ``bios`` + ``nic_firmware``: 0.5 + 0.35 + 0.2 install, 0.25 reboot and 0.5 verify,
+1.8 fleet hours.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet.cluster_sim import ClusterSim, JobRec
+from orchestrator.fleet.sqlite_fleet import MAX_SPEED, SqliteFleet
+from orchestrator.models import CapacityBudget
+from orchestrator.planning import train_plan
+from orchestrator.presets import get_preset
+from orchestrator.simulator import SimConfig, build_cluster, simulate
+
+VISIT_HOURS = 1.8
+POLICIES = train_plan.POLICIES
+
+
+@pytest.fixture
+def no_chance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No unexpected failures and every install succeeds cleanly."""
+    monkeypatch.setattr(dyn, "next_failure_gap", lambda *a, **k: float("inf"))
+    monkeypatch.setattr(
+        dyn, "draw_update_outcome", lambda *a, **k: dyn.UpdateOutcome(True, False, None, None)
+    )
+
+
+def idle_small() -> SimConfig:
+    return SimConfig(preset=get_preset("small").model_copy(update={"target_utilisation": 0.0}))
+
+
+def with_one_job(cfg: SimConfig, hours: float) -> ClusterSim:
+    """A cluster whose every host runs one job of ``hours`` that started (and checkpointed) at 0."""
+    sim = build_cluster(cfg.preset, cfg.seed)
+    assert not sim.jobs
+    job = JobRec(0, len(sim.order), hours, 1.0, 0.0, list(sim.order), 0.0, "d", "c", "running")
+    sim.jobs[0] = job
+    sim.state.job_seq = 1
+    for name in sim.order:
+        sim.hosts[name].job_id = 0
+    return sim
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_no_jobs_makespan_is_the_lower_bound(no_chance: None, policy: str) -> None:
+    """With no jobs and hosts dividing evenly into rounds, every policy meets the bound exactly."""
+    cfg = idle_small()
+    cfg.policy, cfg.budget = policy, CapacityBudget(max_unavailable=16)
+    res = simulate(cfg)
+    assert res.complete and res.hosts_visited == 128
+    assert res.lower_bound_hours == pytest.approx(128 * VISIT_HOURS / 16)
+    # Tolerance: only float rounding of summed fleet hours (8 rounds of 1.8 h).
+    assert res.makespan_hours == pytest.approx(res.lower_bound_hours, abs=1e-6)
+    assert res.job_interruptions == 0 and res.lost_gpu_hours == 0
+
+
+def test_no_jobs_uneven_rounds_stay_within_one_visit(no_chance: None) -> None:
+    """When hosts do not divide into rounds, the makespan exceeds the bound by under one visit."""
+    cfg = idle_small()
+    cfg.budget = CapacityBudget(max_unavailable="3%")  # 3 hosts: 43 rounds, the last of 2 hosts
+    res = simulate(cfg)
+    assert res.makespan_hours == pytest.approx(43 * VISIT_HOURS, abs=1e-6)
+    assert res.lower_bound_hours <= res.makespan_hours < res.lower_bound_hours + VISIT_HOURS
+
+
+@pytest.mark.parametrize(
+    ("policy", "interruptions"),
+    [
+        # Every batch of 16 evicts the job; it restarts whenever the batch gives its hosts back.
+        ("rolling-serial", 8),
+        # Each batch waits the 4 h deadline, then evicts; same restarts.
+        ("drain-wait", 8),
+        # It checkpointed at its (re)start, so each batch evicts it at once with nothing lost.
+        ("job-aware", 8),
+        # Waits for the job's end, which lies beyond the horizon: nothing visited, nothing killed.
+        ("slurm-asap", 0),
+    ],
+)
+def test_one_long_job_spanning_the_cluster(
+    no_chance: None, policy: str, interruptions: int
+) -> None:
+    """A job on all 128 hosts that outlives the run is interrupted once per batch of 16."""
+    cfg = idle_small()
+    cfg.policy, cfg.budget, cfg.days = policy, CapacityBudget(max_unavailable=16), 3.0
+    res = simulate(cfg, with_one_job(cfg, 1000.0))
+    assert res.job_interruptions == interruptions
+    assert res.complete == (policy != "slurm-asap")
+    if policy == "job-aware":
+        assert res.lost_gpu_hours == pytest.approx(0.0, abs=1.0)
+        assert res.makespan_hours == pytest.approx(8 * VISIT_HOURS, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("policy", "interruptions"),
+    [("rolling-serial", 8), ("drain-wait", 0), ("job-aware", 0), ("slurm-asap", 0)],
+)
+def test_one_short_job_spanning_the_cluster(
+    no_chance: None, policy: str, interruptions: int
+) -> None:
+    """A job on all hosts that ends in 2 h is waited for by all but rolling-serial."""
+    cfg = idle_small()
+    cfg.policy, cfg.budget = policy, CapacityBudget(max_unavailable=16)
+    res = simulate(cfg, with_one_job(cfg, 2.0))
+    assert res.job_interruptions == interruptions
+    assert res.complete and res.hosts_visited == 128
+    if interruptions == 0:
+        assert res.makespan_hours == pytest.approx(2.0 + 8 * VISIT_HOURS, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_job_aware_never_exceeds_the_budget(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Every cordon the job-aware train makes leaves the cluster within its budget."""
+    cfg = SimConfig(preset=get_preset("small"), seed=seed, budget=CapacityBudget(max_unavailable=8))
+    cordon = ClusterSim.cordon
+    worst: list[int] = []
+
+    def checked(self: ClusterSim, name: str, *args: object, **kwargs: object) -> bool:
+        ok = cordon(self, name, *args, **kwargs)  # type: ignore[arg-type]
+        if ok:
+            worst.append(len(self.out_of_service()))
+        return ok
+
+    monkeypatch.setattr(ClusterSim, "cordon", checked)
+    res = simulate(cfg)
+    assert res.complete and res.hosts_visited + res.hosts_quarantined == res.hosts_total
+    assert res.budget_violations == 0
+    assert worst and max(worst) <= 8
+
+
+def test_simulator_calls_the_trains_planning_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator looks the planner up on ``train_plan`` at call time, as the train does."""
+    calls = {"choose_domain": 0, "drain_step": 0}
+    real_choose, real_drain = train_plan.choose_domain, train_plan.drain_step
+
+    def choose(*args: object, **kwargs: object) -> train_plan.DomainPlan:
+        calls["choose_domain"] += 1
+        return real_choose(*args, **kwargs)  # type: ignore[arg-type]
+
+    def drain(*args: object, **kwargs: object) -> train_plan.DrainStep:
+        calls["drain_step"] += 1
+        return real_drain(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("orchestrator.planning.train_plan.choose_domain", choose)
+    monkeypatch.setattr("orchestrator.planning.train_plan.drain_step", drain)
+    res = simulate(SimConfig(preset=get_preset("small"), budget=CapacityBudget(max_unavailable=8)))
+    assert calls["choose_domain"] == res.planner_calls > 0
+    assert calls["drain_step"] > 0
+
+
+def test_simulated_cluster_is_built_like_the_sqlite_fleet(tmp_path: Path) -> None:
+    """The in-memory cluster has the hosts, versions and jobs ``fleet init`` would store."""
+    preset = get_preset("small")
+    fleet = SqliteFleet.create(tmp_path / "fleet.db", preset, 7, MAX_SPEED)
+    try:
+        stored = fleet.peek("c00")
+    finally:
+        fleet.close()
+    sim = build_cluster(preset, 7)
+    assert sim.order == stored.order
+    assert {n: (h.zone, h.rack, h.versions, h.job_id) for n, h in sim.hosts.items()} == {
+        n: (h.zone, h.rack, h.versions, h.job_id) for n, h in stored.hosts.items()
+    }
+    assert {j.id: (j.hosts, j.start, j.work_hours) for j in sim.jobs.values()} == {
+        j.id: (j.hosts, j.start, j.work_hours) for j in stored.jobs.values()
+    }
+
+
+def test_unknown_policy_exits_2_naming_the_field() -> None:
+    """``trainctl simulate --policy nope`` is bad input: exit 2, message names ``policy``."""
+    res = CliRunner().invoke(main, ["simulate", "--preset", "small", "--policy", "nope"])
+    assert res.exit_code == 2
+    assert "policy" in res.output
+
+
+def test_cli_json_and_sweep_plot(tmp_path: Path) -> None:
+    """One JSON object per run; a sweep prints one row per setting and writes a PNG."""
+    runner = CliRunner()
+    res = runner.invoke(
+        main, ["simulate", "--preset", "small", "--budget", "8", "--json", "--series"]
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    for key in (
+        "hosts_total",
+        "hosts_visited",
+        "hosts_quarantined",
+        "makespan_hours",
+        "lower_bound_hours",
+        "job_interruptions",
+        "lost_gpu_hours",
+        "budget_violations",
+        "wall_seconds",
+        "series",
+    ):
+        assert key in out
+    png = tmp_path / "sweep.png"
+    res = runner.invoke(
+        main,
+        ["simulate", "--preset", "small", "--sweep", "domain-size=2,4", "--plot", str(png)]
+        + ["--json"],
+    )
+    assert res.exit_code == 0, res.output
+    sweep = json.loads(res.output)
+    assert [r["domain_size"] for r in sweep["runs"]] == [2, 4]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
