@@ -92,9 +92,11 @@ async def run_demo(
             status = await _watch(
                 handle, ClusterTrain, shape.hosts_per_cluster, console, show_progress
             )
-            if not until_cycle:
+            if not until_cycle or status.state == "halted":
                 status = await handle.execute_update(
-                    "stop", ControlRequest(reason="demo interrupted"), result_type=TrainStatus
+                    "stop",
+                    ControlRequest(reason=status.reason or "demo interrupted"),
+                    result_type=TrainStatus,
                 )
             status = await handle.result()
     fleet = SqliteFleet(path)
@@ -113,6 +115,7 @@ async def run_demo(
         "job_interruptions": status.jobs_interrupted,
         "lost_gpu_hours": status.lost_gpu_hours,
         "cycles_completed": status.cycles_completed,
+        "train_reason": status.reason,
         "cycle_fleet_hours": round(status.last_cycle_fleet_hours, 3),
         "cycle_wall_seconds": round(status.last_cycle_wall_seconds, 3),
         "audit_ok": report.ok,
@@ -152,7 +155,7 @@ async def _watch(handle: Any, wf: Any, total: int, console: Console, show: bool)
                     description=f"{status.in_maintenance} in maintenance, "
                     f"{status.quarantined} quarantined, fleet h {status.fleet_hours:.1f}{why}",
                 )
-                if status.state == "stopped":
+                if status.state in ("stopped", "halted"):
                     return status
                 await asyncio.sleep(0.5)
         except (KeyboardInterrupt, asyncio.CancelledError):

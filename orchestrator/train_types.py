@@ -138,6 +138,7 @@ class DomainResult(BaseModel):
     quarantined: dict[str, str] = Field(default_factory=dict)
     lost_to_repair: dict[str, str] = Field(default_factory=dict)
     released: list[str] = Field(default_factory=list)
+    outcomes: list[bool] = Field(default_factory=list)  # per host, in completion order: passed?
     jobs_interrupted: int = 0
     lost_gpu_hours: float = 0.0
 

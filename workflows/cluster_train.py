@@ -305,11 +305,10 @@ class ClusterTrain:
         st.cycle_failures += len(result.quarantined)
         st.jobs_interrupted += result.jobs_interrupted
         st.lost_gpu_hours += result.lost_gpu_hours
-        st.failures_in_a_row = (
-            len(result.quarantined)
-            if result.returned
-            else st.failures_in_a_row + len(result.quarantined)
-        )
+        for passed in result.outcomes:
+            st.failures_in_a_row = 0 if passed else st.failures_in_a_row + 1
+            if st.failures_in_a_row >= spec.halt_after_failures:
+                break
         seen = st.cycle_visits + st.cycle_failures
         if st.failures_in_a_row >= spec.halt_after_failures:
             self._halt(

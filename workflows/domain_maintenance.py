@@ -132,6 +132,7 @@ class DomainMaintenance:
                 **fleet_options(),
             )
             result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
+            result.outcomes += [False] * len(q.quarantined)
         if not upd.updated:
             return
         await sleep_until(inp.clock, upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
@@ -141,6 +142,7 @@ class DomainMaintenance:
         )
         result.returned += ver.returned
         result.quarantined.update(ver.quarantined)
+        result.outcomes += [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
         await self._tell_parent()
 
     async def _tell_parent(self) -> None:

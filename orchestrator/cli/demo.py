@@ -72,6 +72,8 @@ def demo(
     except KeyboardInterrupt:
         fail("interrupted")
     emit(out, as_json, _print)
+    if until_cycle_complete and out["cycles_completed"] < 1:
+        fail(f"the train stopped before completing a cycle: {out['train_reason']}")
     if not out["audit_ok"]:
         fail("the fleet's audit found broken invariants (run `trainctl audit`)")
 
