@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from orchestrator.cli import audit, demo, fleet, ops, server, simulate, train
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trainctl")
@@ -11,18 +13,6 @@ def main() -> None:
     """Maintenance trains and bulk operations for GPU fleets, on Temporal."""
 
 
-def _register() -> None:
-    import importlib
-
-    for module in ("fleet", "audit", "server", "worker", "train", "demo", "ops", "simulate"):
-        try:
-            mod = importlib.import_module(f"orchestrator.cli.{module}")
-        except ModuleNotFoundError as err:
-            if err.name != f"orchestrator.cli.{module}":
-                raise
-            continue
-        for cmd in getattr(mod, "COMMANDS", []):
-            main.add_command(cmd)
-
-
-_register()
+for _module in (fleet, server, train, demo, ops, simulate, audit):
+    for _cmd in _module.COMMANDS:
+        main.add_command(_cmd)
