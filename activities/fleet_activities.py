@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator import metrics
 from orchestrator.fleet import dynamics
-from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.cluster_sim import ClusterSim, HostRec
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.models import HostState
 from orchestrator.planning import train_plan
@@ -41,25 +41,36 @@ from orchestrator.train_types import (
 )
 
 S = HostState
+REPAIR_RETURN = "repair-return"
 INSTALL_ATTEMPTS = 3
 _HELD = (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE, S.VERIFYING)
+
+
+def is_due(h: HostRec, cycle_started: float) -> bool:
+    """Still to visit this cycle: in service and not yet visited, or back from repair with
+    pending updates (whenever it was last visited: it must not serve before they are applied)."""
+    if h.owner == REPAIR_RETURN:
+        return True
+    fresh = h.last_visit is not None and h.last_visit >= cycle_started
+    return h.state == S.IN_SERVICE and not fresh
 
 
 def cycle_counts(sim: ClusterSim, cycle_started: float, owner: str) -> CycleCounts:
     """Visit-cycle figures: visited = returned by a train since the cycle began."""
     c = CycleCounts(hosts_total=len(sim.hosts), fleet_hours=sim.now)
     for h in sim.hosts.values():
-        seen = h.last_visit is not None and h.last_visit >= cycle_started
         if h.state == S.QUARANTINED:
             c.quarantined += 1
         elif h.state == S.IN_REPAIR:
             c.in_repair += 1
         elif h.owner == owner:
             c.in_flight += 1
-        elif seen and h.state == S.IN_SERVICE:
+        elif is_due(h, cycle_started):
+            c.due += 1
+        elif h.state == S.IN_SERVICE:
             c.visited += 1
         else:
-            c.due += 1
+            c.due += 1  # held by another campaign: still to visit
         c.out_of_service += h.state != S.IN_SERVICE
     return c
 
@@ -121,12 +132,7 @@ class FleetActivities:
                 and h.state in (S.CORDONED, S.DRAINING)
                 and h.name not in known
             ]
-            due = {
-                h.name
-                for h in sim.hosts.values()
-                if (h.last_visit is None or h.last_visit < req.cycle_started_hours)
-                and (h.state == S.IN_SERVICE or h.owner == "repair-return")
-            }
+            due = {h.name for h in sim.hosts.values() if is_due(h, req.cycle_started_hours)}
             held = sum(1 for h in sim.hosts.values() if h.owner == req.owner and h.state in _HELD)
             slots = req.max_held - held
             if slots > 0:
