@@ -99,6 +99,7 @@ class EvictRequest(BaseModel):
     owner: str
     job_ids: list[int]
     wall: datetime
+    scheduled_hours: dict[int, float] = Field(default_factory=dict)  # job -> planned stop time
 
 
 class EvictResult(BaseModel):

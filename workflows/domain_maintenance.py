@@ -87,7 +87,11 @@ class DomainMaintenance:
                     res = await workflow.execute_activity_method(
                         FleetActivities.evict_jobs,
                         EvictRequest(
-                            cluster=inp.cluster, owner=inp.owner, job_ids=evict, wall=workflow.now()
+                            cluster=inp.cluster,
+                            owner=inp.owner,
+                            job_ids=evict,
+                            wall=workflow.now(),
+                            scheduled_hours={j: scheduled[j] for j in evict if j in scheduled},
                         ),
                         **fleet_options(),
                     )

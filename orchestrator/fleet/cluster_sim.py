@@ -221,11 +221,16 @@ class ClusterSim:
                 h.job_id = None
                 self.dirty_hosts.add(name)
 
-    def _interrupt(self, job: JobRec, cause: str, actor: str) -> float:
-        """Stop a running job; it loses the work since its last checkpoint and is requeued."""
-        ckpt = job.last_checkpoint(self.now)
+    def _interrupt(self, job: JobRec, cause: str, actor: str, as_of: float | None = None) -> float:
+        """Stop a running job; it loses the work since its last checkpoint and is requeued.
+
+        ``as_of`` (at most now) is when the stop was scheduled: under a logical clock that other
+        waiters moved past it, the stop counts from then, as a discrete-event order would have it.
+        """
+        at = self.now if as_of is None else min(max(as_of, job.start or 0.0), self.now)
+        ckpt = job.last_checkpoint(at)
         assert job.start is not None
-        lost = (self.now - ckpt) * job.size * GPUS_PER_HOST
+        lost = (at - ckpt) * job.size * GPUS_PER_HOST
         self._log(
             actor,
             "job_interrupted",
@@ -397,12 +402,12 @@ class ClusterSim:
         if h.state == S.CORDONED and h.job_id is not None:
             self._set_state(h, S.DRAINING, actor, "waiting for job")
 
-    def evict(self, job_id: int, actor: str) -> float:
+    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
         """Interrupt a job so its cordoned hosts can be maintained; return GPU-hours lost."""
         job = self.jobs[job_id]
         if job.state != "running":
             return 0.0
-        return self._interrupt(job, cause=f"maintenance:{actor}", actor=actor)
+        return self._interrupt(job, cause=f"maintenance:{actor}", actor=actor, as_of=as_of)
 
     def begin_update(self, name: str, actor: str) -> bool:
         h = self.hosts[name]
