@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio import activity, workflow
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -33,20 +33,8 @@ from orchestrator.train_spec import TrainSpec
 from orchestrator.train_types import TrainInput
 from orchestrator.worker import build_worker
 
-
-@activity.defn(name="noop")
-def noop(step: int) -> int:
-    return step
-
-
-@workflow.defn(name="NoopHost")
-class NoopHost:
-    @workflow.run
-    async def run(self, host: str) -> None:
-        for step in range(8):
-            await workflow.execute_activity(
-                noop, step, start_to_close_timeout=timedelta(seconds=30)
-            )
+sys.path.insert(0, str(Path(__file__).parent))
+from noop_workflow import NoopHost, noop  # noqa: E402
 
 
 async def baseline(env: WorkflowEnvironment, hosts: int, parallel: int) -> float:
