@@ -260,6 +260,12 @@ class ClusterTrain:
             **fleet_options(),
         )
         st.counts = res.counts
+        c = res.counts
+        workflow.set_current_details(
+            f"**{st.phase}** cycle {st.cycle + 1}: {c.visited}/{c.hosts_total} visited, "
+            f"{c.in_flight} in maintenance, {c.quarantined} quarantined, {c.in_repair} in repair"
+            f"{'; waiting: ' + (grant.reason or res.waiting) if not res.hosts else ''}"
+        )
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         if not res.hosts:
             return
