@@ -9,13 +9,18 @@ from temporalio.client import Client
 
 from activities.arbiter_activities import ArbiterActivities
 from activities.fleet_activities import FleetActivities
+from activities.ops_activities import OpsActivities
 
 
 def build_activities(
     fleet_path: Path, client: Client, task_queue: str
 ) -> list[Callable[..., object]]:
     """Every activity the worker registers, bound to the fleet and to this worker's client."""
-    return [*FleetActivities(fleet_path).all(), *ArbiterActivities(client, task_queue).all()]  # type: ignore[list-item]
+    return [
+        *FleetActivities(fleet_path).all(),
+        *OpsActivities(fleet_path).all(),
+        *ArbiterActivities(client, task_queue).all(),  # type: ignore[list-item]
+    ]
 
 
-__all__ = ["ArbiterActivities", "FleetActivities", "build_activities"]
+__all__ = ["ArbiterActivities", "FleetActivities", "OpsActivities", "build_activities"]

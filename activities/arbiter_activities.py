@@ -35,7 +35,7 @@ class ArbiterActivities:
         op: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             "CapacityArbiter",
             ArbiterInput(cluster=req.cluster),
-            id=arbiter_workflow_id(req.cluster),
+            id=arbiter_workflow_id(req.cluster, self.task_queue),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"Capacity budget of {req.cluster}: who may hold hosts out",
@@ -46,7 +46,7 @@ class ArbiterActivities:
 
     @activity.defn(name="arbiter_release")
     async def release(self, req: ReleaseRequest) -> None:
-        handle = self.client.get_workflow_handle(arbiter_workflow_id(req.cluster))
+        handle = self.client.get_workflow_handle(arbiter_workflow_id(req.cluster, self.task_queue))
         try:
             await handle.execute_update("release", req, result_type=ArbiterState)
         except RPCError as err:

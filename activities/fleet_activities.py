@@ -151,6 +151,7 @@ class FleetActivities:
                     if sim.cordon(name, req.owner, req.owner, limit, b.per_rack, b.per_zone):
                         result.hosts.append(name)
                 result.waiting = plan.waiting
+                result.retry_at_hours = plan.retry_at_hours
             result.hosts = orphans + result.hosts
             result.counts = cycle_counts(sim, req.cycle_started_hours, req.owner)
         return result

@@ -6,9 +6,13 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+DEFAULT_TASK_QUEUE = "trainctl"
 
-def arbiter_workflow_id(cluster: str) -> str:
-    return f"capacity-{cluster}"
+
+def arbiter_workflow_id(cluster: str, task_queue: str = DEFAULT_TASK_QUEUE) -> str:
+    """``capacity-<cluster>``: one arbiter per cluster and deployment (task queue)."""
+    suffix = "" if task_queue == DEFAULT_TASK_QUEUE else f"-{task_queue}"
+    return f"capacity-{cluster}{suffix}"
 
 
 class AcquireRequest(BaseModel):

@@ -24,6 +24,7 @@ Violation kinds:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ REPAIR_RETURN = "repair-return"
 #: States a host is in while someone works on it, so returning from them needs verification.
 _TOUCHED_STATES = frozenset({"in_maintenance", "verifying"})
 _UPPER = ("gpu_driver", "cuda")
+INITIAL_UPPER = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
 KINDS = ("budget_exceeded", "mixed_versions", "unverified_return", "host_lost")
 
 
@@ -68,8 +70,6 @@ class _Host:
     """Replayed state of one host that has appeared in the log."""
 
     state: str = IN_SERVICE
-    upper: tuple[str, str] = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
-    job: int | None = None
     holder: str | None = None
     hold_seq: int = 0
     hold_t: float = 0.0
@@ -91,7 +91,10 @@ class _ClusterReplay:
         self.down = 0
         self.down_rack: dict[str, int] = {}
         self.down_zone: dict[str, int] = {}
-        self.jobs: dict[int, list[str]] = {}
+        # Running jobs' host sets, and upper-layer versions of hosts that left INITIAL_UPPER:
+        # a job of 2,048 hosts then costs a set build, not 2,048 Python steps, at start and end.
+        self.jobs: dict[int, frozenset[str]] = {}
+        self.upper: dict[str, tuple[str, str]] = {}
         self.closed: dict[str, int] = {}  # owner -> seq of its latest owner_closed
         self.violations: list[Violation] = []
 
@@ -119,11 +122,7 @@ class _ClusterReplay:
         elif kind == "job_start":
             self._job_start(seq, ev)
         elif kind in ("job_end", "job_interrupted"):
-            job = int(ev.detail["job"])
-            for name in self.jobs.pop(job, ()):
-                h = self.host(name)
-                if h.job == job:
-                    h.job = None
+            self.jobs.pop(int(ev.detail["job"]), None)
         elif kind == "updated" and ev.host is not None:
             self._updated(seq, ev)
         elif kind == "verified" and ev.host is not None:
@@ -196,13 +195,11 @@ class _ClusterReplay:
 
     def _job_start(self, seq: int, ev: Event) -> None:
         job = int(ev.detail["job"])
-        names = [str(n) for n in ev.detail.get("hosts", ())]
-        self.jobs[job] = names
-        seen: dict[tuple[str, str], int] = {}
-        for n in names:
-            h = self.host(n)
-            h.job = job
-            seen[h.upper] = seen.get(h.upper, 0) + 1
+        names = ev.detail.get("hosts") or []
+        self.jobs[job] = frozenset(names)
+        if not self.upper or len(set(map(self.upper.get, names))) == 1:
+            return  # all on INITIAL_UPPER, or all on one changed version
+        seen = Counter(self.upper.get(n, INITIAL_UPPER) for n in names)
         if len(seen) > 1:
             mix = ", ".join(f"{drv}/{cuda} x{k}" for (drv, cuda), k in sorted(seen.items()))
             self.flag(
@@ -220,17 +217,22 @@ class _ClusterReplay:
         h.updated_since_out, h.verified_ok = True, False
         if not any(c in after for c in _UPPER):
             return
-        new = (str(after.get("gpu_driver", h.upper[0])), str(after.get("cuda", h.upper[1])))
-        if new != h.upper and h.job is not None:
+        old = self.upper.get(ev.host, INITIAL_UPPER)
+        new = (str(after.get("gpu_driver", old[0])), str(after.get("cuda", old[1])))
+        if new == old:
+            return
+        # Rare (bulk operations only), so a scan of the running jobs is cheap enough.
+        job = next((j for j, hosts in self.jobs.items() if ev.host in hosts), None)
+        if job is not None:
             self.flag(
                 "mixed_versions",
                 ev.host,
                 ev,
                 seq,
-                f"gpu_driver/cuda changed {h.upper[0]}/{h.upper[1]} -> {new[0]}/{new[1]} "
-                f"under running job {h.job}",
+                f"gpu_driver/cuda changed {old[0]}/{old[1]} -> {new[0]}/{new[1]} "
+                f"under running job {job}",
             )
-        h.upper = new
+        self.upper[ev.host] = new
 
     # ------------------------------------------------------------- end of log
     def finish(self, last_t: float) -> None:

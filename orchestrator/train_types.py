@@ -62,6 +62,7 @@ class CycleCounts(BaseModel):
 class PlanDomainResult(BaseModel):
     hosts: list[str] = Field(default_factory=list)
     waiting: str = ""
+    retry_at_hours: float | None = None  # the planner wants another look at this fleet hour
     limit: int = 0
     counts: CycleCounts = Field(default_factory=CycleCounts)
 
@@ -144,6 +145,13 @@ class DomainResult(BaseModel):
     lost_gpu_hours: float = 0.0
 
 
+class DomainProgress(BaseModel):
+    """A domain's batch of hosts is done: passed (returned) or failed (quarantined), in order."""
+
+    domain_id: str
+    outcomes: list[bool] = Field(default_factory=list)
+
+
 class TrainState(BaseModel):
     """Everything a train carries across continue-as-new."""
 
@@ -164,6 +172,7 @@ class TrainState(BaseModel):
     last_cycle_fleet_hours: float = 0.0
     last_cycle_wall_seconds: float = 0.0
     waiting: str = ""
+    retry_at_hours: float | None = None
     counts: CycleCounts = Field(default_factory=CycleCounts)
 
 
@@ -171,6 +180,8 @@ class TrainInput(BaseModel):
     spec: TrainSpec
     state: TrainState = Field(default_factory=TrainState)
     clock: ClockInfo | None = None
+    #: Continue as new past this many history events, even if the server has not suggested it.
+    max_history_events: int = Field(default=8_000, ge=100)
 
 
 class TrainStatus(BaseModel):

@@ -58,7 +58,9 @@ async def sleep_until(
             **fleet_options(),
         )
         return
-    now = fleet_hours_now(clock) if from_hours is None else max(from_hours, fleet_hours_now(clock))
+    # Measure from the fleet's own reading when we have one: it is what the target was computed
+    # against, and a wait computed from it can never collapse to zero while time stands still.
+    now = fleet_hours_now(clock) if from_hours is None else from_hours
     delay = (target_hours - now) * 3600.0 / clock.speed
     if delay > 0:
         await workflow.sleep(timedelta(seconds=max(delay, 0.001)))

@@ -384,6 +384,34 @@ class ClusterSim:
         )
         return True
 
+    def unset_targets(self, components: list[str], actor: str) -> None:
+        """Forget recorded targets (an operation that stopped stops pushing its versions)."""
+        kept = {c: v for c, v in self.state.targets.items() if c not in components}
+        if kept != self.state.targets:
+            self.state.targets = kept
+            self._log(actor, "targets", None, targets=kept)
+
+    def prestage(self, name: str, targets: dict[str, str], actor: str) -> list[str]:
+        """Download the packages a host lacks while it stays in service; changes no state."""
+        comps = dyn.pending_components(self.hosts[name].versions, targets)
+        if comps:
+            self._log(actor, "prestaged", name, components={c: targets[c] for c in comps})
+        return comps
+
+    def begin_rollback(self, name: str, actor: str) -> bool:
+        """Reopen a host whose new versions failed, to reinstall its previous ones.
+
+        Reinstalling the previous software removes what the failed install left behind (the
+        defect it drew), which is the point of a rollback; the reinstall draws its own outcome.
+        """
+        h = self.hosts[name]
+        if h.state not in (S.IN_MAINTENANCE, S.VERIFYING) or h.job_id is not None:
+            return False
+        h.defect, h.verified = None, False
+        self.dirty_hosts.add(name)
+        self._set_state(h, S.IN_MAINTENANCE, actor, "rolling back")
+        return True
+
     def inject_fault(self, component: str, version: str, rate: float, actor: str) -> None:
         """Make ``component=version`` a bad build that leaves hosts bad with ``rate``."""
         self.state.faults[f"{component}={version}"] = rate
@@ -488,7 +516,7 @@ class ClusterSim:
         if h.job_id is not None:
             self._interrupt(self.jobs[h.job_id], cause=f"quarantine:{actor}", actor=actor)
         h.owner = "quarantine"
-        h.last_visit = self.now
+        # Not a visit: once repaired the host is due again, and verified before it serves.
         h.repair_until = self.now + QUARANTINE_TRIAGE_HOURS
         self._set_state(h, S.QUARANTINED, actor, reason)
 

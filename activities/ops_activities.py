@@ -1,0 +1,304 @@
+"""Activities of bulk operations (OpsPlanner): the fleet side of ``ClusterOperation``.
+
+Each activity is one fleet transaction at the caller's ``wall`` (``workflow.now()``) and is
+idempotent, because Temporal runs an activity again after a worker dies: a host already
+cordoned by the operation counts as taken, a host already returned counts as passed, a host
+already back on its previous versions is not reinstalled. Draining, installing and
+quarantining reuse the train's activities (``FleetActivities``), so operations and trains drain
+jobs by the very same policy.
+
+Waves are cut from the cluster as it is now, not from the plan made at the start: ``take_wave``
+plans the rest of the cluster and cordons the first wave in one transaction, with the budget
+check of every cordon, so hosts that failed, were repaired or were held by a train meanwhile
+simply land in a later wave.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from orchestrator import metrics
+from orchestrator.fleet import dynamics
+from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.models import HostState
+from orchestrator.ops.exec_types import (
+    CheckRequest,
+    ClusterPlanView,
+    OperationCheck,
+    OpsRequest,
+    PrestageResult,
+    RollbackRequest,
+    TakenWave,
+    TakeWaveRequest,
+    TargetsRequest,
+    VerifyOutcome,
+    VerifyRequest,
+)
+from orchestrator.ops.spec import OperationSpec, resolve_clusters
+from orchestrator.planning.ops_plan import (
+    ClusterSnapshot,
+    OperationPlan,
+    holders_in,
+    plan_operation,
+)
+from orchestrator.planning.ops_snapshot import snapshot_cluster
+from orchestrator.planning.train_plan import REPAIR_RETURN
+from orchestrator.train_types import UpdateResult
+
+S = HostState
+INSTALL_ATTEMPTS = 3
+_HELD = (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE, S.VERIFYING)
+
+
+def plan_one(spec: OperationSpec, snap: ClusterSnapshot) -> OperationPlan | None:
+    """Plan ``spec`` on one cluster; None when none of the scope's hosts are in it."""
+    try:
+        return plan_operation(spec, {snap.name: snap})
+    except ValueError:
+        return None  # the scope's zone/rack/host patterns name nothing here
+
+
+def effective_spec(
+    spec: OperationSpec, snap: ClusterSnapshot, max_hold: int
+) -> tuple[OperationSpec, int | None, int | None]:
+    """The spec with its budget capped by the arbiter's grant, and the per-rack/zone limits.
+
+    A ``consistency: cluster`` cut-over (and a drain-for-repair) goes whole or not at all: its
+    window is the explicit grant. A job-consistent operation holds at most ``max_hold`` hosts
+    beyond those already out of service, and never more than its own budget allows.
+    """
+    budget = spec.budget
+    if spec.window is not None:
+        budget = budget.model_copy(update={"max_unavailable": spec.window.max_unavailable})
+    if spec.consistency == "cluster":
+        return spec, None, None
+    if spec.kind == "drain-for-repair":
+        return spec, budget.per_rack, budget.per_zone
+    limit = budget.limit(snap.hosts_total)
+    down = sum(1 for h in snap.hosts if h.state != S.IN_SERVICE)
+    cap = min(limit, down + max_hold)
+    if cap < limit:
+        capped = budget.model_copy(update={"max_unavailable": cap})
+        spec = spec.model_copy(update={"budget": capped, "window": None})
+    return spec, budget.per_rack, budget.per_zone
+
+
+def returning_hosts(plan: OperationPlan, sim: ClusterSim) -> list[str]:
+    """Deferred hosts back from repair and waiting for our versions: a wave may take them."""
+    return [
+        n
+        for n in plan.deferred
+        if sim.hosts[n].owner == REPAIR_RETURN and sim.hosts[n].state == S.CORDONED
+    ]
+
+
+class OpsActivities:
+    """Bulk-operation activities over one fleet file; a SQLite connection per worker thread."""
+
+    def __init__(self, fleet_path: Path) -> None:
+        self.fleet_path = fleet_path
+        self._local = threading.local()
+
+    @property
+    def fleet(self) -> SqliteFleet:
+        fleet = getattr(self._local, "fleet", None)
+        if fleet is None:
+            try:
+                fleet = SqliteFleet(self.fleet_path)
+            except FileNotFoundError as err:
+                raise ApplicationError(str(err), type="NoFleet", non_retryable=True) from None
+            self._local.fleet = fleet
+        return fleet
+
+    def _cluster(self, name: str, wall: datetime):  # type: ignore[no-untyped-def]
+        try:
+            return self.fleet.cluster(name, wall)
+        except KeyError as err:
+            raise ApplicationError(str(err), type="UnknownCluster", non_retryable=True) from None
+
+    def _peek(self, name: str, wall: datetime) -> ClusterSim:
+        try:
+            return self.fleet.peek(name, wall)
+        except KeyError as err:
+            raise ApplicationError(str(err), type="UnknownCluster", non_retryable=True) from None
+
+    # ------------------------------------------------------------------ planning
+    @activity.defn(name="ops_check")
+    def check(self, req: CheckRequest) -> OperationCheck:
+        """Plan the whole scope (read-only): which clusters it covers, or why it is refused."""
+        try:
+            names = resolve_clusters(req.spec.scope, self.fleet.cluster_names())
+            snaps = {n: snapshot_cluster(self._peek(n, req.wall)) for n in names}
+            plan = plan_operation(req.spec, snaps, holders_in(snaps.values()))
+        except ValueError as err:
+            raise ApplicationError(str(err), type="BadSpec", non_retryable=True) from None
+        return OperationCheck(
+            clusters=[c.cluster for c in plan.clusters if c.hosts_in_scope],
+            cluster_waves={c.cluster: c.waves for c in plan.clusters},
+            refused=plan.refused,
+            waves=len(plan.waves),
+            hosts_total=plan.hosts_total,
+            hosts_to_change=plan.hosts_to_change,
+            estimated_duration_hours=plan.estimated_duration_hours,
+        )
+
+    @activity.defn(name="ops_plan_cluster")
+    def plan_cluster(self, req: OpsRequest) -> ClusterPlanView:
+        """The rest of one cluster's plan as of now, in figures (read-only)."""
+        sim = self._peek(req.cluster, req.wall)
+        plan = plan_one(req.spec, snapshot_cluster(sim))
+        if plan is None:
+            return ClusterPlanView(fleet_hours=sim.now)
+        c = plan.clusters[0]
+        return ClusterPlanView(
+            fleet_hours=sim.now,
+            refused=plan.refused,
+            limit=max(1, c.budget_limit),
+            hosts_in_scope=c.hosts_in_scope,
+            already_done=c.already_done,
+            deferred=c.deferred,
+            returning=len(returning_hosts(plan, sim)),
+            waves_left=len(plan.waves),
+            next_wave=len(plan.waves[0].hosts) if plan.waves else 0,
+            estimated_hours=plan.estimated_duration_hours,
+            recorded_targets={k: sim.state.targets.get(k) for k in req.spec.targets},
+        )
+
+    # ------------------------------------------------------------ fleet changes
+    @activity.defn(name="ops_set_targets")
+    def set_targets(self, req: TargetsRequest) -> None:
+        """Record (or, with None, forget) cluster targets: repaired hosts take them first."""
+        with self._cluster(req.cluster, req.wall) as sim:
+            sim.set_targets({c: v for c, v in req.targets.items() if v is not None}, req.owner)
+            sim.unset_targets([c for c, v in req.targets.items() if v is None], req.owner)
+
+    @activity.defn(name="ops_prestage")
+    def prestage(self, req: OpsRequest) -> PrestageResult:
+        """Download the new packages on every in-service host still to change; none goes out."""
+        with self._cluster(req.cluster, req.wall) as sim:
+            out = PrestageResult(fleet_hours=sim.now)
+            plan = plan_one(req.spec, snapshot_cluster(sim))
+            for wave in plan.waves if plan else []:
+                for name in wave.hosts:
+                    if sim.hosts[name].state == S.IN_SERVICE and sim.prestage(
+                        name, req.spec.targets, req.owner
+                    ):
+                        out.hosts += 1
+            return out
+
+    @activity.defn(name="ops_take_wave")
+    def take_wave(self, req: TakeWaveRequest) -> TakenWave:
+        """Cut the next wave from the cluster as it is now and cordon it, atomically."""
+        with self._cluster(req.cluster, req.wall) as sim:
+            snap = snapshot_cluster(sim)
+            spec, per_rack, per_zone = effective_spec(req.spec, snap, req.max_hold)
+            plan = plan_one(spec, snap)
+            out = TakenWave(fleet_hours=sim.now)
+            if plan is None:
+                return out
+            out.limit = max(1, plan.clusters[0].budget_limit)
+            if plan.refused:
+                out.waiting = plan.refused
+                return out
+            out.waves_left = len(plan.waves)
+            wave = (plan.waves[0].hosts if plan.waves else []) + returning_hosts(plan, sim)
+            for name in wave:
+                h = sim.hosts[name]
+                ours = h.owner == req.owner and h.state in _HELD
+                if ours or sim.cordon(name, req.owner, req.owner, out.limit, per_rack, per_zone):
+                    out.hosts.append(name)
+                    out.previous[name] = {c: h.versions.get(c, "") for c in req.spec.targets}
+            if wave and not out.hosts:
+                out.waiting = (
+                    f"none of the {len(wave)} hosts of the next wave could be cordoned "
+                    f"(budget {out.limit}, {len(sim.out_of_service())} out of service)"
+                )
+            return out
+
+    @activity.defn(name="ops_verify")
+    def verify(self, req: VerifyRequest) -> VerifyOutcome:
+        """Verify hosts; return the healthy ones and quarantine the others only if asked."""
+        with self._cluster(req.cluster, req.wall) as sim:
+            out = VerifyOutcome()
+            for name in req.hosts:
+                h = sim.hosts[name]
+                if h.state == S.IN_SERVICE and h.owner != req.owner:
+                    out.passed.append(name)  # an earlier attempt returned it already
+                elif h.owner != req.owner or h.state not in _HELD:
+                    out.failed[name] = f"left the operation: {h.state} {h.reason}".strip()
+                else:
+                    targets = req.per_host.get(name, req.targets)
+                    ok, why, _ = sim.verify(name, targets, req.owner)
+                    if ok and (
+                        not req.return_passed or sim.return_to_service(name, req.owner, visit=False)
+                    ):
+                        out.passed.append(name)
+                        continue
+                    out.failed[name] = why
+                    if req.quarantine_failed:
+                        sim.quarantine(name, req.owner, f"{req.reason}: {why}".lstrip(": "))
+                        metrics.QUARANTINES.labels(sim.name).inc()
+            return out
+
+    @activity.defn(name="ops_return_hosts")
+    def return_hosts(self, req: VerifyRequest) -> VerifyOutcome:
+        """Put verified hosts back into service (no train visit is recorded)."""
+        with self._cluster(req.cluster, req.wall) as sim:
+            out = VerifyOutcome()
+            for name in req.hosts:
+                h = sim.hosts[name]
+                done = h.state == S.IN_SERVICE and h.owner != req.owner  # an earlier attempt
+                if done or (
+                    h.owner == req.owner and sim.return_to_service(name, req.owner, visit=False)
+                ):
+                    out.passed.append(name)
+                else:
+                    out.failed[name] = f"not verified: {h.state} {h.reason}".strip()
+            return out
+
+    @activity.defn(name="ops_rollback")
+    def rollback(self, req: RollbackRequest) -> UpdateResult:
+        """Reinstall each host's previous versions (one reboot); hosts already on them pass."""
+        with self._cluster(req.cluster, req.wall) as sim:
+            out = UpdateResult(fleet_hours=sim.now)
+            for name, previous in sorted(req.previous.items()):
+                activity.heartbeat(name)
+                h = sim.hosts[name]
+                pending = dynamics.pending_components(h.versions, previous)
+                if h.owner != req.owner or h.state not in _HELD:
+                    out.failed[name] = f"not ours to roll back ({h.state}, owner {h.owner or '-'})"
+                    continue
+                if not pending:
+                    out.updated.append(name)
+                    continue
+                sim.begin_rollback(name, req.owner)
+                for attempt in range(INSTALL_ATTEMPTS):
+                    res = sim.apply_updates(name, previous, req.owner, f"rollback{attempt}")
+                    if res.ok or res.permanent:
+                        break
+                if res.ok:
+                    out.updated.append(name)
+                    hours = dynamics.maintenance_hours(pending)
+                    out.duration_hours = max(out.duration_hours, hours)
+                else:
+                    out.failed[name] = f"rollback of {res.failed_component} failed"
+            return out
+
+    def all(self) -> list[Callable[..., object]]:
+        return [
+            self.check,
+            self.plan_cluster,
+            self.set_targets,
+            self.prestage,
+            self.take_wave,
+            self.verify,
+            self.return_hosts,
+            self.rollback,
+        ]
