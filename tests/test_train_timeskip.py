@@ -24,8 +24,10 @@ async def _run_cycle(env: WorkflowEnvironment, path: Path, task_queue: str, **ov
     train_spec = spec(stop_after_cycles=1, **overrides)
     async with build_worker(env.client, path, task_queue):
         return await env.client.execute_workflow(
-            ClusterTrain.run, TrainInput(spec=train_spec),
-            id=f"train-c00-{uuid.uuid4().hex[:6]}", task_queue=task_queue,
+            ClusterTrain.run,
+            TrainInput(spec=train_spec),
+            id=f"train-c00-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
         )
 
 
@@ -97,3 +99,24 @@ async def test_repaired_host_updated_before_service(temporal_env, tmp_home, task
     assert updated and back and back[0].t >= updated[0].t
     state, _, versions = host_states(path)[victim]
     assert state == "in_service" and versions["os"] == TARGETS["os"]
+
+
+async def test_train_continues_as_new_and_keeps_its_cycle(temporal_env, tmp_home, task_queue):
+    """With a small history limit the train continues as new and still finishes its cycles."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    path = make_fleet(tmp_home, 1.0, await temporal_env.get_current_time())
+    wid = f"train-c00-{uuid.uuid4().hex[:6]}"
+    async with build_worker(temporal_env.client, path, task_queue):
+        handle = await temporal_env.client.start_workflow(
+            ClusterTrain.run,
+            TrainInput(spec=spec(stop_after_cycles=1, domain_size=16), max_history_events=150),
+            id=wid,
+            task_queue=task_queue,
+        )
+        status = await handle.result()
+    first = temporal_env.client.get_workflow_handle(wid, run_id=handle.first_execution_run_id)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    assert status.cycles_completed == 1
+    assert status.hosts_visited_this_cycle + status.quarantined + status.in_repair == 128
+    assert status.visits_total >= status.hosts_visited_this_cycle  # counters carried over

@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.
 CHECK_WHEN_WAITING = timedelta(seconds=30)
 CHECK_WHEN_QUIET = timedelta(hours=1)
-IDLE_EXIT = timedelta(minutes=10)
 LOG_LINES = 50
 
 
@@ -119,7 +118,6 @@ class CapacityArbiter:
     async def run(self, inp: ArbiterInput) -> ArbiterState:
         self.state = inp.state or ArbiterState(cluster=inp.cluster)
         workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(inp.cluster)])
-        idle_since = workflow.now()
         while True:
             self.changed = False
             wait = CHECK_WHEN_WAITING if self.state.queue else CHECK_WHEN_QUIET
@@ -129,9 +127,7 @@ class CapacityArbiter:
                 await self._drop_dead_holders()
             phase = "handover" if self.state.queue else ("shared" if self.state.holders else "idle")
             workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
-            if self.state.holders:
-                idle_since = workflow.now()
-            elif workflow.now() - idle_since >= IDLE_EXIT:
+            if not self.state.holders:
                 break  # nobody holds anything: the next acquire starts a fresh arbiter
             info = workflow.info()
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > 5_000:

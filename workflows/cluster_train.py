@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ClockInfo,
         ControlRequest,
         DomainInput,
+        DomainProgress,
         DomainResult,
         FleetInfoRequest,
         HostsRequest,
@@ -40,9 +41,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.fleet_clock import fleet_options, sleep_until, wall_seconds
 
 #: How often (in fleet time) a waiting train looks again when nothing wakes it.
-POLL_FLEET_HOURS = 0.25
-#: Continue as new past this many history events even if the server has not suggested it.
-MAX_HISTORY_EVENTS = 8_000
+POLL_FLEET_HOURS = 1.0
+#: ...but never more often than this in wall time: domains signal their progress anyway.
+MIN_POLL_SECONDS = 1.0
 
 
 @workflow.defn(name="ClusterTrain")
@@ -87,8 +88,9 @@ class ClusterTrain:
         self.wake = True
 
     @workflow.signal(name="domain_progress")
-    def domain_progress(self) -> None:
-        """A domain handed hosts back: there may be room for more."""
+    def domain_progress(self, progress: DomainProgress) -> None:
+        """A domain finished a batch: count its failures now, and there may be room for more."""
+        self._count_outcomes(progress.outcomes)
         self.wake = True
 
     @workflow.update(name="pause")
@@ -202,29 +204,42 @@ class ClusterTrain:
             await workflow.wait_condition(workflow.all_handlers_finished)
             return self.status()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(TrainInput(spec=spec, state=st, clock=clock))
+        workflow.continue_as_new(
+            TrainInput(spec=spec, state=st, clock=clock, max_history_events=inp.max_history_events)
+        )
 
     def _history_full(self) -> bool:
+        assert self.inp is not None
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > MAX_HISTORY_EVENTS
+            or info.get_current_history_length() > self.inp.max_history_events
         )
 
     async def _idle(self, clock: ClockInfo) -> None:
-        """Wait for a domain to finish, a control message, or the poll interval."""
+        """Wait for a domain's progress, a control message, or the next look the planner wants.
+
+        Domains signal as hosts come back, so the poll only catches what nobody signals:
+        repairs finishing, jobs ending on hosts the planner is waiting for.
+        """
         assert self.inp is not None
+        st = self.inp.state
         if self.wake:
             return
-        if clock.speed == 0.0 and not self.in_flight and self.inp.state.phase == "running":
-            # Nothing else moves a logical clock: let repairs and jobs progress.
-            await sleep_until(clock, self.inp.state.counts.fleet_hours + POLL_FLEET_HOURS)
+        now = st.counts.fleet_hours
+        target = now + POLL_FLEET_HOURS
+        if st.retry_at_hours is not None and now < st.retry_at_hours < target:
+            target = st.retry_at_hours
+        if clock.speed == 0.0:
+            if not self.in_flight and st.phase == "running":
+                # Nothing else moves a logical clock: let repairs and jobs progress.
+                await sleep_until(clock, target)
+                return
+            await workflow.wait_condition(lambda: self.wake)
             return
-        timeout = None if clock.speed == 0.0 else wall_seconds(clock, POLL_FLEET_HOURS)
+        timeout = max(MIN_POLL_SECONDS, wall_seconds(clock, target - now))
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self.wake, timeout=None if timeout is None else timedelta(seconds=timeout)
-            )
+            await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
 
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None
@@ -243,6 +258,8 @@ class ClusterTrain:
             ),
             **fleet_options(),
         )
+        if st.phase != "running":
+            return  # paused, halted or stopped while we asked: take no new hosts
         res: PlanDomainResult = await workflow.execute_activity_method(
             FleetActivities.plan_domain,
             PlanDomainRequest(
@@ -267,6 +284,7 @@ class ClusterTrain:
             f"{'; waiting: ' + (grant.reason or res.waiting) if not res.hosts else ''}"
         )
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
+        st.retry_at_hours = res.retry_at_hours
         if not res.hosts:
             return
         st.domains_started += 1
@@ -303,24 +321,27 @@ class ClusterTrain:
             self.wake = True
 
     def _record(self, result: DomainResult) -> None:
+        """Totals from a finished domain (its failures were counted batch by batch)."""
         assert self.inp is not None
-        spec, st = self.inp.spec, self.inp.state
+        st = self.inp.state
         st.visits_total += len(result.returned)
-        st.cycle_visits += len(result.returned)
         st.quarantined_total += len(result.quarantined)
-        st.cycle_failures += len(result.quarantined)
         st.jobs_interrupted += result.jobs_interrupted
         st.lost_gpu_hours += result.lost_gpu_hours
-        for passed in result.outcomes:
+
+    def _count_outcomes(self, outcomes: list[bool]) -> None:
+        """Fold hosts' pass/fail, in completion order, into the halting rules."""
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        for passed in outcomes:
             st.failures_in_a_row = 0 if passed else st.failures_in_a_row + 1
+            st.cycle_visits += passed
+            st.cycle_failures += not passed
             if st.failures_in_a_row >= spec.halt_after_failures:
-                break
+                limit = spec.halt_after_failures
+                self._halt(f"{st.failures_in_a_row} hosts failed in a row (limit {limit})")
         seen = st.cycle_visits + st.cycle_failures
-        if st.failures_in_a_row >= spec.halt_after_failures:
-            self._halt(
-                f"{st.failures_in_a_row} hosts failed in a row (limit {spec.halt_after_failures})"
-            )
-        elif seen >= 10 and st.cycle_failures / seen > spec.halt_failure_rate:
+        if seen >= 10 and st.cycle_failures / seen > spec.halt_failure_rate:
             self._halt(
                 f"{st.cycle_failures} of {seen} hosts failed this cycle "
                 f"(above {spec.halt_failure_rate:.0%})"

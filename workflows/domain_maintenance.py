@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.train_types import (
         DomainInput,
+        DomainProgress,
         DomainResult,
         DrainStatus,
         EvictRequest,
@@ -137,6 +138,7 @@ class DomainMaintenance:
             )
             result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
             result.outcomes += [False] * len(q.quarantined)
+            await self._tell_parent(inp, [False] * len(q.quarantined))
         if not upd.updated:
             return
         await sleep_until(inp.clock, upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
@@ -146,15 +148,17 @@ class DomainMaintenance:
         )
         result.returned += ver.returned
         result.quarantined.update(ver.quarantined)
-        result.outcomes += [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
-        await self._tell_parent()
+        outcomes = [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
+        result.outcomes += outcomes
+        await self._tell_parent(inp, outcomes)
 
-    async def _tell_parent(self) -> None:
-        """Wake the train: hosts went back, so it may take more before this domain ends."""
+    async def _tell_parent(self, inp: DomainInput, outcomes: list[bool]) -> None:
+        """Tell the train how a batch went, as it happens: it counts failures (and may halt)
+        at once, and hosts went back, so it may take more before this domain ends."""
         parent = workflow.info().parent
         if parent is not None:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress"
+                "domain_progress", DomainProgress(domain_id=inp.domain_id, outcomes=outcomes)
             )
 
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
