@@ -38,12 +38,18 @@ def build_worker(client: Client, fleet_path: Path, task_queue: str = TASK_QUEUE)
     )
 
 
-async def run_until_signalled(worker: Worker) -> None:
-    """Run ``worker`` until SIGTERM or SIGINT, then shut it down gracefully."""
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT; install it before anything else can be interrupted."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def run_until_signalled(worker: Worker, stop: asyncio.Event | None = None) -> None:
+    """Run ``worker`` until SIGTERM or SIGINT, then shut it down gracefully."""
+    stop = stop or stop_on_signals()
     async with worker:
         log.info("worker started", task_queue=worker.task_queue)
         await stop.wait()

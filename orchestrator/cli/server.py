@@ -47,7 +47,7 @@ def worker(metrics_port: int, task_queue: str, address: str | None, log_json: bo
     from orchestrator.fleet import fleet_path
     from orchestrator.logging import configure_logging
     from orchestrator.metrics import serve_metrics
-    from orchestrator.worker import build_worker, run_until_signalled
+    from orchestrator.worker import build_worker, run_until_signalled, stop_on_signals
 
     configure_logging(json=log_json)
     path = fleet_path()
@@ -55,13 +55,14 @@ def worker(metrics_port: int, task_queue: str, address: str | None, log_json: bo
         fail(f"no fleet at {path}: run `trainctl fleet init` first")
 
     async def main() -> None:
+        stop = stop_on_signals()  # before anything slow, so SIGTERM always drains gracefully
         try:
             client = await connect(address)
         except RuntimeError as err:
             fail(f"cannot reach Temporal: {err}")
         if metrics_port:
             serve_metrics(metrics_port, path)
-        await run_until_signalled(build_worker(client, path, task_queue))
+        await run_until_signalled(build_worker(client, path, task_queue), stop)
 
     asyncio.run(main())
 
