@@ -21,7 +21,14 @@ from orchestrator.fleet.sqlite_fleet import MAX_SPEED, SqliteFleet
 from orchestrator.models import CapacityBudget
 from orchestrator.planning import train_plan
 from orchestrator.presets import get_preset
-from orchestrator.simulator import SimConfig, build_cluster, simulate
+from orchestrator.simulator import (
+    SimConfig,
+    build_cluster,
+    lower_bound_after_outages_hours,
+    lower_bound_hours,
+    simulate,
+)
+from orchestrator.simulator.engine import maintenance_work_hours
 
 VISIT_HOURS = 1.8
 POLICIES = train_plan.POLICIES
@@ -70,6 +77,7 @@ def test_no_jobs_uneven_rounds_stay_within_one_visit(no_chance: None) -> None:
     cfg = idle_small()
     cfg.budget = CapacityBudget(max_unavailable="3%")  # 3 hosts: 43 rounds, the last of 2 hosts
     res = simulate(cfg)
+    assert res.makespan_hours is not None
     assert res.makespan_hours == pytest.approx(43 * VISIT_HOURS, abs=1e-6)
     assert res.lower_bound_hours <= res.makespan_hours < res.lower_bound_hours + VISIT_HOURS
 
@@ -116,6 +124,83 @@ def test_one_short_job_spanning_the_cluster(
     assert res.complete and res.hosts_visited == 128
     if interruptions == 0:
         assert res.makespan_hours == pytest.approx(2.0 + 8 * VISIT_HOURS, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("failure", "quarantined_at", "revisit_hours", "handed_over"),
+    [
+        # The install fails for good at fleet hour 0: repair hands it back with its updates
+        # pending (cordoned, ``repair-return``), and the revisit installs them (1.8 h).
+        ("install", 0.0, VISIT_HOURS, 1),
+        # The install leaves a GPU defect that verification finds at 1.8 h: repair fixes it and
+        # hands it back in service with nothing pending; it is due again, and verified (0.5 h).
+        ("verify", VISIT_HOURS, dyn.VERIFY_HOURS, 0),
+    ],
+)
+def test_quarantined_host_back_from_repair_is_visited_within_the_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+    failure: str,
+    quarantined_at: float,
+    revisit_hours: float,
+    handed_over: int,
+) -> None:
+    """Quarantine is not a visit. One host fails its first visit and is quarantined, triaged for
+    8 h and repaired for ``r`` h; the train takes it again the instant repair gives it back (it
+    is due, and the budget it held is free again), so it returns verified at
+    ``quarantined_at + 8 + r + revisit_hours`` and the cycle counts it as visited.
+
+    With a budget of 4 the other 127 hosts go 3 at a time while it is away, so the cycle outlasts
+    its repair. Its outage (1 host of the budget for ``8 + r`` h) is the only one, so the bound
+    after outages is the work over ``4 - (8 + r) / makespan`` hosts.
+    """
+    monkeypatch.setattr(dyn, "next_failure_gap", lambda *a, **k: float("inf"))
+    cfg = idle_small()
+    cfg.budget = CapacityBudget(max_unavailable=4)
+    sim = build_cluster(cfg.preset, cfg.seed)
+    bad = sim.order[0]
+
+    def outcome(seed: int, host: str, key: str, comps: list[str]) -> dyn.UpdateOutcome:
+        if host == bad and key.startswith("0:"):  # its first install attempt
+            if failure == "install":
+                return dyn.UpdateOutcome(False, True, "os", None)
+            return dyn.UpdateOutcome(True, False, None, "xid_errors")
+        return dyn.UpdateOutcome(True, False, None, None)
+
+    monkeypatch.setattr(dyn, "draw_update_outcome", outcome)
+    # The repair time ClusterSim draws for it (one install attempt made so far).
+    r = dyn.rng(cfg.seed, bad, "quarantine-repair", 1).uniform(12.0, 48.0)
+    res = simulate(cfg, sim)
+    assert res.complete and res.budget_violations == 0
+    back = quarantined_at + 8.0 + r
+    assert sim.hosts[bad].last_visit == pytest.approx(back + revisit_hours, abs=1e-9)
+    assert (res.hosts_visited, res.hosts_quarantined) == (128, 0)
+    assert res.repair_returns_updated == handed_over
+    assert res.makespan_hours is not None and res.makespan_hours > back + revisit_hours
+    outage = (8.0 + r) / res.makespan_hours
+    assert res.outage_budget_hosts_mean == pytest.approx(outage, rel=1e-9)
+    work = 128 * VISIT_HOURS  # counted at the start: the revisit is extra work on top
+    assert res.lower_bound_hours == pytest.approx(work / 4)
+    assert res.lower_bound_after_outages_hours == pytest.approx(work / (4 - outage), rel=1e-9)
+    assert res.to_json()["makespan_over_lower_bound_after_outages"] == pytest.approx(
+        res.makespan_hours / res.lower_bound_after_outages_hours, abs=1e-4
+    )
+
+
+def test_lower_bound_after_outages_takes_the_outages_out_of_the_budget() -> None:
+    """The issue's bound divides by min(domain, budget); the bound after outages by
+    min(domain, budget - mean outage), so it is the issue's bound when nothing else is out,
+    and a small domain that the outages leave room for is not slowed by them."""
+    assert lower_bound_after_outages_hours(900.0, 92, 92, 0.0) == lower_bound_hours(900.0, 92, 92)
+    assert lower_bound_after_outages_hours(900.0, 92, 92, 2.0) == pytest.approx(10.0)
+    assert lower_bound_after_outages_hours(900.0, 10, 92, 30.0) == pytest.approx(90.0)
+    assert lower_bound_after_outages_hours(900.0, 92, 92, 92.0) == pytest.approx(900.0)
+
+
+def test_work_and_bound_of_the_campaign(no_chance: None) -> None:
+    """Every host of ``small`` needs 1.8 h of maintenance; the bound divides by the budget."""
+    cfg = idle_small()
+    sim = build_cluster(cfg.preset, cfg.seed)
+    assert maintenance_work_hours(sim, cfg.targets) == pytest.approx(128 * VISIT_HOURS)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -197,6 +282,9 @@ def test_cli_json_and_sweep_plot(tmp_path: Path) -> None:
         "hosts_quarantined",
         "makespan_hours",
         "lower_bound_hours",
+        "lower_bound_after_outages_hours",
+        "makespan_over_lower_bound",
+        "makespan_over_lower_bound_after_outages",
         "job_interruptions",
         "lost_gpu_hours",
         "budget_violations",
@@ -214,3 +302,68 @@ def test_cli_json_and_sweep_plot(tmp_path: Path) -> None:
     sweep = json.loads(res.output)
     assert [r["domain_size"] for r in sweep["runs"]] == [2, 4]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- the planner's choices, by hand
+def _host(
+    i: int, job: int | None, state: str = "in_service", owner: str = ""
+) -> train_plan.HostView:
+    return train_plan.HostView(f"h{i:02d}", f"r{i // 4}", "z0", state, owner, job, True)
+
+
+def _job(jid: int, hosts: list[int], end: float, next_ckpt: float) -> train_plan.JobView:
+    return train_plan.JobView(
+        jid, len(hosts), tuple(f"h{i:02d}" for i in hosts), end, next_ckpt, next_ckpt - 1.0
+    )
+
+
+def test_repaired_host_waiting_for_updates_is_taken_first_even_with_the_budget_spent() -> None:
+    """A host back from repair with updates pending is taken before idle hosts, whatever its
+    ``due`` flag (it was visited, then quarantined): it already counts against the budget."""
+    spent = [_host(i, None, "in_repair", "repair") for i in range(3)]
+    back = train_plan.HostView("h09", "r2", "z0", "cordoned", "repair-return", None, False)
+    idle = [_host(i, None) for i in range(4, 8)]
+    hosts = [*spent, back, *idle]
+    plan = train_plan.choose_domain(hosts, {}, 0.0, train_plan.BudgetView(limit=5), 3, 4.0)
+    assert plan.hosts == ["h09", "h04"]  # 4 hosts already out: room for one idle host more
+    plan = train_plan.choose_domain(hosts, {}, 0.0, train_plan.BudgetView(limit=5), 1, 4.0)
+    assert plan.hosts == ["h09"]
+    plan = train_plan.choose_domain(hosts, {}, 0.0, train_plan.BudgetView(limit=4), 3, 4.0)
+    assert plan.hosts == ["h09"]  # the budget is spent, but taking it costs nothing
+
+
+def test_job_aware_evicts_the_largest_job_when_none_can_fill_the_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two hosts in flight, eight free slots, ``EVICT_MIN_FILL`` at one half. First, due hosts in
+    jobs of 3 and 2 hosts, far from their end: ``need`` is half of what is left (5 hosts: 3),
+    which the job of 3 fills, so it goes now and the job of 2 waits for slots to gather. Then
+    three jobs of 2 hosts: half of what is left (6 hosts: 3) is more than any of them will ever
+    have, so gathering would hold the budget idle for nothing: each is worth an eviction."""
+    monkeypatch.setattr(train_plan, "EVICT_MIN_FILL", 0.5)
+    held = [_host(i, None, "in_maintenance", "train") for i in range(2)]
+    budget = train_plan.BudgetView(limit=10)
+    due = [_host(2, 1), _host(3, 1), _host(4, 1), _host(5, 2), _host(6, 2)]
+    jobs = {1: _job(1, [2, 3, 4], 50.0, 10.5), 2: _job(2, [5, 6], 50.0, 10.2)}
+    plan = train_plan.choose_domain([*held, *due], jobs, 10.0, budget, 8, 4.0)
+    assert plan.hosts == ["h02", "h03", "h04"]
+    assert plan.waiting == "gathering slots for a job worth evicting"
+    due = [_host(i, 1 + (i - 2) // 2) for i in range(2, 8)]
+    jobs = {j: _job(j, [2 * j, 2 * j + 1], 50.0, 10.2) for j in (1, 2, 3)}
+    plan = train_plan.choose_domain([*held, *due], jobs, 10.0, budget, 8, 4.0)
+    assert sorted(plan.hosts) == [f"h{i:02d}" for i in range(2, 8)]
+
+
+def test_job_aware_prefers_the_job_whose_hosts_come_free_soonest() -> None:
+    """Nothing in flight; two jobs cover the same slots. One checkpoints first (in 0.05 h) but
+    ends in 2 h, so ``drain_step`` would wait for its end and hold its hosts 2 h; the other
+    checkpoints in 0.1 h and is evicted then: take the latter."""
+    due = [_host(i, 1) for i in range(4)] + [_host(i, 2) for i in range(4, 8)]
+    jobs = {1: _job(1, [0, 1, 2, 3], 12.0, 10.05), 2: _job(2, [4, 5, 6, 7], 90.0, 10.1)}
+    assert train_plan.drain_step(jobs[1], 10.0, 14.0).action == "wait_end"
+    plan = train_plan.choose_domain(due, jobs, 10.0, train_plan.BudgetView(limit=4), 4, 4.0)
+    assert plan.hosts == ["h04", "h05", "h06", "h07"]
+    assert plan.retry_at_hours == pytest.approx(12.0 - train_plan.END_WAIT_HOURS)
+    step = train_plan.drain_step(jobs[2], 10.0, 14.0)
+    assert step.action == "evict_after_checkpoint"
+    assert step.at_hours == pytest.approx(10.1 + train_plan.CHECKPOINT_SLACK_HOURS)

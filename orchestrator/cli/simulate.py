@@ -34,6 +34,7 @@ _COLUMNS = (
     ("quar.", "hosts_quarantined"),
     ("span h", "makespan_hours"),
     ("/bound", "makespan_over_lower_bound"),
+    ("/after out.", "makespan_over_lower_bound_after_outages"),
     ("interr.", "job_interruptions"),
     ("lost GPU-h", "lost_gpu_hours"),
     ("viol.", "budget_violations"),
@@ -57,12 +58,15 @@ def _print_run(o: dict[str, Any]) -> None:
         "makespan_hours",
         "lower_bound_hours",
         "makespan_over_lower_bound",
+        "lower_bound_after_outages_hours",
+        "makespan_over_lower_bound_after_outages",
         "job_interruptions",
         "lost_gpu_hours",
         "lost_work_gpu_hours",
         "idle_held_gpu_hours",
         "drain_wait_host_hours",
         "outage_budget_hosts_mean",
+        "repair_returns_updated",
         "budget_violations",
         "wall_seconds",
     ):
@@ -70,15 +74,17 @@ def _print_run(o: dict[str, Any]) -> None:
     con.print(t)
 
 
-def _cell(v: object) -> str:
-    return f"{v:,.1f}" if isinstance(v, float) else str(v)
+def _cell(key: str, v: object) -> str:
+    if not isinstance(v, float):
+        return str(v)
+    return f"{v:.2f}" if key.startswith("makespan_over") else f"{v:,.1f}"
 
 
 def _print_sweep(o: dict[str, Any]) -> None:
     con = Console()
     t = Table(*(c[0] for c in _COLUMNS), title=f"sweep of {o['sweep']}")
     for row in o["runs"]:
-        t.add_row(*(_cell(row.get(k)) for _, k in _COLUMNS))
+        t.add_row(*(_cell(k, row.get(k)) for _, k in _COLUMNS))
     con.print(t)
     if o.get("plot"):
         con.print(f"plot written to {o['plot']}")

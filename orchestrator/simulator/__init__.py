@@ -5,6 +5,7 @@ from orchestrator.simulator.engine import (
     SimConfig,
     SimResult,
     build_cluster,
+    lower_bound_after_outages_hours,
     lower_bound_hours,
     simulate,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "SimResult",
     "build_cluster",
     "get_policy",
+    "lower_bound_after_outages_hours",
     "lower_bound_hours",
     "simulate",
 ]

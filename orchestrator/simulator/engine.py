@@ -3,10 +3,13 @@
 The engine drives the very fleet model the SQLite backend persists (``ClusterSim``: jobs,
 checkpoints, failures, repairs, update outcomes) and asks the very planning functions the
 Temporal train asks (``train_plan.choose_domain`` / ``train_plan.drain_step``, looked up on the
-module at call time, over ``snapshot(sim, due)``). What it adds is a virtual clock and a heap of
-the train's own future instants: a drain's decision time and a host's maintenance end. Between
-two instants it ``advance``s the cluster; it also stops at every failure and repair end of the
-cluster, so a host freed by a failure or handed back by repair is picked up at once.
+module at call time, over ``snapshot(sim, due)`` with ``due`` chosen as the train's
+``plan_domain`` activity chooses it: hosts not yet visited this cycle, plus every host back from
+repair with pending updates). What it adds is a virtual clock and a heap of the train's own future
+instants: a drain's decision time, a host's maintenance end, and the instant the planner asked to
+be woken at (``DomainPlan.retry_at_hours``). Between two instants it ``advance``s the cluster; it
+also stops at every failure, end of quarantine triage and repair end of the cluster, so a host
+freed by a failure or handed back by repair is picked up at once.
 
 At each instant, in order: the fleet advances; drains due now evict or find their job ended;
 finished maintenance is verified and the host returned (the scheduler then sees it, as the next
@@ -29,6 +32,7 @@ from orchestrator.fleet.sqlite_fleet import _stagger_jobs
 from orchestrator.models import GPUS_PER_HOST, CapacityBudget, HostState
 from orchestrator.planning import train_plan
 from orchestrator.planning.snapshot import job_view, snapshot
+from orchestrator.planning.train_plan import REPAIR_RETURN
 from orchestrator.presets import INITIAL_VERSIONS, Preset
 from orchestrator.simulator.policies import get_policy
 from orchestrator.topology import Topology
@@ -100,6 +104,30 @@ def lower_bound_hours(work_host_hours: float, domain_size: int, budget_hosts: in
     return work_host_hours / max(1, min(domain_size, budget_hosts))
 
 
+def lower_bound_after_outages_hours(
+    work_host_hours: float, domain_size: int, budget_hosts: int, outage_hosts_mean: float
+) -> float:
+    """The capacity bound of one run once the fleet's own outages have taken their share of the
+    budget: ``work_host_hours / min(domain_size, budget_hosts - outage_hosts_mean)``.
+
+    The budget counts hosts out of service for any reason, not only this train's maintenance:
+    hosts in repair after a failure, hosts quarantined (in triage, then in repair) and repaired
+    hosts waiting for their updates take a share of it that no policy can use.
+    ``outage_hosts_mean`` is that share averaged over the run (``outage_budget_hosts_mean``:
+    the mean of ``min(budget, hosts out for other reasons)``). While the budget holds, the hosts
+    in maintenance number at most ``min(domain_size, budget_hosts - outage(t))`` at every
+    instant, a concave function of the outage, so over a run of length T the work done is at
+    most ``T * min(domain_size, budget_hosts - outage_hosts_mean)`` (Jensen): no policy meeting
+    the same outages can finish sooner (``work_host_hours`` is the campaign's work at its start;
+    visiting repaired hosts again only adds to it). It depends on the run (the outages a
+    campaign meets grow with its length and with the quarantines its own visits cause), so it
+    is reported next to ``lower_bound_hours``, the issue's fixed bound, never instead of it; it
+    equals that bound when nothing else is out of service.
+    """
+    room = min(float(domain_size), budget_hosts - outage_hosts_mean)
+    return work_host_hours / max(1.0, room)
+
+
 @dataclass
 class _Visit:
     """A host the train holds: draining (job still on it), updating, or held for its batch."""
@@ -127,8 +155,15 @@ class SimResult:
     The cycle is complete once every host was visited once: returned to service after passing
     verification (``hosts_visited``), quarantined by the train, or held by the repair shop when
     nothing else is left (it gets its updates when repair hands it back, like ``trainctl demo``,
-    ``hosts_quarantined`` counts both, ``hosts_in_repair`` the latter). ``makespan_hours`` is the
-    fleet time from the campaign's start to that moment (None if ``days`` ran out first).
+    ``hosts_quarantined`` counts both, ``hosts_in_repair`` the latter), and no host back from
+    repair still waits for its updates (the train's own test of a finished cycle). Quarantine is
+    not a visit: a quarantined host that repair hands back during the cycle (in service, or
+    waiting for its updates) is due again, and counts as visited once the train has verified it
+    (``repair_returns_updated`` counts the hosts taken over from repair with updates pending).
+    ``makespan_hours`` is the fleet time from the campaign's start to that moment (None if
+    ``days`` ran out first); ``lower_bound_hours`` is the issue's bound and
+    ``lower_bound_after_outages_hours`` the same work over the budget the fleet's own outages
+    left (see the functions of those names).
     ``job_interruptions`` counts ``job_interrupted`` events caused by maintenance (cause
     ``maintenance:...``); ``lost_gpu_hours`` = work those interruptions lost since the last
     checkpoint (``lost_work_gpu_hours``) + GPU-hours of hosts held cordoned and idle while waiting
@@ -153,8 +188,11 @@ class SimResult:
     complete: bool
     makespan_hours: float | None
     lower_bound_hours: float
+    """The issue's capacity bound: maintenance work / hosts the budget lets out at once."""
     outage_budget_hosts_mean: float
     """Mean hosts of the budget taken by hosts down for other reasons (repair, quarantine)."""
+    lower_bound_after_outages_hours: float
+    """Work / (hosts the budget lets out at once - ``outage_budget_hosts_mean``)."""
     job_interruptions: int
     lost_work_gpu_hours: float
     idle_held_gpu_hours: float
@@ -164,6 +202,8 @@ class SimResult:
     simulated_hours: float
     wall_seconds: float
     planner_calls: int
+    repair_returns_updated: int = 0
+    """Hosts back from repair with pending updates that the train took, updated and verified."""
     series: list[tuple[float, int, int]] | None = None
 
     @property
@@ -172,9 +212,17 @@ class SimResult:
 
     @property
     def makespan_ratio(self) -> float | None:
+        """Makespan over the issue's ``lower_bound_hours``."""
         if self.makespan_hours is None or self.lower_bound_hours <= 0:
             return None
         return self.makespan_hours / self.lower_bound_hours
+
+    @property
+    def makespan_ratio_after_outages(self) -> float | None:
+        """Makespan over ``lower_bound_after_outages_hours``."""
+        if self.makespan_hours is None or self.lower_bound_after_outages_hours <= 0:
+            return None
+        return self.makespan_hours / self.lower_bound_after_outages_hours
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -183,8 +231,10 @@ class SimResult:
         out["makespan_hours"] = _r(self.makespan_hours)
         out["lost_gpu_hours"] = _r(self.lost_gpu_hours)
         out["makespan_over_lower_bound"] = _r(self.makespan_ratio, 4)
+        out["makespan_over_lower_bound_after_outages"] = _r(self.makespan_ratio_after_outages, 4)
         for k in (
             "lower_bound_hours",
+            "lower_bound_after_outages_hours",
             "outage_budget_hosts_mean",
             "lost_work_gpu_hours",
             "idle_held_gpu_hours",
@@ -223,7 +273,10 @@ class Engine:
         self.heap: list[tuple[float, int, str, Any, int]] = []
         self.seq = 0
         self.repairs: list[tuple[float, str]] = []
-        self.visited = self.quarantined = self.interruptions = self.violations = 0
+        self.visited: set[str] = set()
+        self.quarantined: set[str] = set()
+        self.from_repair: set[str] = set()  # in flight, taken over from the repair pipeline
+        self.repair_returns = self.interruptions = self.violations = 0
         self.lost_work = self.idle_held = self.drain_wait = 0.0
         self.max_out = 0
         self.others_out = 0
@@ -282,8 +335,11 @@ class Engine:
             else:  # "tick": the planner asked to be woken
                 self.dirty = True
         while self.repairs and self.repairs[0][0] <= now:
-            heapq.heappop(self.repairs)
+            _, name = heapq.heappop(self.repairs)
             self.dirty = True
+            until = sim.hosts[name].repair_until
+            if until is not None and until > now:  # triage done: the repair itself starts
+                heapq.heappush(self.repairs, (until, name))
         if returned:
             sim.advance(now)  # the scheduler sees returned hosts before the train asks for more
             self._absorb()
@@ -318,7 +374,7 @@ class Engine:
 
     # ----------------------------------------------------------- the pipeline
     def _plan(self) -> None:
-        if not self.dirty or not self.due:
+        if not self.dirty:
             return
         if self.spec.lockstep and self.flight:
             return
@@ -326,7 +382,7 @@ class Engine:
         if slots <= 0:
             return
         sim = self.sim
-        hosts, jobs = snapshot(sim, self.due)
+        hosts, jobs = snapshot(sim, self.due | self._repair_returns())
         self.planner_calls += 1
         plan = train_plan.choose_domain(
             hosts, jobs, sim.now, self.budget, slots, self.cfg.max_wait_hours, self.cfg.policy
@@ -344,6 +400,8 @@ class Engine:
             ):
                 continue
             took_in_service |= was_in_service
+            if not was_in_service:
+                self.from_repair.add(name)
             comps = dyn.pending_components(h.versions, self.cfg.targets)
             self.flight[name] = _Visit("drain", comps)
             if h.job_id is not None:
@@ -461,28 +519,46 @@ class Engine:
             self._return(held)
         return True
 
+    def _repair_returns(self) -> set[str]:
+        """Hosts back from repair with pending updates: always due, as for the train (whether
+        or not this cycle visited them already: they must not serve before they are updated)."""
+        return {n for n, h in self.sim.hosts.items() if h.owner == REPAIR_RETURN}
+
     def _return(self, name: str) -> None:
         self.sim.return_to_service(name, ACTOR)
         del self.flight[name]
         self.due.discard(name)
-        self.visited += 1
+        self.visited.add(name)
+        self.quarantined.discard(name)  # quarantined earlier, back from repair and updated now
+        if name in self.from_repair:
+            self.from_repair.discard(name)
+            self.repair_returns += 1
         self.dirty = True
 
     def _quarantine(self, name: str, reason: str) -> None:
         self.sim.quarantine(name, ACTOR, reason)
+        until = self.sim.hosts[name].repair_until
+        if until is not None:  # triage, then repair: it may come back for its updates
+            heapq.heappush(self.repairs, (until, name))
         del self.flight[name]
-        self.due.discard(name)
-        self.quarantined += 1
+        # Not a visit (as for the train): the host stays due, so once repair gives it back,
+        # in service or waiting for its updates, the train visits it again this cycle.
+        self.from_repair.discard(name)
+        self.quarantined.add(name)
         self.dirty = True
         if self.spec.lockstep and self._release_batch():
             self.sim.advance(self.sim.now)
             self._absorb()
 
     def _check_complete(self) -> None:
-        """The cycle is complete when every host was visited, or is held by the repair shop."""
+        """The cycle is complete when every host was visited, or is quarantined or held by the
+        repair shop, and no host back from repair waits for its updates (the train's test)."""
         if self.flight or len(self.due) > 256:
             return
-        if all(self.sim.hosts[n].state == S.IN_REPAIR for n in self.due):
+        held = (S.IN_REPAIR, S.QUARANTINED)
+        if all(self.sim.hosts[n].state in held for n in self.due) and not any(
+            h.owner == REPAIR_RETURN for h in self.sim.hosts.values()
+        ):
             self.makespan = self.sim.now
 
     def _record(self) -> None:
@@ -498,7 +574,10 @@ class Engine:
 
     def _result(self, wall: float) -> SimResult:
         sim = self.sim
-        in_repair = sum(1 for n in self.due if sim.hosts[n].state == S.IN_REPAIR)
+        in_repair = sum(
+            1 for n in self.due if sim.hosts[n].state == S.IN_REPAIR and n not in self.quarantined
+        )
+        outage = self.outage_area / sim.now if sim.now > 0 else 0.0
         return SimResult(
             policy=self.cfg.policy,
             preset=self.cfg.preset.name,
@@ -509,13 +588,16 @@ class Engine:
             budget_hosts=self.limit,
             max_wait_hours=self.cfg.max_wait_hours,
             hosts_total=len(sim.order),
-            hosts_visited=self.visited,
-            hosts_quarantined=self.quarantined + in_repair,
+            hosts_visited=len(self.visited),
+            hosts_quarantined=len(self.quarantined) + in_repair,
             hosts_in_repair=in_repair,
             complete=self.makespan is not None,
             makespan_hours=self.makespan,
             lower_bound_hours=lower_bound_hours(self.work, self.domain_size, self.limit),
-            outage_budget_hosts_mean=self.outage_area / sim.now if sim.now > 0 else 0.0,
+            outage_budget_hosts_mean=outage,
+            lower_bound_after_outages_hours=lower_bound_after_outages_hours(
+                self.work, self.domain_size, self.limit, outage
+            ),
             job_interruptions=self.interruptions,
             lost_work_gpu_hours=self.lost_work,
             idle_held_gpu_hours=self.idle_held,
@@ -525,6 +607,7 @@ class Engine:
             simulated_hours=sim.now,
             wall_seconds=wall,
             planner_calls=self.planner_calls,
+            repair_returns_updated=self.repair_returns,
             series=self.series if self.cfg.series else None,
         )
 

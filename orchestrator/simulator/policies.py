@@ -3,14 +3,19 @@
 Every policy is the *same* planning code (``orchestrator.planning.train_plan``): the policy name
 selects the branch of ``choose_domain`` (which hosts next) and ``drain_step`` (how to drain a
 host's job). What differs outside the planner is how the engine paces the pipeline, which is the
-one per-policy parameter kept here (``lockstep``).
+one per-policy parameter kept here (``lockstep``). For every policy, a host that repair hands
+back with updates pending is due (it waits cordoned for whatever maintains the fleet, as the
+train's ``plan_domain`` activity has it), and a quarantined host is due again once repaired.
 
 ``job-aware`` (ours, the train's default)
     A continuous pipeline: whenever fewer than ``domain_size`` hosts are in flight, ask for more.
     Take repaired hosts that wait for updates first (already out, no extra budget), then idle
-    hosts, then whole jobs whose hosts all fit (one interruption covers them all), preferring jobs
-    that end soon (wait, no interruption) and the largest job that fits. Jobs that must be evicted
-    are evicted right after a checkpoint, so almost no work is lost.
+    hosts, then hosts of jobs that end within minutes (a short wait, no interruption), then whole
+    jobs to evict, the one covering most free slots first and, among those, the one whose hosts
+    come free soonest. A job is evicted only when it fills nearly half the free room (or is the
+    largest left), right after its next checkpoint, so almost no work is lost; jobs that end
+    within the drain deadline are waited for instead, and the planner asks to be woken when they
+    come within minutes of their end.
 
 ``rolling-serial`` (Ansible ``serial: N`` playbooks; kured with a concurrency of N)
     Fixed batches of ``domain_size`` hosts in inventory order. Each host is cordoned and drained at
