@@ -177,12 +177,50 @@ async def run_train(client: Client, home: Path) -> list[WorkflowHistory]:
             extra.append(await arbiter.fetch_history())
         except RPCError:
             pass  # no arbiter in this version of the code
+        extra += await _record_operation(client)
     children = []
     for ev in (ev for h in trains for ev in h.events):
         if ev.event_type == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             child_id = ev.start_child_workflow_execution_initiated_event_attributes.workflow_id
             children.append(await client.get_workflow_handle(child_id).fetch_history())
     return [*trains, *_pick_children(children), *extra]
+
+
+async def _record_operation(client: Client) -> list[WorkflowHistory]:
+    """A CUDA upgrade over the same fleet after the train: BulkOperation and ClusterOperation."""
+    from orchestrator.ops import OperationSpec, operation_id
+    from orchestrator.ops.exec_types import OperationInput
+    from workflows.bulk_operation import BulkOperation
+
+    op = OperationSpec.model_validate(
+        {
+            "kind": "cuda-upgrade",
+            "scope": {"cluster": "c00"},
+            "targets": {"gpu_driver": "560.35.03", "cuda": "12.6"},
+            "budget": {"max_unavailable": "10%"},
+            "request_id": "record-histories",
+            "max_failures": 3,
+        }
+    )
+    op_id = operation_id(op)
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        await asyncio.wait_for(
+            client.execute_workflow(
+                BulkOperation.run, OperationInput(spec=op), id=op_id, task_queue="record-histories"
+            ),
+            240,
+        )
+    except WorkflowFailureError as err:  # a rolled-back wave is a history worth keeping too
+        print(f"operation: {err.cause}", file=sys.stderr)
+    parent = await client.get_workflow_handle(op_id).fetch_history()
+    out = [parent]
+    for ev in parent.events:
+        if ev.event_type == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            child_id = ev.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            out.append(await client.get_workflow_handle(child_id).fetch_history())
+    return out
 
 
 async def _closed(handle: Any) -> bool:
@@ -226,6 +264,8 @@ def _name(history: WorkflowHistory, taken: set[str]) -> str:
         "ClusterTrain": "cluster_train",
         "DomainMaintenance": "domain_maintenance",
         "CapacityArbiter": "capacity_arbiter",
+        "BulkOperation": "bulk_operation",
+        "ClusterOperation": "cluster_operation",
     }.get(workflow_type(history), workflow_type(history).lower())
     if kind == "domain_maintenance":
         kind += "_quarantine" if f"{kind}_quarantine" not in taken else "_evict"
