@@ -16,6 +16,7 @@ simply land in a later wave.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator import metrics
 from orchestrator.fleet import dynamics
-from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.cluster_sim import REPAIR_OWNER, ClusterSim
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.models import HostState
 from orchestrator.ops.exec_types import (
@@ -55,6 +56,7 @@ from orchestrator.train_types import UpdateResult
 S = HostState
 INSTALL_ATTEMPTS = 3
 _HELD = (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE, S.VERIFYING)
+_NOT_HOLDERS = ("", REPAIR_OWNER, REPAIR_RETURN, "quarantine")
 
 
 def plan_one(spec: OperationSpec, snap: ClusterSnapshot) -> OperationPlan | None:
@@ -208,6 +210,19 @@ class OpsActivities:
                 out.waiting = plan.refused
                 return out
             out.waves_left = len(plan.waves)
+            # The arbiter's word lags the fleet (a holder reports what it held at its last
+            # ask): run alone only once no other campaign holds hosts here, in the fleet itself.
+            others = Counter(
+                h.owner
+                for h in sim.hosts.values()
+                if h.state in _HELD and h.owner not in (req.owner, *_NOT_HOLDERS)
+            )
+            if others:
+                out.waiting_for = sorted(others)
+                out.waiting = "handing over: " + ", ".join(
+                    f"{o} still holds {n} hosts" for o, n in sorted(others.items())
+                )
+                return out
             wave = (plan.waves[0].hosts if plan.waves else []) + returning_hosts(plan, sim)
             for name in wave:
                 h = sim.hosts[name]

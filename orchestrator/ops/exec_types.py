@@ -1,0 +1,208 @@
+"""Messages of bulk-operation execution: workflow inputs, status, controls and activity calls.
+
+One pydantic model per message, so signatures can grow (new fields get defaults). Host lists
+travel per wave, never per operation, so payloads stay small on a 3,072-host cluster. Fleet
+time is in hours; ``wall`` is the caller's ``workflow.now()``, from which the fleet derives its
+own time (one clock).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from orchestrator.ops.spec import OperationSpec
+from orchestrator.train_types import ClockInfo
+
+ControlAction = Literal["pause", "resume", "abort"]
+#: Final states of an operation or of one cluster of it.
+FINAL_STATES = frozenset({"succeeded", "failed", "aborted"})
+
+
+# ------------------------------------------------------------------ workflows
+class OperationInput(BaseModel):
+    """Input of ``BulkOperation``: the spec, and how many clusters may run side by side."""
+
+    spec: OperationSpec
+    max_parallel_clusters: int = Field(default=4, ge=1, le=100)
+
+
+class ClusterOpInput(BaseModel):
+    """Input of ``ClusterOperation``: one cluster of an operation."""
+
+    spec: OperationSpec
+    operation_id: str
+    cluster: str
+    clock: ClockInfo
+
+
+class OpControl(BaseModel):
+    """Input of the pause/resume/abort updates."""
+
+    reason: str = ""
+
+
+class ClusterControl(BaseModel):
+    """Signal from an operation to its per-cluster children."""
+
+    action: ControlAction
+    reason: str = ""
+
+
+class ClusterProgress(BaseModel):
+    """Where one cluster of an operation stands (its ``status`` query, and its result)."""
+
+    cluster: str
+    workflow_id: str = ""
+    #: pending | planning | prestaging | waiting | draining | updating | verifying |
+    #: rolling_back | paused | succeeded | failed | aborted
+    state: str = "pending"
+    reason: str = ""
+    waves_total: int = 0
+    waves_done: int = 0
+    wave_hosts: int = 0  # hosts of the wave in progress
+    hosts_in_scope: int = 0
+    already_done: int = 0
+    hosts_changed: int = 0
+    hosts_rolled_back: int = 0
+    hosts_quarantined: int = 0
+    hosts_deferred: int = 0  # out for repair: the change is recorded as a fleet target
+    failures: int = 0
+    jobs_interrupted: int = 0
+    waiting_for: list[str] = Field(default_factory=list)
+    fleet_hours: float = 0.0
+
+
+class OperationStatus(BaseModel):
+    """What ``ops status`` prints and the operation's ``status`` query returns."""
+
+    operation_id: str
+    kind: str
+    targets: dict[str, str]
+    consistency: str
+    #: running | paused | aborting | succeeded | failed | aborted
+    state: str = "running"
+    reason: str = ""
+    waves_total: int = 0
+    waves_done: int = 0
+    hosts_changed: int = 0
+    hosts_rolled_back: int = 0
+    hosts_quarantined: int = 0
+    hosts_deferred: int = 0
+    jobs_interrupted: int = 0
+    waiting_for: list[str] = Field(default_factory=list)
+    clusters: dict[str, ClusterProgress] = Field(default_factory=dict)
+
+
+# ----------------------------------------------------------------- activities
+class OpsRequest(BaseModel):
+    """An operation's view of one cluster at ``wall``."""
+
+    spec: OperationSpec
+    cluster: str
+    owner: str  # the operation id: owner of its hosts in the fleet
+    wall: datetime
+
+
+class CheckRequest(BaseModel):
+    spec: OperationSpec
+    wall: datetime
+
+
+class OperationCheck(BaseModel):
+    """The whole-scope plan, in figures: which clusters have hosts of the scope."""
+
+    clusters: list[str]
+    cluster_waves: dict[str, int] = Field(default_factory=dict)
+    refused: str | None = None
+    waves: int = 0
+    hosts_total: int = 0
+    hosts_to_change: int = 0
+    estimated_duration_hours: float = 0.0
+
+
+class ClusterPlanView(BaseModel):
+    """The plan of the rest of one cluster, as of now (hosts of the next wave only)."""
+
+    fleet_hours: float
+    refused: str | None = None
+    limit: int = 1  # hosts out of service the operation's budget (or window) allows
+    hosts_in_scope: int = 0
+    already_done: int = 0
+    deferred: int = 0
+    returning: int = 0  # back from repair, awaiting our versions: taken by the next wave
+    waves_left: int = 0
+    next_wave: int = 0  # hosts of the next wave
+    estimated_hours: float = 0.0
+    #: The cluster's recorded targets for the spec's components before this operation.
+    recorded_targets: dict[str, str | None] = Field(default_factory=dict)
+
+    @property
+    def work_left(self) -> bool:
+        return self.waves_left > 0 or self.returning > 0
+
+
+class TargetsRequest(BaseModel):
+    """Record ``targets`` in the fleet; None as a version forgets that component's target."""
+
+    cluster: str
+    owner: str
+    wall: datetime
+    targets: dict[str, str | None]
+
+
+class TargetsResult(BaseModel):
+    previous: dict[str, str | None] = Field(default_factory=dict)
+
+
+class PrestageResult(BaseModel):
+    hosts: int = 0
+    fleet_hours: float = 0.0
+
+
+class TakeWaveRequest(BaseModel):
+    spec: OperationSpec
+    cluster: str
+    owner: str
+    wall: datetime
+    max_hold: int = Field(ge=1)  # the arbiter's grant
+
+
+class TakenWave(BaseModel):
+    """Hosts cordoned for one wave, with each host's versions before the change."""
+
+    fleet_hours: float
+    hosts: list[str] = Field(default_factory=list)
+    previous: dict[str, dict[str, str]] = Field(default_factory=dict)
+    waves_left: int = 0  # including this one
+    limit: int = 1
+    waiting: str = ""  # why nothing was taken
+    waiting_for: list[str] = Field(default_factory=list)  # campaigns still holding hosts
+
+
+class VerifyRequest(BaseModel):
+    """Verify hosts against ``targets`` (or each host's own ``per_host`` versions)."""
+
+    cluster: str
+    owner: str
+    wall: datetime
+    hosts: list[str]
+    targets: dict[str, str] = Field(default_factory=dict)
+    per_host: dict[str, dict[str, str]] = Field(default_factory=dict)
+    return_passed: bool = False
+    quarantine_failed: bool = False
+    reason: str = ""
+
+
+class VerifyOutcome(BaseModel):
+    passed: list[str] = Field(default_factory=list)  # verified (and returned, if asked)
+    failed: dict[str, str] = Field(default_factory=dict)  # host -> why
+
+
+class RollbackRequest(BaseModel):
+    cluster: str
+    owner: str
+    wall: datetime
+    previous: dict[str, dict[str, str]]  # host -> component -> version to reinstall

@@ -1,0 +1,212 @@
+"""One cluster of a bulk operation (id ``<op id>-<cluster>``): waves cut over whole, or rolled back.
+
+It plans the cluster (a refusal fails it, with the reason), records the targets in the fleet so
+hosts out for repair take them before they return, pre-stages packages on hosts still in
+service, then takes the cluster's capacity arbiter exclusively: trains hand over (the wait is
+visible as ``waiting`` with ``waiting_for``) and the operation runs its waves alone. Each wave
+is cut from the cluster as it is now and cordoned atomically (``ops_take_wave``), drained by the
+train's policy, changed and verified as a whole. Failures within ``max_failures`` (counted over
+the cluster) are quarantined; beyond it the whole wave goes back to each host's previous
+versions and the operation stops. Pause and abort are obeyed between waves, abort also while a
+wave drains (nothing has changed yet, so it is released untouched). Whatever happens, the
+``finally`` hands back anything still held, restores the fleet's targets unless the operation
+succeeded, and leaves the arbiter, so every host ends on its old or its new versions, in service
+or quarantined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
+    from activities.fleet_activities import FleetActivities
+    from activities.ops_activities import OpsActivities
+    from orchestrator.arbiter_types import AcquireRequest, Grant, ReleaseRequest
+    from orchestrator.ops.exec_types import (
+        ClusterControl,
+        ClusterOpInput,
+        ClusterPlanView,
+        ClusterProgress,
+        TakenWave,
+        TakeWaveRequest,
+        TargetsRequest,
+    )
+    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER
+    from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS, WaveSteps
+
+
+@workflow.defn(name="ClusterOperation")
+class ClusterOperation(WaveSteps):
+    @workflow.init
+    def __init__(self, inp: ClusterOpInput) -> None:
+        self.inp = inp
+        self.p = ClusterProgress(cluster=inp.cluster)
+        self.paused = False
+        self.abort = ""
+        self.poked = False
+        self.in_arbiter = False
+        self.targets_set = False
+        self._published: dict[str, Any] = {}
+
+    @workflow.query(name="status")
+    def status(self) -> ClusterProgress:
+        return self.p
+
+    @workflow.signal(name="control")
+    def control(self, msg: ClusterControl) -> None:
+        """Pause, resume or abort, from the operation (which validated it)."""
+        if msg.action == "abort":
+            self.abort = msg.reason or "aborted by operator"
+        else:
+            self.paused = msg.action == "pause"
+        self.poked = True
+
+    # --------------------------------------------------------------------- run
+    @workflow.run
+    async def run(self, inp: ClusterOpInput) -> ClusterProgress:
+        self.p.workflow_id = workflow.info().workflow_id
+        workflow.upsert_search_attributes(
+            [TRAIN_CLUSTER.value_set(inp.cluster), TRAIN_CAMPAIGN.value_set(inp.operation_id)]
+        )
+        succeeded = False
+        recorded: dict[str, str | None] = {}
+        try:
+            await self._phase("planning")
+            view: ClusterPlanView = await self._call(OpsActivities.plan_cluster, self._req())
+            if view.refused:
+                raise ApplicationError(view.refused, type="OperationRefused", non_retryable=True)
+            self.p.hosts_in_scope, self.p.already_done = view.hosts_in_scope, view.already_done
+            recorded = view.recorded_targets
+            if inp.spec.targets:
+                self.targets_set = True
+                await self._call(
+                    OpsActivities.set_targets,
+                    TargetsRequest(
+                        cluster=inp.cluster,
+                        owner=inp.operation_id,
+                        wall=workflow.now(),
+                        targets=dict(inp.spec.targets),
+                    ),
+                )
+                await self._phase("prestaging")
+                await self._call(OpsActivities.prestage, self._req())
+            failure = await self._waves(view)
+            if failure:
+                raise ApplicationError(failure, type="WaveRolledBack", non_retryable=True)
+            succeeded = not self.abort
+            await self._phase("succeeded" if succeeded else "aborted", self.abort)
+        except (asyncio.CancelledError, CancelledError):
+            self.p.state = "aborted"
+            raise
+        except FailureError as err:
+            cause = err.cause if isinstance(err, ActivityError) else err
+            why = cause.message if isinstance(cause, FailureError) else str(err)
+            await self._phase("failed", why)
+            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+            raise ApplicationError(
+                why, self.p.model_dump(mode="json"), type=kind, non_retryable=True
+            ) from None
+        finally:
+            await self._close(None if succeeded else recorded)
+        return self.p
+
+    async def _close(self, restore: dict[str, str | None] | None) -> None:
+        """Hand back what is held (verifying touched hosts), restore targets, leave the arbiter."""
+        i = self.inp
+        await self._call(FleetActivities.close_owner, self._hosts([], visit=False))
+        if restore is not None and self.targets_set:
+            await self._call(
+                OpsActivities.set_targets,
+                TargetsRequest(
+                    cluster=i.cluster, owner=i.operation_id, wall=workflow.now(), targets=restore
+                ),
+            )
+        if self.in_arbiter:
+            await self._release(self.abort or self.p.reason or self.p.state)
+
+    async def _release(self, reason: str) -> None:
+        req = ReleaseRequest(cluster=self.inp.cluster, holder=self.inp.operation_id, reason=reason)
+        await self._call(ArbiterActivities.release, req)
+        self.in_arbiter = False
+
+    # ------------------------------------------------------------------- waves
+    async def _waves(self, view: ClusterPlanView) -> str:
+        """Run waves until nothing is left to change; '' or why the operation stopped."""
+        idle = 0
+        while True:
+            self.p.fleet_hours = view.fleet_hours
+            self.p.hosts_deferred = view.deferred - view.returning
+            self.p.waves_total = (
+                self.p.waves_done
+                + view.waves_left
+                + (1 if view.returning and not view.waves_left else 0)
+            )
+            if not view.refused and not view.work_left:
+                return ""
+            if await self._between_waves():
+                return ""
+            grant = await self._acquire(max(1, view.next_wave), view.limit)
+            if grant:
+                wave: TakenWave = await self._call(
+                    OpsActivities.take_wave,
+                    TakeWaveRequest(
+                        spec=self.inp.spec,
+                        cluster=self.inp.cluster,
+                        owner=self.inp.operation_id,
+                        wall=workflow.now(),
+                        max_hold=grant,
+                    ),
+                )
+                if wave.hosts:
+                    idle = 0
+                    failure = await self._run_wave(wave)
+                    if failure:
+                        return failure
+                else:
+                    idle += 1
+                    self.p.waiting_for = wave.waiting_for
+                    await self._phase("waiting", wave.waiting or view.refused or "")
+                    self.p.fleet_hours = wave.fleet_hours
+                    backoff = min(MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS * 2**idle)
+                    await self._poll(POLL_FLEET_HOURS if wave.waiting_for else backoff)
+            view = await self._call(OpsActivities.plan_cluster, self._req())
+
+    async def _between_waves(self) -> bool:
+        """Obey pause (handing the budget back meanwhile) and abort; True to stop here."""
+        if self.paused and not self.abort:
+            if self.in_arbiter:
+                await self._release("paused")
+            await self._phase("paused", "paused by operator")
+            await workflow.wait_condition(lambda: not self.paused or bool(self.abort))
+            if not self.abort:
+                await self._phase("planning", "resumed")
+        return bool(self.abort)
+
+    async def _acquire(self, want: int, limit: int) -> int:
+        """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop."""
+        while not (self.paused or self.abort):
+            grant: Grant = await self._call(
+                ArbiterActivities.acquire,
+                AcquireRequest(
+                    cluster=self.inp.cluster,
+                    holder=self.inp.operation_id,
+                    workflow_id=workflow.info().workflow_id,
+                    kind="operation",
+                    want=want,
+                    holding=0,
+                    limit=limit,
+                    exclusive=True,
+                ),
+            )
+            self.in_arbiter = True
+            self.p.waiting_for = grant.waiting_for
+            if grant.granted:
+                return grant.granted
+            await self._phase("waiting", grant.reason)
+            await self._poll(POLL_FLEET_HOURS)
+        return 0
