@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TakeWaveRequest,
         TargetsRequest,
     )
-    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER
+    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS, WaveSteps
 
 
@@ -101,7 +101,8 @@ class ClusterOperation(WaveSteps):
             succeeded = not self.abort
             await self._phase("succeeded" if succeeded else "aborted", self.abort)
         except (asyncio.CancelledError, CancelledError):
-            self.p.state = "aborted"
+            self.p.state, self.p.reason = "aborted", "cancelled"
+            workflow.upsert_search_attributes([TRAIN_PHASE.value_set("aborted")])
             raise
         except FailureError as err:
             cause = err.cause if isinstance(err, ActivityError) else err
@@ -190,6 +191,7 @@ class ClusterOperation(WaveSteps):
     async def _acquire(self, want: int, limit: int) -> int:
         """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop."""
         while not (self.paused or self.abort):
+            self.in_arbiter = True  # before asking: a cancelled ask may still have joined
             grant: Grant = await self._call(
                 ArbiterActivities.acquire,
                 AcquireRequest(
@@ -203,7 +205,6 @@ class ClusterOperation(WaveSteps):
                     exclusive=True,
                 ),
             )
-            self.in_arbiter = True
             self.p.waiting_for = grant.waiting_for
             if grant.granted:
                 return grant.granted

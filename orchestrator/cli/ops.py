@@ -225,18 +225,25 @@ def print_status(o: dict[str, Any]) -> None:
     click.echo(f"{o['operation_id']}: {o['state']}{why}")
     if "waves_done" in o:
         click.echo(
-            f"  waves {o['waves_done']}/{o['waves_total']}, {o['hosts_changed']} hosts changed, "
+            f"  {o['waves_done']}/{o['waves_total']} waves, {o['hosts_changed']} hosts changed, "
             f"{o['hosts_rolled_back']} rolled back, {o['hosts_quarantined']} quarantined, "
             f"{o['hosts_deferred']} deferred until repaired"
         )
     for c in o.get("clusters", {}).values():
         wait = f", waiting for {', '.join(c['waiting_for'])}" if c["waiting_for"] else ""
         click.echo(
-            f"  {c['cluster']}: {c['state']} wave {c['waves_done']}/{c['waves_total']}, "
+            f"  {c['cluster']}: {c['state']}, {c['waves_done']}/{c['waves_total']} waves, "
             f"{c['hosts_changed']} changed{wait}{' - ' + c['reason'] if c['reason'] else ''}"
         )
+    if plan := o.get("plan"):
+        click.echo(
+            f"  plan: {plan['waves']} waves, {plan['hosts_to_change']} hosts to change, "
+            f"~{plan['estimated_duration_hours']:.1f} fleet hours"
+        )
     if o.get("already_running"):
-        click.echo("  (already running: the same request was started before)")
+        click.echo("  already running: the same request was started before")
+    if o.get("started") and o["state"] == "running":
+        click.echo(f"  started; follow it with `trainctl ops status --id {o['operation_id']}`")
 
 
 @ops.command("start")
