@@ -96,6 +96,8 @@ class DomainMaintenance:
                         ),
                         **fleet_options(),
                     )
+                    for job_id in evict:
+                        scheduled.pop(job_id, None)  # gone: never wake for it again
                     result.jobs_interrupted += res.interrupted
                     result.lost_gpu_hours += res.lost_gpu_hours
                     continue

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from orchestrator.cli import audit, demo, fleet, ops, server, simulate, train
@@ -16,3 +19,19 @@ def main() -> None:
 for _module in (fleet, server, train, demo, ops, simulate, audit):
     for _cmd in _module.COMMANDS:
         main.add_command(_cmd)
+
+
+def entrypoint() -> None:
+    """The console script: run the CLI, then leave without interpreter finalisation.
+
+    The Temporal SDK's native threads can abort a finalising interpreter after our output is
+    written (temporalio/sdk-python#300); flushing and ``os._exit`` keeps exit codes reliable.
+    """
+    try:
+        main()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
