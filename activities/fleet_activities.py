@@ -202,9 +202,6 @@ class FleetActivities:
     def apply_updates(self, req: HostsRequest) -> UpdateResult:
         """Install every pending update in dependency order, with one reboot, on each host."""
         with self._cluster(req.cluster, req.wall) as sim:
-            # The cluster's recorded targets include what a bulk operation rolled out, so a
-            # host back from repair gets those too before it serves again.
-            req = req.model_copy(update={"targets": {**sim.state.targets, **req.targets}})
             out = UpdateResult(fleet_hours=sim.now)
             for name in req.hosts:
                 activity.heartbeat(name)
@@ -232,7 +229,6 @@ class FleetActivities:
     def verify_and_return(self, req: HostsRequest) -> VerifyResult:
         """Verify each host; return the healthy ones to service, quarantine the rest."""
         with self._cluster(req.cluster, req.wall) as sim:
-            req = req.model_copy(update={"targets": {**sim.state.targets, **req.targets}})
             return self._verify_and_return(sim, req)
 
     def _verify_and_return(self, sim: ClusterSim, req: HostsRequest) -> VerifyResult:

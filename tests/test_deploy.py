@@ -44,7 +44,7 @@ async def test_worker_metrics_pass_promtool(dev_env, tmp_home, task_queue):
         [
             sys.executable,
             "-c",
-            "from orchestrator.cli import main; main()",
+            "from orchestrator.cli import entrypoint; entrypoint()",
             "worker",
             "--metrics-port",
             str(port),

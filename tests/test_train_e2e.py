@@ -360,7 +360,7 @@ def _worker_process(env: WorkflowEnvironment, home: Path, task_queue: str, log: 
     cmd = [
         sys.executable,
         "-c",
-        "from orchestrator.cli import main; main()",
+        "from orchestrator.cli import entrypoint; entrypoint()",
         "worker",
         "--metrics-port",
         "0",

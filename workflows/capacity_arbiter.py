@@ -78,12 +78,7 @@ class CapacityArbiter:
         others = [h for h in st.holders.values() if h.holder != req.holder]
         if req.exclusive:
             ahead = st.queue[: st.queue.index(req.holder)]
-            # A grant not yet taken back counts: the holder may be cordoning right now.
-            busy = [
-                h.holder
-                for h in others
-                if (h.holding > 0 or h.granted > 0) and h.holder not in ahead
-            ]
+            busy = [h.holder for h in others if h.holding > 0 and h.holder not in ahead]
             if ahead or busy:
                 grant = Grant(
                     granted=0,
