@@ -75,8 +75,9 @@ def cycle_counts(sim: ClusterSim, cycle_started: float, owner: str) -> CycleCoun
     return c
 
 
-class FleetActivities:
-    """Train activities over one fleet file; a SQLite connection per worker thread."""
+class FleetAccess:
+    """One fleet file shared by an activity class: a SQLite connection per worker thread, and
+    errors that will not heal (no fleet, unknown cluster) raised as non-retryable."""
 
     def __init__(self, fleet_path: Path) -> None:
         self.fleet_path = fleet_path
@@ -98,6 +99,10 @@ class FleetActivities:
             return self.fleet.cluster(name, wall)
         except KeyError as err:
             raise ApplicationError(str(err), type="UnknownCluster", non_retryable=True) from None
+
+
+class FleetActivities(FleetAccess):
+    """Train activities: plan, drain, evict, update, verify, return, hand back."""
 
     @activity.defn(name="fleet_info")
     def fleet_info(self, req: FleetInfoRequest) -> ClockInfo:

@@ -15,19 +15,17 @@ simply land in a later wave.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.fleet_activities import FleetAccess
 from orchestrator import metrics
 from orchestrator.fleet import dynamics
 from orchestrator.fleet.cluster_sim import REPAIR_OWNER, ClusterSim
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.models import HostState
 from orchestrator.ops.exec_types import (
     CheckRequest,
@@ -101,29 +99,8 @@ def returning_hosts(plan: OperationPlan, sim: ClusterSim) -> list[str]:
     ]
 
 
-class OpsActivities:
-    """Bulk-operation activities over one fleet file; a SQLite connection per worker thread."""
-
-    def __init__(self, fleet_path: Path) -> None:
-        self.fleet_path = fleet_path
-        self._local = threading.local()
-
-    @property
-    def fleet(self) -> SqliteFleet:
-        fleet = getattr(self._local, "fleet", None)
-        if fleet is None:
-            try:
-                fleet = SqliteFleet(self.fleet_path)
-            except FileNotFoundError as err:
-                raise ApplicationError(str(err), type="NoFleet", non_retryable=True) from None
-            self._local.fleet = fleet
-        return fleet
-
-    def _cluster(self, name: str, wall: datetime):  # type: ignore[no-untyped-def]
-        try:
-            return self.fleet.cluster(name, wall)
-        except KeyError as err:
-            raise ApplicationError(str(err), type="UnknownCluster", non_retryable=True) from None
+class OpsActivities(FleetAccess):
+    """Bulk-operation activities over the same fleet file as the train's."""
 
     def _peek(self, name: str, wall: datetime) -> ClusterSim:
         try:
