@@ -14,7 +14,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecut
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.arbiter_types import (
+from orchestrator.arbiter.types import (
     AcquireRequest,
     ArbiterInput,
     ArbiterState,

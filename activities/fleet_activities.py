@@ -18,13 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from orchestrator import metrics
-from orchestrator.fleet import dynamics
-from orchestrator.fleet.cluster_sim import ClusterSim, HostRec
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED, SqliteFleet
-from orchestrator.models import HostState
-from orchestrator.planning import train_plan
-from orchestrator.planning.snapshot import job_view, snapshot
-from orchestrator.train_types import (
+from orchestrator.execution.messages import (
     AdvanceClockRequest,
     ClockInfo,
     CycleCounts,
@@ -34,11 +28,16 @@ from orchestrator.train_types import (
     FleetInfoRequest,
     HostsRequest,
     JobWait,
-    PlanDomainRequest,
-    PlanDomainResult,
     UpdateResult,
     VerifyResult,
 )
+from orchestrator.fleet import dynamics
+from orchestrator.fleet.cluster_sim import ClusterSim, HostRec
+from orchestrator.fleet.sqlite_fleet import MAX_SPEED, SqliteFleet
+from orchestrator.models import HostState
+from orchestrator.planning import train_plan
+from orchestrator.planning.snapshot import job_view, snapshot
+from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
 
 S = HostState
 REPAIR_RETURN = "repair-return"

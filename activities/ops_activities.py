@@ -24,10 +24,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.fleet_activities import FleetAccess
 from orchestrator import metrics
+from orchestrator.execution.messages import UpdateResult
 from orchestrator.fleet import dynamics
 from orchestrator.fleet.cluster_sim import REPAIR_OWNER, ClusterSim
 from orchestrator.models import HostState
-from orchestrator.ops.exec_types import (
+from orchestrator.ops.spec import OperationSpec, resolve_clusters
+from orchestrator.ops.types import (
     CheckRequest,
     ClusterPlanView,
     OperationCheck,
@@ -40,7 +42,6 @@ from orchestrator.ops.exec_types import (
     VerifyOutcome,
     VerifyRequest,
 )
-from orchestrator.ops.spec import OperationSpec, resolve_clusters
 from orchestrator.planning.ops_plan import (
     ClusterSnapshot,
     OperationPlan,
@@ -49,7 +50,6 @@ from orchestrator.planning.ops_plan import (
 )
 from orchestrator.planning.ops_snapshot import snapshot_cluster
 from orchestrator.planning.train_plan import REPAIR_RETURN
-from orchestrator.train_types import UpdateResult
 
 S = HostState
 INSTALL_ATTEMPTS = 3

@@ -29,8 +29,8 @@ from orchestrator.fleet.sqlite_fleet import MAX_SPEED
 from orchestrator.paths import temporal_cli_path
 from orchestrator.presets import get_preset
 from orchestrator.search_attributes import SEARCH_ATTRIBUTES
-from orchestrator.train_spec import TrainSpec
-from orchestrator.train_types import TrainInput
+from orchestrator.train.spec import TrainSpec
+from orchestrator.train.types import TrainInput
 from orchestrator.worker import build_worker
 
 sys.path.insert(0, str(Path(__file__).parent))

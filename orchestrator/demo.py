@@ -21,8 +21,8 @@ from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.paths import trainctl_home
 from orchestrator.presets import get_preset
 from orchestrator.temporal_server import DevServer, DevServerConfig
-from orchestrator.train_spec import TrainSpec
-from orchestrator.train_types import ControlRequest, TrainStatus
+from orchestrator.train.spec import TrainSpec
+from orchestrator.train.types import ControlRequest, TrainStatus
 
 DEMO_TARGETS = {"os": "6.8.0-45", "bios": "3.2", "bmc": "1.9.0", "nic_firmware": "28.41.1000"}
 DEMO_DOMAIN_SIZE = {"small": 8, "meta-24k": 64, "meta-600k": 64}

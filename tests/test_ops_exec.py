@@ -25,13 +25,13 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.arbiter_types import ArbiterState, arbiter_workflow_id
+from orchestrator.arbiter.types import ArbiterState, arbiter_workflow_id
 from orchestrator.audit import audit
 from orchestrator.cli import main
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
-from orchestrator.ops.exec_types import OpControl as OpControlReq
-from orchestrator.ops.exec_types import OperationInput, OperationStatus
+from orchestrator.ops.types import OpControl as OpControlReq
+from orchestrator.ops.types import OperationInput, OperationStatus
 from orchestrator.presets import INITIAL_VERSIONS
 from orchestrator.worker import build_worker
 from tests.train_helpers import host_states, make_fleet
@@ -256,7 +256,7 @@ async def test_operation_and_train_share_the_budget_with_a_visible_handover(
     temporal_env, tmp_home, task_queue
 ):
     """A train and an operation on one cluster never exceed its budget; the train hands over."""
-    from orchestrator.train_types import ControlRequest, TrainInput, TrainStatus
+    from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
     from tests.train_helpers import spec as train_spec
     from workflows.cluster_train import ClusterTrain
 
@@ -372,7 +372,7 @@ async def test_ops_start_wait_with_a_train_running_throughout(dev_env, tmp_home,
     """`ops start --wait` on `small` beside a running train succeeds: new cuda, audit clean."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from orchestrator.train_types import ControlRequest, TrainInput, TrainStatus
+    from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
     from tests.train_helpers import spec as train_spec
     from workflows.cluster_train import ClusterTrain
 

@@ -30,13 +30,13 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.arbiter_types import arbiter_workflow_id
+from orchestrator.arbiter.types import arbiter_workflow_id
 from orchestrator.audit import audit
 from orchestrator.cli import main as cli_main
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.cluster_sim import Event
-from orchestrator.train_spec import TrainSpec
-from orchestrator.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
+from orchestrator.train.spec import TrainSpec
+from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.worker import build_worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain

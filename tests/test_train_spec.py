@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 from orchestrator.cli.common import describe_validation_error
-from orchestrator.train_spec import load_train_spec
+from orchestrator.train.spec import load_train_spec
 
 EXAMPLE = """
 cluster: c00

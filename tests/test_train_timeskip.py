@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.audit import audit
 from orchestrator.fleet import SqliteFleet
 from orchestrator.models import HostState
-from orchestrator.train_types import TrainInput
+from orchestrator.train.types import TrainInput
 from orchestrator.worker import build_worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain

@@ -8,13 +8,14 @@ from typing import Any
 
 from orchestrator.fleet import SqliteFleet
 from orchestrator.presets import get_preset
-from orchestrator.train_spec import TrainSpec
+from orchestrator.train.spec import TrainSpec
 
 TARGETS = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}
 
 
-def make_fleet(home: Path, speed: float, wall: datetime | None = None, seed: int = 5,
-               preset: str = "small") -> Path:
+def make_fleet(
+    home: Path, speed: float, wall: datetime | None = None, seed: int = 5, preset: str = "small"
+) -> Path:
     path = home / "fleet.db"
     SqliteFleet.create(path, get_preset(preset), seed, speed, wall=wall).close()
     return path

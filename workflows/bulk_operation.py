@@ -27,7 +27,9 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
-    from orchestrator.ops.exec_types import (
+    from orchestrator.execution.messages import ClockInfo, FleetInfoRequest
+    from orchestrator.ops.spec import operation_id
+    from orchestrator.ops.types import (
         FINAL_STATES,
         CheckRequest,
         ClusterControl,
@@ -39,9 +41,7 @@ with workflow.unsafe.imports_passed_through():
         OperationInput,
         OperationStatus,
     )
-    from orchestrator.ops.spec import operation_id
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-    from orchestrator.train_types import ClockInfo, FleetInfoRequest
     from workflows.cluster_operation import ClusterOperation
     from workflows.fleet_clock import fleet_options
 

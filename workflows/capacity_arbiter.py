@@ -17,7 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.arbiter_types import (
+    from orchestrator.arbiter.types import (
         AcquireRequest,
         ArbiterInput,
         ArbiterState,
@@ -26,8 +26,8 @@ with workflow.unsafe.imports_passed_through():
         HoldersRequest,
         ReleaseRequest,
     )
+    from orchestrator.execution.messages import HostsRequest
     from orchestrator.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
-    from orchestrator.train_types import HostsRequest
     from workflows.fleet_clock import fleet_options
 
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.

@@ -26,8 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
-    from orchestrator.arbiter_types import AcquireRequest, Grant, ReleaseRequest
-    from orchestrator.ops.exec_types import (
+    from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
+    from orchestrator.ops.types import (
         ClusterControl,
         ClusterOpInput,
         ClusterPlanView,

@@ -20,17 +20,15 @@ from temporalio.exceptions import CancelledError
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.arbiter_types import AcquireRequest, Grant, ReleaseRequest
+    from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
+    from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
     from orchestrator.models import check_targets
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-    from orchestrator.train_types import (
-        ClockInfo,
+    from orchestrator.train.types import (
         ControlRequest,
         DomainInput,
         DomainProgress,
         DomainResult,
-        FleetInfoRequest,
-        HostsRequest,
         PlanDomainRequest,
         PlanDomainResult,
         TrainChange,

@@ -16,16 +16,14 @@ from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.train_types import (
-        DomainInput,
-        DomainProgress,
-        DomainResult,
+    from orchestrator.execution.messages import (
         DrainStatus,
         EvictRequest,
         HostsRequest,
         UpdateResult,
         VerifyResult,
     )
+    from orchestrator.train.types import DomainInput, DomainProgress, DomainResult
     from workflows.fleet_clock import fleet_options, sleep_until
 
 EPSILON_HOURS = 1e-6

@@ -16,7 +16,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.train_types import AdvanceClockRequest, ClockInfo
+    from orchestrator.execution.messages import AdvanceClockRequest, ClockInfo
 
 #: Fleet operations are idempotent transactions: retry transient errors (a busy database, a
 #: worker that died) with backoff, never errors that will not heal.

@@ -25,7 +25,15 @@ from temporalio.exceptions import CancelledError
 
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
-from orchestrator.ops.exec_types import (
+from orchestrator.execution.messages import (
+    DrainStatus,
+    EvictRequest,
+    EvictResult,
+    HostsRequest,
+    UpdateResult,
+    VerifyResult,
+)
+from orchestrator.ops.types import (
     ClusterOpInput,
     ClusterProgress,
     OpsRequest,
@@ -35,14 +43,6 @@ from orchestrator.ops.exec_types import (
     VerifyRequest,
 )
 from orchestrator.search_attributes import TRAIN_PHASE
-from orchestrator.train_types import (
-    DrainStatus,
-    EvictRequest,
-    EvictResult,
-    HostsRequest,
-    UpdateResult,
-    VerifyResult,
-)
 from workflows.fleet_clock import fleet_hours_now, fleet_options, sleep_until
 
 #: Fleet hours between two looks at the arbiter or the budget while waiting (doubling, capped).

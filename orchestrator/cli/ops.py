@@ -36,7 +36,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
 from orchestrator.fleet import SqliteFleet, open_fleet
-from orchestrator.ops.exec_types import FINAL_STATES, OpControl, OperationInput, OperationStatus
 from orchestrator.ops.spec import (
     OperationSpec,
     load_spec,
@@ -44,6 +43,7 @@ from orchestrator.ops.spec import (
     resolve_clusters,
     spec_json_schema,
 )
+from orchestrator.ops.types import FINAL_STATES, OpControl, OperationInput, OperationStatus
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
 from orchestrator.planning.ops_snapshot import snapshot_cluster
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE

@@ -19,8 +19,8 @@ from temporalio.service import RPCError
 from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
 from orchestrator.models import check_targets
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-from orchestrator.train_spec import TrainSpec, load_train_spec, train_workflow_id
-from orchestrator.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
+from orchestrator.train.spec import TrainSpec, load_train_spec, train_workflow_id
+from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.worker import TASK_QUEUE
 
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""Inputs and results of the train's workflows, activities, queries and updates.
+"""Inputs and results of the train's workflows, its own activities, queries and updates.
 
 One pydantic model per message so that signatures can grow without breaking running workflows
 (new fields get defaults). Fleet time is in hours; ``wall`` is the caller's ``workflow.now()``,
@@ -11,24 +11,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from orchestrator.execution.messages import ClockInfo, CycleCounts
 from orchestrator.models import CapacityBudget
-from orchestrator.train_spec import TrainSpec
-
-
-class ClockInfo(BaseModel):
-    """How fleet time relates to workflow time: hours = (now - anchor) * speed / 3600."""
-
-    speed: float  # 0.0 means 'max': a logical clock that waits advance explicitly
-    anchor_wall: datetime
-    hosts_total: int = 0
-
-
-class FleetInfoRequest(BaseModel):
-    cluster: str
-
-
-class AdvanceClockRequest(BaseModel):
-    target_hours: float
+from orchestrator.train.spec import TrainSpec
 
 
 class PlanDomainRequest(BaseModel):
@@ -46,80 +31,12 @@ class PlanDomainRequest(BaseModel):
     in_flight: list[str] = Field(default_factory=list)
 
 
-class CycleCounts(BaseModel):
-    """Where the cluster stands in the current visit cycle."""
-
-    hosts_total: int = 0
-    visited: int = 0
-    quarantined: int = 0
-    in_repair: int = 0
-    in_flight: int = 0
-    out_of_service: int = 0
-    due: int = 0
-    fleet_hours: float = 0.0
-
-
 class PlanDomainResult(BaseModel):
     hosts: list[str] = Field(default_factory=list)
     waiting: str = ""
     retry_at_hours: float | None = None  # the planner wants another look at this fleet hour
     limit: int = 0
     counts: CycleCounts = Field(default_factory=CycleCounts)
-
-
-class HostsRequest(BaseModel):
-    cluster: str
-    owner: str
-    hosts: list[str]
-    wall: datetime
-    targets: dict[str, str] = Field(default_factory=dict)
-    deadline_hours: float = 0.0
-    policy: str = "job-aware"
-    visit: bool = True
-    reason: str = ""
-
-
-class JobWait(BaseModel):
-    """A job still running on cordoned hosts, and what the drain policy says to do about it."""
-
-    job_id: int
-    hosts: list[str]
-    action: str  # wait_end | evict_after_checkpoint | evict_now
-    at_hours: float
-
-
-class DrainStatus(BaseModel):
-    fleet_hours: float
-    ready: list[str] = Field(default_factory=list)  # no job left: can be updated now
-    lost: dict[str, str] = Field(default_factory=dict)  # host -> why it left our hands (repair)
-    waits: list[JobWait] = Field(default_factory=list)
-
-
-class EvictRequest(BaseModel):
-    cluster: str
-    owner: str
-    job_ids: list[int]
-    wall: datetime
-    scheduled_hours: dict[int, float] = Field(default_factory=dict)  # job -> planned stop time
-
-
-class EvictResult(BaseModel):
-    interrupted: int = 0
-    lost_gpu_hours: float = 0.0
-
-
-class UpdateResult(BaseModel):
-    """Hosts whose updates installed (with the fleet hours that took) and those that failed."""
-
-    fleet_hours: float
-    updated: list[str] = Field(default_factory=list)
-    failed: dict[str, str] = Field(default_factory=dict)
-    duration_hours: float = 0.0
-
-
-class VerifyResult(BaseModel):
-    returned: list[str] = Field(default_factory=list)
-    quarantined: dict[str, str] = Field(default_factory=dict)
 
 
 class DomainInput(BaseModel):

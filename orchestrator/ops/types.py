@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from orchestrator.execution.messages import ClockInfo
 from orchestrator.ops.spec import OperationSpec
-from orchestrator.train_types import ClockInfo
 
 ControlAction = Literal["pause", "resume", "abort"]
 #: Final states of an operation or of one cluster of it.

@@ -1,0 +1,1 @@
+"""The capacity arbiter feature: the one owner of each cluster's maintenance budget."""

@@ -1,0 +1,1 @@
+"""The maintenance train feature: its spec, its messages and its client calls."""
