@@ -1,9 +1,13 @@
 """``trainctl demo``: a whole maintenance train on one machine, from an empty directory.
 
 It builds a fresh simulated fleet under TRAINCTL_HOME, starts the embedded Temporal server (with
-its UI) and a worker in this process, launches a train on ``c00`` and shows its progress. With
+its UI) and a worker in this process, launches a train on ``c00`` and follows its progress. With
 ``until_cycle_complete`` it stops the train after one full visit cycle, then audits the fleet's
 event log, so the summary's figures come from the log rather than from the train's own word.
+
+It drives the train through ``orchestrator.train.client`` like any other client; showing
+anything to a person (the UI's address, a progress bar) is left to the caller's callbacks, so
+``orchestrator.cli.demo`` is the only command-line piece of the demo.
 """
 
 from __future__ import annotations
@@ -12,17 +16,21 @@ import asyncio
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from temporalio.client import Client
 
+from orchestrator.audit import audit
+from orchestrator.client import connect
 from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.paths import trainctl_home
 from orchestrator.presets import get_preset
 from orchestrator.temporal_server import DevServer, DevServerConfig
+from orchestrator.train.client import control_train, start_train, train_result, train_status
 from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import ControlRequest, TrainStatus
+from orchestrator.train.types import TrainStatus
+from orchestrator.worker import TASK_QUEUE, build_worker
 
 DEMO_TARGETS = {"os": "6.8.0-45", "bios": "3.2", "bmc": "1.9.0", "nic_firmware": "28.41.1000"}
 DEMO_DOMAIN_SIZE = {"small": 8, "meta-24k": 64, "meta-600k": 64}
@@ -64,13 +72,14 @@ async def run_demo(
     budget: str,
     port: int,
     ui_port: int,
-    show_progress: bool,
+    on_ui: Callable[[str], None] = lambda url: None,
+    on_status: Callable[[TrainStatus], None] = lambda status: None,
 ) -> dict[str, Any]:
-    from orchestrator.audit import audit
-    from orchestrator.cli.train import start_train
-    from orchestrator.worker import build_worker
-    from workflows.cluster_train import ClusterTrain
+    """Run the demo and return its summary.
 
+    ``on_ui`` gets the train's page in the Temporal UI once the server is up; ``on_status`` gets
+    every status of the train while it runs.
+    """
     started = time.monotonic()
     shape = get_preset(preset)
     spec = demo_spec(preset, domain_size, budget, until_cycle)
@@ -80,25 +89,18 @@ async def run_demo(
     db = home / "demo-temporal.db"
     db.unlink(missing_ok=True)
     config = DevServerConfig(port=free_port(port), ui_port=free_port(ui_port), db_filename=db)
-    console = Console(stderr=True)
     async with DevServer(config) as server:
-        from orchestrator.client import connect
-
         client = await connect(server.address)
         url = f"{server.ui_url}/namespaces/default/workflows/{spec.workflow_id}"
-        console.print(f"Temporal UI: [link={url}]{url}[/link]")
+        on_ui(url)
         async with build_worker(client, path):
-            handle = await start_train(client, spec, replace=True)
-            status = await _watch(
-                handle, ClusterTrain, shape.hosts_per_cluster, console, show_progress
-            )
+            await start_train(client, spec, task_queue=TASK_QUEUE, replace=True)
+            status = await _watch(client, spec.cluster, on_status)
             if not until_cycle or status.state == "halted":
-                status = await handle.execute_update(
-                    "stop",
-                    ControlRequest(reason=status.reason or "demo interrupted"),
-                    result_type=TrainStatus,
+                await control_train(
+                    client, spec.cluster, "stop", status.reason or "demo interrupted"
                 )
-            status = await handle.result()
+            status = await train_result(client, spec.cluster)
     fleet = SqliteFleet(path)
     try:
         report = audit(fleet)
@@ -126,38 +128,22 @@ async def run_demo(
     }
 
 
-async def _watch(handle: Any, wf: Any, total: int, console: Console, show: bool) -> TrainStatus:
-    """Show a progress bar until the train stops (or the user interrupts)."""
-    progress = Progress(
-        TextColumn("[bold]cycle"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-        disable=not show,
-    )
+async def _watch(
+    client: Client, cluster: str, on_status: Callable[[TrainStatus], None]
+) -> TrainStatus:
+    """Follow the train until it stops (or the user interrupts); its last status."""
     status: TrainStatus | None = None
-    with progress:
-        task = progress.add_task("starting", total=total)
-        try:
-            while True:
-                try:
-                    status = await handle.query(wf.status)
-                except Exception:  # the first query may race the first workflow task
-                    await asyncio.sleep(0.3)
-                    continue
-                done = status.hosts_visited_this_cycle + status.quarantined + status.in_repair
-                why = f" waiting: {status.waiting}" if status.waiting else ""
-                progress.update(
-                    task,
-                    completed=done if status.cycles_completed == 0 else total,
-                    description=f"{status.in_maintenance} in maintenance, "
-                    f"{status.quarantined} quarantined, fleet h {status.fleet_hours:.1f}{why}",
-                )
-                if status.state in ("stopped", "halted"):
-                    return status
-                await asyncio.sleep(0.5)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            assert status is not None
-            return status
+    try:
+        while True:
+            try:
+                status = await train_status(client, cluster)
+            except Exception:  # the first query may race the first workflow task
+                await asyncio.sleep(0.3)
+                continue
+            on_status(status)
+            if status.state in ("stopped", "halted"):
+                return status
+            await asyncio.sleep(0.5)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        assert status is not None
+        return status

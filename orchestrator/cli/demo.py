@@ -1,4 +1,8 @@
-"""``trainctl demo``: server, worker, fleet and a train, in one command."""
+"""``trainctl demo``: server, worker, fleet and a train, in one command.
+
+The demo itself runs in ``orchestrator.demo``; this module parses its options and shows it to a
+person: the train's page in the Temporal UI, a progress bar on stderr, and the summary.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,46 @@ import asyncio
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.common import emit, fail, handle_errors, json_option
 from orchestrator.fleet.sqlite_fleet import parse_speed
 from orchestrator.presets import PRESETS, get_preset
+from orchestrator.train.types import TrainStatus
+
+
+class _CycleBar:
+    """The train's visit cycle as a progress bar on stderr, from the UI's address to its stop."""
+
+    def __init__(self, total: int) -> None:
+        self.console = Console(stderr=True)
+        self.total = total
+        self.progress = Progress(
+            TextColumn("[bold]cycle"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=self.console,
+        )
+        self.task = self.progress.add_task("starting", total=total)
+
+    def ui(self, url: str) -> None:
+        self.console.print(f"Temporal UI: [link={url}]{url}[/link]")
+        self.progress.start()
+
+    def status(self, status: TrainStatus) -> None:
+        done = status.hosts_visited_this_cycle + status.quarantined + status.in_repair
+        why = f" waiting: {status.waiting}" if status.waiting else ""
+        self.progress.update(
+            self.task,
+            completed=done if status.cycles_completed == 0 else self.total,
+            description=f"{status.in_maintenance} in maintenance, "
+            f"{status.quarantined} quarantined, fleet h {status.fleet_hours:.1f}{why}",
+        )
+        if status.state in ("stopped", "halted"):
+            self.progress.stop()
 
 
 def _print(o: dict[str, Any]) -> None:
@@ -51,10 +91,11 @@ def demo(
     """Run a maintenance train on a fresh simulated fleet, with the Temporal UI."""
     from orchestrator.demo import run_demo
 
-    get_preset(preset)
+    shape = get_preset(preset)
     factor = parse_speed(speed)
     if domain_size is not None and domain_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="domain_size")
+    bar = _CycleBar(shape.hosts_per_cluster)
     try:
         out = asyncio.run(
             run_demo(
@@ -66,11 +107,14 @@ def demo(
                 budget,
                 port,
                 ui_port,
-                show_progress=True,
+                on_ui=bar.ui,
+                on_status=bar.status,
             )
         )
     except KeyboardInterrupt:
         fail("interrupted")
+    finally:
+        bar.progress.stop()
     emit(out, as_json, _print)
     if until_cycle_complete and out["cycles_completed"] < 1:
         fail(f"the train stopped before completing a cycle: {out['train_reason']}")

@@ -6,7 +6,8 @@ so automation gets a clear yes, no or plan. ``schema`` publishes the spec's JSON
 ``start`` plans first and starts nothing unless the plan is accepted; the workflow id comes from
 the spec (``ops-<request_id>``), so the same request twice is one operation: a running one is
 reported as ``already_running``, a finished one by its result. ``status``, ``pause``, ``resume``
-and ``abort`` address the operation by that id (see ``orchestrator.cli.ops_exec``).
+and ``abort`` address the operation by that id. Everything that talks to Temporal is in
+``orchestrator.ops.client``; this module parses options, calls it and prints.
 """
 
 from __future__ import annotations
@@ -15,38 +16,23 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-)
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
 
 from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
 from orchestrator.fleet import SqliteFleet, open_fleet
-from orchestrator.ops.spec import (
-    OperationSpec,
-    load_spec,
-    operation_id,
-    resolve_clusters,
-    spec_json_schema,
+from orchestrator.ops.client import (
+    OperationStart,
+    control_operation,
+    operation_status,
+    start_operation,
 )
-from orchestrator.ops.types import FINAL_STATES, OpControl, OperationInput, OperationStatus
+from orchestrator.ops.spec import OperationSpec, load_spec, resolve_clusters, spec_json_schema
+from orchestrator.ops.types import FINAL_STATES, ControlAction, OperationStatus
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
 from orchestrator.planning.ops_snapshot import snapshot_cluster
-from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
 from orchestrator.worker import TASK_QUEUE
 
 address_option = click.option(
@@ -119,107 +105,6 @@ async def _client(address: str | None) -> Client:
         fail(f"cannot reach Temporal ({err}); is `trainctl server` running?")
 
 
-def _failed_status(op_id: str, err: WorkflowFailureError) -> OperationStatus:
-    """The status a failed operation carries in its error, or a minimal one."""
-    cause = err.cause
-    details = cause.details if isinstance(cause, ApplicationError) else ()
-    if details and isinstance(details[0], dict):
-        return OperationStatus.model_validate(details[0])
-    why = getattr(cause, "message", "") or str(cause)
-    return OperationStatus(
-        operation_id=op_id, kind="", targets={}, consistency="", state="failed", reason=why
-    )
-
-
-async def _final(handle: WorkflowHandle[Any, Any]) -> OperationStatus:
-    try:
-        result = await handle.result()
-        return (
-            result
-            if isinstance(result, OperationStatus)
-            else OperationStatus.model_validate(result)
-        )
-    except WorkflowFailureError as err:
-        return _failed_status(handle.id, err)
-
-
-async def _lookup(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionStatus | None:
-    """The operation's execution status, None if there is no such workflow."""
-    try:
-        return (await handle.describe()).status
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-
-
-async def _find(client: Client, op_id: str) -> tuple[WorkflowHandle[Any, Any], bool]:
-    """(handle, running) of an operation named ``ops-<x>`` or just ``<x>``; exit 2 if none."""
-    for wid in dict.fromkeys([op_id, op_id if op_id.startswith("ops-") else f"ops-{op_id}"]):
-        handle = client.get_workflow_handle(wid, result_type=OperationStatus)
-        found = await _lookup(handle)
-        if found is not None:
-            return handle, found == WorkflowExecutionStatus.RUNNING
-    raise BadInput(f"id: no operation {op_id!r}")
-
-
-async def _start(
-    spec: OperationSpec, plan: OperationPlan, wait: bool, task_queue: str, address: str | None
-) -> dict[str, Any]:
-    """Start (or join, or report) the operation of ``spec``; its status as a dict."""
-    from workflows.bulk_operation import BulkOperation
-
-    client = await _client(address)
-    op_id = operation_id(spec)
-    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(
-        op_id, result_type=OperationStatus
-    )
-    found = await _lookup(handle)
-    started = False
-    if found is None:
-        pairs = [
-            SearchAttributePair(TRAIN_CAMPAIGN, op_id),
-            SearchAttributePair(TRAIN_PHASE, "running"),
-        ]
-        if len(plan.clusters) == 1:
-            pairs.append(SearchAttributePair(TRAIN_CLUSTER, plan.clusters[0].cluster))
-        try:
-            handle = await client.start_workflow(
-                BulkOperation.run,
-                OperationInput(spec=spec),
-                id=op_id,
-                task_queue=task_queue,
-                # One operation per request: join a running one, never re-run a finished one.
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=TypedSearchAttributes(pairs),
-                static_summary=f"{spec.kind} {dict(spec.targets)} over {spec.scope.cluster}",
-            )
-            response = getattr(handle, "_start_workflow_response", None)
-            started = bool(getattr(response, "started", True))
-            found = WorkflowExecutionStatus.RUNNING
-        except WorkflowAlreadyStartedError:  # it finished between our look and our start
-            found = WorkflowExecutionStatus.COMPLETED
-    running = found == WorkflowExecutionStatus.RUNNING
-    run_id = (await handle.describe()).run_id
-    status = await _final(handle) if wait or not running else None
-    out: dict[str, Any] = (
-        status.model_dump(mode="json") if status else {"operation_id": op_id, "state": "running"}
-    )
-    out.update(
-        run_id=run_id,
-        started=started,
-        already_running=running and not started,
-        plan={
-            "waves": len(plan.waves),
-            "hosts_to_change": plan.hosts_to_change,
-            "estimated_duration_hours": plan.estimated_duration_hours,
-            "conflicts": plan.conflicts,
-        },
-    )
-    return out
-
-
 def print_status(o: dict[str, Any]) -> None:
     why = f" ({o['reason']})" if o.get("reason") else ""
     click.echo(f"{o['operation_id']}: {o['state']}{why}")
@@ -269,7 +154,30 @@ def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_
                 print_status,
             )
         raise BadInput(f"refused: {plan.refused}")
-    out = asyncio.run(_start(spec, plan, wait, task_queue, address))
+
+    async def go() -> OperationStart:
+        clusters = [c.cluster for c in plan.clusters]
+        return await start_operation(
+            await _client(address), spec, clusters=clusters, task_queue=task_queue, wait=wait
+        )
+
+    result = asyncio.run(go())
+    out: dict[str, Any] = (
+        result.status.model_dump(mode="json")
+        if result.status
+        else {"operation_id": result.operation_id, "state": "running"}
+    )
+    out.update(
+        run_id=result.run_id,
+        started=result.started,
+        already_running=result.already_running,
+        plan={
+            "waves": len(plan.waves),
+            "hosts_to_change": plan.hosts_to_change,
+            "estimated_duration_hours": plan.estimated_duration_hours,
+            "conflicts": plan.conflicts,
+        },
+    )
     emit(out, as_json, print_status)
     if out["state"] in FINAL_STATES and out["state"] != "succeeded":
         fail(f"{out['operation_id']} {out['state']}: {out.get('reason', '')}")
@@ -284,20 +192,10 @@ def _control(name: str, doc: str) -> click.Command:
     @handle_errors
     def cmd(op_id: str, reason: str, address: str | None, as_json: bool) -> None:
         async def go() -> OperationStatus:
-            handle, running = await _find(await _client(address), op_id)
-            if not running:
-                if name != "status":
-                    state = (await _final(handle)).state
-                    raise BadInput(f"{name}: operation {handle.id} has ended ({state})")
-                return await _final(handle)
+            client = await _client(address)
             if name == "status":
-                return await handle.query("status", result_type=OperationStatus)
-            try:
-                return await handle.execute_update(
-                    name, OpControl(reason=reason), result_type=OperationStatus
-                )
-            except WorkflowUpdateFailedError as err:
-                raise BadInput(f"{name}: {getattr(err.cause, 'message', err.cause)}") from None
+                return await operation_status(client, op_id)
+            return await control_operation(client, op_id, cast(ControlAction, name), reason)
 
         emit(asyncio.run(go()).model_dump(mode="json"), as_json, print_status)
 

@@ -1,26 +1,32 @@
-"""``trainctl train``: start, inspect and steer a cluster's maintenance train."""
+"""``trainctl train``: start, inspect and steer a cluster's maintenance train.
+
+The options are parsed and the status printed here; the Temporal calls are in
+``orchestrator.train.client``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
 from orchestrator.models import check_targets
-from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+from orchestrator.train.client import (
+    TrainAction,
+    TrainNotFound,
+    control_train,
+    first_status,
+    start_train,
+    train_status,
+)
 from orchestrator.train.spec import TrainSpec, load_train_spec, train_workflow_id
-from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
+from orchestrator.train.types import TrainChange, TrainStatus
 from orchestrator.worker import TASK_QUEUE
 
 T = TypeVar("T")
@@ -63,33 +69,6 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
     return hosts
 
 
-async def start_train(
-    client: Client, spec: TrainSpec, task_queue: str = TASK_QUEUE, replace: bool = False
-) -> WorkflowHandle[Any, TrainStatus]:
-    """Start the cluster's train (one per cluster; its id comes from the cluster)."""
-    from workflows.cluster_train import ClusterTrain
-
-    return await client.start_workflow(
-        ClusterTrain.run,
-        TrainInput(spec=spec),
-        id=spec.workflow_id,
-        task_queue=task_queue,
-        id_conflict_policy=(
-            WorkflowIDConflictPolicy.TERMINATE_EXISTING
-            if replace
-            else WorkflowIDConflictPolicy.FAIL
-        ),
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(TRAIN_CLUSTER, spec.cluster),
-                SearchAttributePair(TRAIN_CAMPAIGN, spec.campaign or spec.workflow_id),
-                SearchAttributePair(TRAIN_PHASE, "running"),
-            ]
-        ),
-        static_summary=f"Maintenance train of {spec.cluster}: {spec.targets}",
-    )
-
-
 def print_status(o: dict[str, Any]) -> None:
     click.echo(
         f"train-{o['cluster']}: {o['state']}{' (' + o['reason'] + ')' if o['reason'] else ''}\n"
@@ -100,15 +79,6 @@ def print_status(o: dict[str, Any]) -> None:
         f"targets {o['targets']}\n"
         f"  {o['waiting'] and 'waiting: ' + o['waiting']}"
     )
-
-
-async def _status(handle: WorkflowHandle[Any, Any]) -> TrainStatus:
-    from workflows.cluster_train import ClusterTrain
-
-    try:
-        return await handle.query(ClusterTrain.status)
-    except RPCError as err:
-        fail(f"no train {handle.id}: {err.message}")
 
 
 @click.group("train")
@@ -129,15 +99,13 @@ def start(spec_path: Path, address: str | None, as_json: bool) -> None:
     async def go() -> TrainStatus:
         client = await _client(address)
         try:
-            handle = await start_train(client, spec)
+            await start_train(client, spec, task_queue=TASK_QUEUE)
         except Exception as err:  # WorkflowAlreadyStartedError and friends
             fail(f"cannot start {spec.workflow_id}: {err}")
-        for _ in range(50):
-            try:
-                return await _status(handle)
-            except click.ClickException:
-                await asyncio.sleep(0.2)
-        return await _status(handle)
+        try:
+            return await first_status(client, spec.cluster)
+        except TrainNotFound as err:
+            fail(str(err))
 
     emit(run(go()).model_dump(mode="json"), as_json, print_status)
 
@@ -152,17 +120,12 @@ def _control(name: str, doc: str) -> click.Command:
     def cmd(cluster: str, reason: str, address: str | None, as_json: bool) -> None:
         async def go() -> TrainStatus:
             client = await _client(address)
-            handle = client.get_workflow_handle(train_workflow_id(cluster))
-            if name == "status":
-                return await _status(handle)
             try:
-                return await handle.execute_update(
-                    name, ControlRequest(reason=reason), result_type=TrainStatus
-                )
-            except WorkflowUpdateFailedError as err:
-                raise BadInput(f"{name}: {err.cause}") from None
-            except RPCError as err:
-                fail(f"no running train {handle.id}: {err.message}")
+                if name == "status":
+                    return await train_status(client, cluster)
+                return await control_train(client, cluster, cast(TrainAction, name), reason)
+            except TrainNotFound as err:
+                fail(str(err))
 
         emit(run(go()).model_dump(mode="json"), as_json, print_status)
 

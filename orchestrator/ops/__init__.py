@@ -1,4 +1,8 @@
-"""Bulk operations (OpsPlanner): the spec here; planning in ``orchestrator.planning.ops_plan``."""
+"""Bulk operations (OpsPlanner): the spec here, messages in ``types``, client calls in ``client``.
+
+Planning is in ``orchestrator.planning.ops_plan``. ``client`` is not re-exported, so workflows
+importing the spec and messages do not import the Temporal client with them.
+"""
 
 from orchestrator.ops.spec import (
     KINDS,

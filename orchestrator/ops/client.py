@@ -1,0 +1,202 @@
+"""A bulk operation as seen from outside the workers: start it, find it, wait for it, steer it.
+
+Why this module exists: how an operation meets Temporal (its id ``ops-<request_id>``, the id
+policies that make the same request one operation, its search attributes, where a failed one
+keeps its status) is part of the operation's contract, like its spec and its messages, so it
+lives in this package rather than in the command line. The CLI parses options, calls these
+functions and prints what they return; anything else that drives operations calls the same ones.
+
+Every function takes a connected :class:`temporalio.client.Client` (made by
+:func:`orchestrator.client.connect`, which sets the pydantic data converter) and returns models of
+:mod:`orchestrator.ops.types`. The workflow is addressed by its registered name rather than by
+importing ``workflows``, which import this package's messages: no import runs up a layer.
+Input the caller must fix (an unknown id, a control the operation refuses) raises a
+``ValueError`` subclass whose message names the field, as the specs do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.ops.spec import OperationSpec, operation_id
+from orchestrator.ops.types import ControlAction, OpControl, OperationInput, OperationStatus
+from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+
+#: The name ``workflows.bulk_operation.BulkOperation`` is registered under.
+WORKFLOW_NAME = "BulkOperation"
+
+OperationHandle = WorkflowHandle[Any, OperationStatus]
+
+
+class OperationNotFound(ValueError):
+    """No operation has that id."""
+
+
+class OperationEnded(ValueError):
+    """The operation has ended; it can no longer be paused, resumed or aborted."""
+
+
+class ControlRefused(ValueError):
+    """The operation refused a pause, resume or abort (its validator said why)."""
+
+
+class OperationStart(BaseModel):
+    """What :func:`start_operation` found or did (a client-side result, not a message)."""
+
+    operation_id: str
+    run_id: str
+    started: bool  # this call started it
+    already_running: bool  # the same request was running before this call
+    status: OperationStatus | None = None  # the final status, if it ended or was waited for
+
+
+def operation_handle(client: Client, op_id: str) -> OperationHandle:
+    return client.get_workflow_handle(op_id, result_type=OperationStatus)
+
+
+def _failed_status(op_id: str, err: WorkflowFailureError) -> OperationStatus:
+    """The status a failed operation carries in its error, or a minimal one."""
+    cause = err.cause
+    details = cause.details if isinstance(cause, ApplicationError) else ()
+    if details and isinstance(details[0], dict):
+        return OperationStatus.model_validate(details[0])
+    why = getattr(cause, "message", "") or str(cause)
+    return OperationStatus(
+        operation_id=op_id, kind="", targets={}, consistency="", state="failed", reason=why
+    )
+
+
+async def final_status(handle: OperationHandle) -> OperationStatus:
+    """Wait for the operation to end; its final status, failed ones included."""
+    try:
+        result = await handle.result()
+        return (
+            result
+            if isinstance(result, OperationStatus)
+            else OperationStatus.model_validate(result)
+        )
+    except WorkflowFailureError as err:
+        return _failed_status(handle.id, err)
+
+
+async def _execution_status(handle: OperationHandle) -> WorkflowExecutionStatus | None:
+    """The operation's execution status, None if there is no such workflow."""
+    try:
+        return (await handle.describe()).status
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def find_operation(client: Client, op_id: str) -> tuple[OperationHandle, bool]:
+    """(handle, running) of an operation named ``ops-<x>`` or just ``<x>``."""
+    for wid in dict.fromkeys([op_id, op_id if op_id.startswith("ops-") else f"ops-{op_id}"]):
+        handle = operation_handle(client, wid)
+        found = await _execution_status(handle)
+        if found is not None:
+            return handle, found == WorkflowExecutionStatus.RUNNING
+    raise OperationNotFound(f"id: no operation {op_id!r}")
+
+
+async def start_operation(
+    client: Client,
+    spec: OperationSpec,
+    *,
+    clusters: Sequence[str],
+    task_queue: str,
+    wait: bool = False,
+) -> OperationStart:
+    """Start the operation of ``spec``, or join it if it runs, or report it if it has ended.
+
+    The id comes from the spec, so the same request twice is one operation: a running one is
+    joined (``already_running``), a finished one is never run again. ``clusters`` are those of
+    its plan (one cluster is also tagged as a search attribute). With ``wait``, or once it has
+    ended, ``status`` is its final status.
+    """
+    op_id = operation_id(spec)
+    handle = operation_handle(client, op_id)
+    found = await _execution_status(handle)
+    started = False
+    if found is None:
+        pairs = [
+            SearchAttributePair(TRAIN_CAMPAIGN, op_id),
+            SearchAttributePair(TRAIN_PHASE, "running"),
+        ]
+        if len(clusters) == 1:
+            pairs.append(SearchAttributePair(TRAIN_CLUSTER, clusters[0]))
+        try:
+            handle = await client.start_workflow(
+                WORKFLOW_NAME,
+                OperationInput(spec=spec),
+                id=op_id,
+                task_queue=task_queue,
+                result_type=OperationStatus,
+                # One operation per request: join a running one, never re-run a finished one.
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes(pairs),
+                static_summary=f"{spec.kind} {dict(spec.targets)} over {spec.scope.cluster}",
+            )
+            response = getattr(handle, "_start_workflow_response", None)
+            started = bool(getattr(response, "started", True))
+            found = WorkflowExecutionStatus.RUNNING
+        except WorkflowAlreadyStartedError:  # it finished between our look and our start
+            found = WorkflowExecutionStatus.COMPLETED
+    running = found == WorkflowExecutionStatus.RUNNING
+    run_id = (await handle.describe()).run_id
+    return OperationStart(
+        operation_id=op_id,
+        run_id=run_id,
+        started=started,
+        already_running=running and not started,
+        status=await final_status(handle) if wait or not running else None,
+    )
+
+
+async def wait_for_operation(client: Client, op_id: str) -> OperationStatus:
+    """Wait for the operation ``op_id`` to end; its final status."""
+    handle, _ = await find_operation(client, op_id)
+    return await final_status(handle)
+
+
+async def operation_status(client: Client, op_id: str) -> OperationStatus:
+    """Where the operation stands: its live status while it runs, else its final one."""
+    handle, running = await find_operation(client, op_id)
+    if not running:
+        return await final_status(handle)
+    return await handle.query("status", result_type=OperationStatus)
+
+
+async def control_operation(
+    client: Client, op_id: str, action: ControlAction, reason: str = ""
+) -> OperationStatus:
+    """Pause, resume or abort a running operation; its status once the update is accepted."""
+    handle, running = await find_operation(client, op_id)
+    if not running:
+        state = (await final_status(handle)).state
+        raise OperationEnded(f"{action}: operation {handle.id} has ended ({state})")
+    try:
+        return await handle.execute_update(
+            action, OpControl(reason=reason), result_type=OperationStatus
+        )
+    except WorkflowUpdateFailedError as err:
+        raise ControlRefused(f"{action}: {getattr(err.cause, 'message', err.cause)}") from None
