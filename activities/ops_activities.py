@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.fleet_activities import FleetAccess
+from activities.fleet_access import FleetAccess, as_application_error
 from orchestrator import metrics
-from orchestrator.execution.messages import UpdateResult
-from orchestrator.fleet import dynamics
-from orchestrator.fleet.cluster_sim import REPAIR_OWNER, ClusterSim
+from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, REPAIR_RETURN_OWNER
+from orchestrator.errors import BadSpec
+from orchestrator.execution import install, settle
+from orchestrator.execution.messages import UpdateResult, VerifyOutcome
+from orchestrator.fleet.backend import ClusterBackend
 from orchestrator.models import HostState
 from orchestrator.ops.spec import OperationSpec, resolve_clusters
 from orchestrator.ops.types import (
@@ -39,22 +39,12 @@ from orchestrator.ops.types import (
     TakenWave,
     TakeWaveRequest,
     TargetsRequest,
-    VerifyOutcome,
     VerifyRequest,
 )
-from orchestrator.planning.ops_plan import (
-    ClusterSnapshot,
-    OperationPlan,
-    holders_in,
-    plan_operation,
-)
-from orchestrator.planning.ops_snapshot import snapshot_cluster
-from orchestrator.planning.train_plan import REPAIR_RETURN
+from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
+from orchestrator.views import ClusterSnapshot
 
 S = HostState
-INSTALL_ATTEMPTS = 3
-_HELD = (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE, S.VERIFYING)
-_NOT_HOLDERS = ("", REPAIR_OWNER, REPAIR_RETURN, "quarantine")
 
 
 def plan_one(spec: OperationSpec, snap: ClusterSnapshot) -> OperationPlan | None:
@@ -90,23 +80,17 @@ def effective_spec(
     return spec, budget.per_rack, budget.per_zone
 
 
-def returning_hosts(plan: OperationPlan, sim: ClusterSim) -> list[str]:
+def returning_hosts(plan: OperationPlan, b: ClusterBackend) -> list[str]:
     """Deferred hosts back from repair and waiting for our versions: a wave may take them."""
     return [
         n
         for n in plan.deferred
-        if sim.hosts[n].owner == REPAIR_RETURN and sim.hosts[n].state == S.CORDONED
+        if b.host(n).owner == REPAIR_RETURN_OWNER and b.host(n).state == S.CORDONED
     ]
 
 
 class OpsActivities(FleetAccess):
-    """Bulk-operation activities over the same fleet file as the train's."""
-
-    def _peek(self, name: str, wall: datetime) -> ClusterSim:
-        try:
-            return self.fleet.peek(name, wall)
-        except KeyError as err:
-            raise ApplicationError(str(err), type="UnknownCluster", non_retryable=True) from None
+    """Bulk-operation activities over the same fleet backend as the train's."""
 
     # ------------------------------------------------------------------ planning
     @activity.defn(name="ops_check")
@@ -114,10 +98,10 @@ class OpsActivities(FleetAccess):
         """Plan the whole scope (read-only): which clusters it covers, or why it is refused."""
         try:
             names = resolve_clusters(req.spec.scope, self.fleet.cluster_names())
-            snaps = {n: snapshot_cluster(self._peek(n, req.wall)) for n in names}
+            snaps = {n: self.peek(n, req.wall).snapshot() for n in names}
             plan = plan_operation(req.spec, snaps, holders_in(snaps.values()))
         except ValueError as err:
-            raise ApplicationError(str(err), type="BadSpec", non_retryable=True) from None
+            raise as_application_error(BadSpec(str(err))) from None
         return OperationCheck(
             clusters=[c.cluster for c in plan.clusters if c.hosts_in_scope],
             cluster_waves={c.cluster: c.waves for c in plan.clusters},
@@ -131,42 +115,42 @@ class OpsActivities(FleetAccess):
     @activity.defn(name="ops_plan_cluster")
     def plan_cluster(self, req: OpsRequest) -> ClusterPlanView:
         """The rest of one cluster's plan as of now, in figures (read-only)."""
-        sim = self._peek(req.cluster, req.wall)
-        plan = plan_one(req.spec, snapshot_cluster(sim))
+        b = self.peek(req.cluster, req.wall)
+        plan = plan_one(req.spec, b.snapshot())
         if plan is None:
-            return ClusterPlanView(fleet_hours=sim.now)
+            return ClusterPlanView(fleet_hours=b.now)
         c = plan.clusters[0]
         return ClusterPlanView(
-            fleet_hours=sim.now,
+            fleet_hours=b.now,
             refused=plan.refused,
             limit=max(1, c.budget_limit),
             hosts_in_scope=c.hosts_in_scope,
             already_done=c.already_done,
             deferred=c.deferred,
-            returning=len(returning_hosts(plan, sim)),
+            returning=len(returning_hosts(plan, b)),
             waves_left=len(plan.waves),
             next_wave=len(plan.waves[0].hosts) if plan.waves else 0,
             estimated_hours=plan.estimated_duration_hours,
-            recorded_targets={k: sim.state.targets.get(k) for k in req.spec.targets},
+            recorded_targets={k: b.recorded_targets().get(k) for k in req.spec.targets},
         )
 
     # ------------------------------------------------------------ fleet changes
     @activity.defn(name="ops_set_targets")
     def set_targets(self, req: TargetsRequest) -> None:
         """Record (or, with None, forget) cluster targets: repaired hosts take them first."""
-        with self._cluster(req.cluster, req.wall) as sim:
-            sim.set_targets({c: v for c, v in req.targets.items() if v is not None}, req.owner)
-            sim.unset_targets([c for c, v in req.targets.items() if v is None], req.owner)
+        with self.cluster(req.cluster, req.wall) as b:
+            b.set_targets({c: v for c, v in req.targets.items() if v is not None}, req.owner)
+            b.unset_targets([c for c, v in req.targets.items() if v is None], req.owner)
 
     @activity.defn(name="ops_prestage")
     def prestage(self, req: OpsRequest) -> PrestageResult:
         """Download the new packages on every in-service host still to change; none goes out."""
-        with self._cluster(req.cluster, req.wall) as sim:
-            out = PrestageResult(fleet_hours=sim.now)
-            plan = plan_one(req.spec, snapshot_cluster(sim))
+        with self.cluster(req.cluster, req.wall) as b:
+            out = PrestageResult(fleet_hours=b.now)
+            plan = plan_one(req.spec, b.snapshot())
             for wave in plan.waves if plan else []:
                 for name in wave.hosts:
-                    if sim.hosts[name].state == S.IN_SERVICE and sim.prestage(
+                    if b.host(name).state == S.IN_SERVICE and b.prestage(
                         name, req.spec.targets, req.owner
                     ):
                         out.hosts += 1
@@ -175,11 +159,11 @@ class OpsActivities(FleetAccess):
     @activity.defn(name="ops_take_wave")
     def take_wave(self, req: TakeWaveRequest) -> TakenWave:
         """Cut the next wave from the cluster as it is now and cordon it, atomically."""
-        with self._cluster(req.cluster, req.wall) as sim:
-            snap = snapshot_cluster(sim)
+        with self.cluster(req.cluster, req.wall) as b:
+            snap = b.snapshot()
             spec, per_rack, per_zone = effective_spec(req.spec, snap, req.max_hold)
             plan = plan_one(spec, snap)
-            out = TakenWave(fleet_hours=sim.now)
+            out = TakenWave(fleet_hours=b.now)
             if plan is None:
                 return out
             out.limit = max(1, plan.clusters[0].budget_limit)
@@ -191,8 +175,10 @@ class OpsActivities(FleetAccess):
             # ask): run alone only once no other campaign holds hosts here, in the fleet itself.
             others = Counter(
                 h.owner
-                for h in sim.hosts.values()
-                if h.state in _HELD and h.owner not in (req.owner, *_NOT_HOLDERS)
+                for h in snap.hosts
+                if h.state in HELD_STATES
+                and h.owner != req.owner
+                and h.owner not in NOT_MAINTENANCE_OWNERS
             )
             if others:
                 out.waiting_for = sorted(others)
@@ -200,88 +186,50 @@ class OpsActivities(FleetAccess):
                     f"{o} still holds {n} hosts" for o, n in sorted(others.items())
                 )
                 return out
-            wave = (plan.waves[0].hosts if plan.waves else []) + returning_hosts(plan, sim)
+            wave = (plan.waves[0].hosts if plan.waves else []) + returning_hosts(plan, b)
             for name in wave:
-                h = sim.hosts[name]
-                ours = h.owner == req.owner and h.state in _HELD
-                if ours or sim.cordon(name, req.owner, req.owner, out.limit, per_rack, per_zone):
+                h = b.host(name)
+                ours = h.owner == req.owner and h.state in HELD_STATES
+                if ours or b.cordon(name, req.owner, req.owner, out.limit, per_rack, per_zone):
                     out.hosts.append(name)
                     out.previous[name] = {c: h.versions.get(c, "") for c in req.spec.targets}
             if wave and not out.hosts:
                 out.waiting = (
                     f"none of the {len(wave)} hosts of the next wave could be cordoned "
-                    f"(budget {out.limit}, {len(sim.out_of_service())} out of service)"
+                    f"(budget {out.limit}, {b.out_of_service_count()} out of service)"
                 )
             return out
 
     @activity.defn(name="ops_verify")
     def verify(self, req: VerifyRequest) -> VerifyOutcome:
         """Verify hosts; return the healthy ones and quarantine the others only if asked."""
-        with self._cluster(req.cluster, req.wall) as sim:
-            out = VerifyOutcome()
-            for name in req.hosts:
-                h = sim.hosts[name]
-                if h.state == S.IN_SERVICE and h.owner != req.owner:
-                    out.passed.append(name)  # an earlier attempt returned it already
-                elif h.owner != req.owner or h.state not in _HELD:
-                    out.failed[name] = f"left the operation: {h.state} {h.reason}".strip()
-                else:
-                    targets = req.per_host.get(name, req.targets)
-                    ok, why, _ = sim.verify(name, targets, req.owner)
-                    if ok and (
-                        not req.return_passed or sim.return_to_service(name, req.owner, visit=False)
-                    ):
-                        out.passed.append(name)
-                        continue
-                    out.failed[name] = why
-                    if req.quarantine_failed:
-                        sim.quarantine(name, req.owner, f"{req.reason}: {why}".lstrip(": "))
-                        metrics.QUARANTINES.labels(sim.name).inc()
+        with self.cluster(req.cluster, req.wall) as b:
+            out = settle.verify_hosts(b, req.owner, req.hosts, req.targets, req.per_host)
+            if req.return_passed:
+                back = settle.return_hosts(b, req.owner, out.passed, visit=False)
+                out = VerifyOutcome(passed=back.passed, failed={**out.failed, **back.failed})
+            if req.quarantine_failed:
+                settle.quarantine_hosts(b, req.owner, out.failed, req.reason)
+                metrics.QUARANTINES.labels(req.cluster).inc(len(out.failed))
             return out
 
     @activity.defn(name="ops_return_hosts")
     def return_hosts(self, req: VerifyRequest) -> VerifyOutcome:
         """Put verified hosts back into service (no train visit is recorded)."""
-        with self._cluster(req.cluster, req.wall) as sim:
-            out = VerifyOutcome()
-            for name in req.hosts:
-                h = sim.hosts[name]
-                done = h.state == S.IN_SERVICE and h.owner != req.owner  # an earlier attempt
-                if done or (
-                    h.owner == req.owner and sim.return_to_service(name, req.owner, visit=False)
-                ):
-                    out.passed.append(name)
-                else:
-                    out.failed[name] = f"not verified: {h.state} {h.reason}".strip()
-            return out
+        with self.cluster(req.cluster, req.wall) as b:
+            return settle.return_hosts(b, req.owner, req.hosts, visit=False)
 
     @activity.defn(name="ops_rollback")
     def rollback(self, req: RollbackRequest) -> UpdateResult:
         """Reinstall each host's previous versions (one reboot); hosts already on them pass."""
-        with self._cluster(req.cluster, req.wall) as sim:
-            out = UpdateResult(fleet_hours=sim.now)
-            for name, previous in sorted(req.previous.items()):
-                activity.heartbeat(name)
-                h = sim.hosts[name]
-                pending = dynamics.pending_components(h.versions, previous)
-                if h.owner != req.owner or h.state not in _HELD:
-                    out.failed[name] = f"not ours to roll back ({h.state}, owner {h.owner or '-'})"
-                    continue
-                if not pending:
-                    out.updated.append(name)
-                    continue
-                sim.begin_rollback(name, req.owner)
-                for attempt in range(INSTALL_ATTEMPTS):
-                    res = sim.apply_updates(name, previous, req.owner, f"rollback{attempt}")
-                    if res.ok or res.permanent:
-                        break
-                if res.ok:
-                    out.updated.append(name)
-                    hours = dynamics.maintenance_hours(pending)
-                    out.duration_hours = max(out.duration_hours, hours)
-                else:
-                    out.failed[name] = f"rollback of {res.failed_component} failed"
-            return out
+        with self.cluster(req.cluster, req.wall) as b:
+            return install.install_hosts(
+                b,
+                req.owner,
+                dict(sorted(req.previous.items())),
+                rollback=True,
+                on_host=activity.heartbeat,
+            )
 
     def all(self) -> list[Callable[..., object]]:
         return [

@@ -24,7 +24,6 @@ from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.sqlite_fleet import MAX_SPEED
 from orchestrator.ops import parse_spec_text, resolve_clusters
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
-from orchestrator.planning.ops_snapshot import snapshot_cluster
 from orchestrator.presets import get_preset
 
 T = TypeVar("T")
@@ -64,7 +63,7 @@ def run(preset_name: str, seed: int, repeat: int) -> dict[str, Any]:
             fleet.close()
 
     def snapshots(sims: list[ClusterSim] = sims) -> dict[str, Any]:
-        return {s.name: snapshot_cluster(s) for s in sims}
+        return {s.name: s.snapshot() for s in sims}
 
     snap_s, snaps = best_of(repeat, snapshots)
     holders = holders_in(snaps.values())

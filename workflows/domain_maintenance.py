@@ -16,6 +16,7 @@ from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
+    from orchestrator.execution.drain import DrainTracker
     from orchestrator.execution.messages import (
         DrainStatus,
         EvictRequest,
@@ -25,8 +26,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.train.types import DomainInput, DomainProgress, DomainResult
     from workflows.fleet_clock import fleet_options, sleep_until
-
-EPSILON_HOURS = 1e-6
 
 
 @workflow.defn(name="DomainMaintenance")
@@ -56,18 +55,19 @@ class DomainMaintenance:
         result = DomainResult(domain_id=inp.domain_id)
         pending = list(inp.hosts)
         tasks: list[asyncio.Task[None]] = []
-        scheduled: dict[int, float] = {}  # job -> fleet hour we decided to evict it at
-        deadline: float | None = None
+        tracker: DrainTracker | None = None  # made at the first look, with the real deadline
         try:
             while pending:
                 status: DrainStatus = await workflow.execute_activity_method(
                     FleetActivities.drain_status,
-                    self._req(inp, pending, deadline_hours=deadline or 0.0),
+                    self._req(
+                        inp, pending, deadline_hours=tracker.deadline_hours if tracker else 0.0
+                    ),
                     **fleet_options(),
                 )
                 now = status.fleet_hours
-                if deadline is None:
-                    deadline = now + inp.max_wait_hours
+                if tracker is None:
+                    tracker = DrainTracker(now + inp.max_wait_hours)
                     continue  # ask again with the real deadline
                 for host, why in status.lost.items():
                     result.lost_to_repair[host] = why
@@ -75,41 +75,30 @@ class DomainMaintenance:
                     pending.remove(host)
                 if status.ready:
                     tasks.append(asyncio.create_task(self._maintain(inp, status.ready, result)))
-                evict = [
-                    w.job_id
-                    for w in status.waits
-                    if (w.action == "evict_now" and w.at_hours <= now + EPSILON_HOURS)
-                    or scheduled.get(w.job_id, float("inf")) <= now + EPSILON_HOURS
-                ]
-                if evict:
+                decision = tracker.decide(status.waits, now)
+                if decision.evict:
                     self.phase = "evicting"
                     res = await workflow.execute_activity_method(
                         FleetActivities.evict_jobs,
                         EvictRequest(
                             cluster=inp.cluster,
                             owner=inp.owner,
-                            job_ids=evict,
+                            job_ids=decision.evict,
                             wall=workflow.now(),
-                            scheduled_hours={j: scheduled[j] for j in evict if j in scheduled},
+                            scheduled_hours=decision.scheduled_hours,
                         ),
                         **fleet_options(),
                     )
-                    for job_id in evict:
-                        scheduled.pop(job_id, None)  # gone: never wake for it again
                     result.jobs_interrupted += res.interrupted
                     result.lost_gpu_hours += res.lost_gpu_hours
                     continue
-                if status.waits:
-                    for w in status.waits:
-                        if w.action != "wait_end" and w.job_id not in scheduled:
-                            scheduled[w.job_id] = w.at_hours
+                if decision.wake_at_hours is not None:
                     self.phase = "draining"
                     self.waiting = {
                         str(w.job_id): f"{w.action} at fleet hour {w.at_hours:.2f}"
                         for w in status.waits
                     }
-                    wake = min(min(w.at_hours for w in status.waits), *scheduled.values(), deadline)
-                    await sleep_until(inp.clock, max(wake, now + EPSILON_HOURS), now)
+                    await sleep_until(inp.clock, decision.wake_at_hours, now)
             self.waiting = {}
             await asyncio.gather(*tasks)
         except (asyncio.CancelledError, CancelledError):

@@ -16,6 +16,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
+    from orchestrator.errors import PERMANENT_KINDS
     from orchestrator.execution.messages import AdvanceClockRequest, ClockInfo
 
 #: Fleet operations are idempotent transactions: retry transient errors (a busy database, a
@@ -25,7 +26,7 @@ FLEET_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=20,
-    non_retryable_error_types=["NoFleet", "UnknownCluster"],
+    non_retryable_error_types=list(PERMANENT_KINDS),
 )
 
 

@@ -25,12 +25,14 @@ from temporalio.exceptions import CancelledError
 
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
+from orchestrator.execution.drain import DrainTracker
 from orchestrator.execution.messages import (
     DrainStatus,
     EvictRequest,
     EvictResult,
     HostsRequest,
     UpdateResult,
+    VerifyOutcome,
     VerifyResult,
 )
 from orchestrator.ops.types import (
@@ -39,7 +41,6 @@ from orchestrator.ops.types import (
     OpsRequest,
     RollbackRequest,
     TakenWave,
-    VerifyOutcome,
     VerifyRequest,
 )
 from orchestrator.search_attributes import TRAIN_PHASE
@@ -50,7 +51,6 @@ POLL_FLEET_HOURS = 0.25
 MAX_POLL_FLEET_HOURS = 2.0
 #: Never poll faster than this in wall time, however fast the fleet clock runs.
 MIN_POLL_WALL_SECONDS = 0.5
-EPSILON_HOURS = 1e-6
 
 
 class WaveSteps:
@@ -132,40 +132,31 @@ class WaveSteps:
     async def _drain(self, wave: TakenWave) -> list[str] | None:
         """Free the wave's hosts of jobs as the train does; None if aborted meanwhile."""
         pending, ready = list(wave.hosts), []
-        deadline = wave.fleet_hours + self.inp.spec.drain.max_wait_hours
-        scheduled: dict[int, float] = {}  # job -> fleet hour we decided to evict it at
+        tracker = DrainTracker(wave.fleet_hours + self.inp.spec.drain.max_wait_hours)
         while pending:
             if self.abort:
                 return None
             st: DrainStatus = await self._call(
-                FleetActivities.drain_status, self._hosts(pending, deadline_hours=deadline)
+                FleetActivities.drain_status,
+                self._hosts(pending, deadline_hours=tracker.deadline_hours),
             )
             now = self.p.fleet_hours = st.fleet_hours
             for host in [*st.lost, *st.ready]:
                 pending.remove(host)  # lost ones went to repair: deferred
             ready += st.ready
-            evict = [
-                w.job_id
-                for w in st.waits
-                if (w.action == "evict_now" and w.at_hours <= now + EPSILON_HOURS)
-                or scheduled.get(w.job_id, float("inf")) <= now + EPSILON_HOURS
-            ]
-            if evict:
+            decision = tracker.decide(st.waits, now)
+            if decision.evict:
                 req = EvictRequest(
                     cluster=self.inp.cluster,
                     owner=self.inp.operation_id,
-                    job_ids=evict,
+                    job_ids=decision.evict,
                     wall=workflow.now(),
+                    scheduled_hours=decision.scheduled_hours,
                 )
                 res: EvictResult = await self._call(FleetActivities.evict_jobs, req)
                 self.p.jobs_interrupted += res.interrupted
-            elif st.waits:
-                for w in st.waits:
-                    if w.action != "wait_end":
-                        scheduled.setdefault(w.job_id, w.at_hours)
-                # Only jobs still running count: an evicted or ended one would wake us at once.
-                wake = min(min(scheduled.get(w.job_id, w.at_hours), w.at_hours) for w in st.waits)
-                await self._wait_fleet(max(min(wake, deadline), now + EPSILON_HOURS), now)
+            elif decision.wake_at_hours is not None:
+                await self._wait_fleet(decision.wake_at_hours, now)
         return ready
 
     async def _run_wave(self, wave: TakenWave) -> str:

@@ -32,7 +32,6 @@ from orchestrator.ops.client import (
 from orchestrator.ops.spec import OperationSpec, load_spec, resolve_clusters, spec_json_schema
 from orchestrator.ops.types import FINAL_STATES, ControlAction, OperationStatus
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
-from orchestrator.planning.ops_snapshot import snapshot_cluster
 from orchestrator.worker import TASK_QUEUE
 
 address_option = click.option(
@@ -67,7 +66,7 @@ def open_fleet_or_fail() -> SqliteFleet:
 def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
     """Peek each cluster of the scope (read-only) and plan; ValueError naming ``scope``."""
     names = resolve_clusters(spec.scope, fleet.cluster_names())
-    snaps = {name: snapshot_cluster(fleet.peek(name)) for name in names}
+    snaps = {name: fleet.peek(name).snapshot() for name in names}
     return plan_operation(spec, snaps, holders_in(snaps.values()))
 
 

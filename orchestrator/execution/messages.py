@@ -67,6 +67,8 @@ class EvictRequest(BaseModel):
 class EvictResult(BaseModel):
     interrupted: int = 0
     lost_gpu_hours: float = 0.0
+    #: job -> the job's answer when it asked for more time (not evicted this time)
+    deferred: dict[int, str] = Field(default_factory=dict)
 
 
 class UpdateResult(BaseModel):
@@ -76,6 +78,8 @@ class UpdateResult(BaseModel):
     updated: list[str] = Field(default_factory=list)
     failed: dict[str, str] = Field(default_factory=dict)
     duration_hours: float = 0.0
+    #: host -> the component whose install failed (for metrics and blame)
+    failed_components: dict[str, str] = Field(default_factory=dict)
 
 
 class VerifyResult(BaseModel):
@@ -94,3 +98,10 @@ class CycleCounts(BaseModel):
     out_of_service: int = 0
     due: int = 0
     fleet_hours: float = 0.0
+
+
+class VerifyOutcome(BaseModel):
+    """Hosts verified (and returned, if asked) and hosts that failed, with why."""
+
+    passed: list[str] = Field(default_factory=list)
+    failed: dict[str, str] = Field(default_factory=dict)

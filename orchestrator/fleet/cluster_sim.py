@@ -11,16 +11,32 @@ its own virtual clock. Every state change is appended to ``events`` for the audi
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.constants import (
+    NO_OWNER,
+    QUARANTINE_OWNER,
+    REPAIR_OWNER,
+    REPAIR_RETURN_OWNER,
+    UNTOUCHED_STATES,
+)
 from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet.backend import InstallOutcome, JobAnswer, RecordEntry, Verification
 from orchestrator.models import GPUS_PER_HOST, UPPER_LAYER, HostState
+from orchestrator.views import (
+    ClusterSnapshot,
+    HostView,
+    JobView,
+    is_due,
+    last_checkpoint,
+    next_checkpoint,
+)
 
 S = HostState
 #: States in which a host is powered up and exposed to unexpected failures.
 _CAN_FAIL = frozenset({S.IN_SERVICE, S.CORDONED, S.DRAINING})
-REPAIR_OWNER = "repair"
 RESERVE_AFTER_HOURS = 6.0
 #: Hours a quarantined host waits for a person to triage it before it goes to repair.
 QUARANTINE_TRIAGE_HOURS = 8.0
@@ -64,11 +80,21 @@ class JobRec:
 
     def last_checkpoint(self, now: float) -> float:
         assert self.start is not None
-        done = max(0.0, min(now, self.end) - self.start)
-        return self.start + (done // self.ckpt_hours) * self.ckpt_hours
+        return last_checkpoint(self.start, self.ckpt_hours, now, self.end)
 
     def next_checkpoint(self, now: float) -> float:
-        return min(self.end, self.last_checkpoint(now) + self.ckpt_hours)
+        assert self.start is not None
+        return next_checkpoint(self.start, self.ckpt_hours, now, self.end)
+
+    def view(self, now: float) -> JobView:
+        return JobView(
+            self.id,
+            self.size,
+            tuple(self.hosts),
+            self.end,
+            self.next_checkpoint(now),
+            self.last_checkpoint(now),
+        )
 
 
 @dataclass
@@ -83,13 +109,8 @@ class ClusterState:
     faults: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass
-class Event:
-    t: float
-    actor: str
-    kind: str
-    host: str | None
-    detail: dict[str, Any]
+#: One entry of the fleet's append-only record (the backend interface's shape).
+Event = RecordEntry
 
 
 class ClusterSim:
@@ -200,12 +221,12 @@ class ClusterSim:
         self.dirty_hosts.add(h.name)
         if pending:
             # Repaired hosts take pending upgrades before they return to production.
-            h.owner = "repair-return"
+            h.owner = REPAIR_RETURN_OWNER
             self._set_state(
                 h, S.CORDONED, "repair", "repaired; pending updates " + ",".join(pending)
             )
         else:
-            h.owner = ""
+            h.owner = NO_OWNER
             self._set_state(h, S.IN_SERVICE, "repair", "repaired")
 
     def _finish_job(self, job: JobRec) -> None:
@@ -332,11 +353,51 @@ class ClusterSim:
     def out_of_service(self) -> list[HostRec]:
         return [h for h in self.hosts.values() if h.state != S.IN_SERVICE]
 
+    def out_of_service_count(self) -> int:
+        return sum(1 for h in self.hosts.values() if h.state != S.IN_SERVICE)
+
+    def host_names(self) -> Sequence[str]:
+        return self.order
+
+    def host(self, name: str) -> HostRec:
+        return self.hosts[name]
+
+    def job(self, job_id: int) -> JobView | None:
+        j = self.jobs.get(job_id)
+        return j.view(self.now) if j is not None and j.state == "running" else None
+
+    def recorded_targets(self) -> Mapping[str, str]:
+        return self.state.targets
+
+    def snapshot(self, cycle_started_hours: float | None = None) -> ClusterSnapshot:
+        """Plain views in inventory order; ``due`` as ``views.is_due`` says for that cycle."""
+        c = cycle_started_hours
+        hosts = tuple(
+            HostView(
+                h.name,
+                h.rack,
+                h.zone,
+                str(h.state),
+                h.owner,
+                h.job_id,
+                c is not None and is_due(h, c),
+                h.versions,
+                h.last_visit,
+            )
+            for h in (self.hosts[n] for n in self.order)
+        )
+        now = self.now
+        jobs = {jid: j.view(now) for jid, j in self.jobs.items() if j.state == "running"}
+        return ClusterSnapshot(self.name, now, len(hosts), hosts, jobs, dict(self.state.targets))
+
+    def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
+        self._log(actor, kind, host, **detail)
+
     def rack_hosts(self, rack: str) -> list[str]:
         return self._racks[rack]
 
     # ---------------------------------------------------- maintenance ops
-    def set_targets(self, targets: dict[str, str], actor: str) -> None:
+    def set_targets(self, targets: Mapping[str, str], actor: str) -> None:
         merged = {**self.state.targets, **targets}
         if merged != self.state.targets:
             self.state.targets = merged
@@ -357,7 +418,7 @@ class ClusterSim:
         out of service for any reason, so a failure that landed since planning is respected.
         """
         h = self.hosts[name]
-        if h.owner == "repair-return" and h.state == S.CORDONED:
+        if h.owner == REPAIR_RETURN_OWNER and h.state == S.CORDONED:
             h.owner = owner  # the repair pipeline hands a repaired host over for its updates
             self.dirty_hosts.add(name)
             self._log(actor, "handover", name, owner=owner)
@@ -384,14 +445,14 @@ class ClusterSim:
         )
         return True
 
-    def unset_targets(self, components: list[str], actor: str) -> None:
+    def unset_targets(self, components: Sequence[str], actor: str) -> None:
         """Forget recorded targets (an operation that stopped stops pushing its versions)."""
         kept = {c: v for c, v in self.state.targets.items() if c not in components}
         if kept != self.state.targets:
             self.state.targets = kept
             self._log(actor, "targets", None, targets=kept)
 
-    def prestage(self, name: str, targets: dict[str, str], actor: str) -> list[str]:
+    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
         """Download the packages a host lacks while it stays in service; changes no state."""
         comps = dyn.pending_components(self.hosts[name].versions, targets)
         if comps:
@@ -425,6 +486,10 @@ class ClusterSim:
         jid = self.hosts[name].job_id
         return None if jid is None else self.jobs[jid]
 
+    def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
+        """Simulated jobs do not negotiate yet: every job lets maintenance go ahead."""
+        return JobAnswer("go")
+
     def start_drain(self, name: str, actor: str) -> None:
         h = self.hosts[name]
         if h.state == S.CORDONED and h.job_id is not None:
@@ -443,6 +508,16 @@ class ClusterSim:
             return False
         self._set_state(h, S.IN_MAINTENANCE, actor, "applying updates")
         return True
+
+    def install(
+        self, name: str, targets: Mapping[str, str], actor: str, attempt: str
+    ) -> InstallOutcome:
+        out = self.apply_updates(name, dict(targets), actor, attempt)
+        return InstallOutcome(out.ok, out.permanent, out.failed_component)
+
+    def reboot(self, name: str, actor: str) -> None:
+        """A plain reboot: the simulated host comes back as it was."""
+        self._log(actor, "rebooted", name)
 
     def apply_updates(
         self, name: str, targets: dict[str, str], actor: str, attempt: str
@@ -473,7 +548,7 @@ class ClusterSim:
         self._log(actor, "updated", name, before=before, after={c: targets[c] for c in comps})
         return out
 
-    def verify(self, name: str, targets: dict[str, str], actor: str) -> tuple[bool, str, float]:
+    def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification:
         """Hardware diagnostics, collective bandwidth against roofline, version manifest."""
         h = self.hosts[name]
         self._set_state(h, S.VERIFYING, actor, "verifying")
@@ -496,14 +571,14 @@ class ClusterSim:
         h.verified = ok
         self.dirty_hosts.add(name)
         self._log(actor, "verified", name, passed=ok, reason=why, bus_bw=round(bw, 3))
-        return ok, why, bw
+        return Verification(ok, why, bw)
 
     def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
         """Put a verified host back into service; ``visit`` marks it visited by a train."""
         h = self.hosts[name]
         if not h.verified or h.state != S.VERIFYING:
             return False
-        h.owner = ""
+        h.owner = NO_OWNER
         if visit:
             h.last_visit = self.now
         self._set_state(h, S.IN_SERVICE, actor, "returned after verification", verified=True)
@@ -515,16 +590,28 @@ class ClusterSim:
             return  # already held by the repair pipeline
         if h.job_id is not None:
             self._interrupt(self.jobs[h.job_id], cause=f"quarantine:{actor}", actor=actor)
-        h.owner = "quarantine"
+        h.owner = QUARANTINE_OWNER
         # Not a visit: once repaired the host is due again, and verified before it serves.
         h.repair_until = self.now + QUARANTINE_TRIAGE_HOURS
         self._set_state(h, S.QUARANTINED, actor, reason)
 
+    def hand_to_repair(self, name: str, actor: str, reason: str) -> None:
+        """Give a host to the repair pipeline now (no triage wait): it returns when repaired."""
+        h = self.hosts[name]
+        if h.state == S.IN_REPAIR:
+            return
+        if h.job_id is not None:
+            self._interrupt(self.jobs[h.job_id], cause=f"repair:{actor}", actor=actor)
+        r = dyn.rng(self.seed, h.name, "hand-to-repair", h.updates)
+        h.repair_until = self.now + r.uniform(12.0, 48.0)
+        h.owner, h.verified = REPAIR_OWNER, False
+        self._set_state(h, S.IN_REPAIR, actor, reason)
+
     def release(self, name: str, actor: str) -> None:
         """Give back a cordoned host that was never touched (a cancelled or aborted visit)."""
         h = self.hosts[name]
-        if h.state in (S.CORDONED, S.DRAINING) and h.owner not in (REPAIR_OWNER, "repair-return"):
-            h.owner = ""
+        if h.state in UNTOUCHED_STATES and h.owner not in (REPAIR_OWNER, REPAIR_RETURN_OWNER):
+            h.owner = NO_OWNER
             self._set_state(h, S.IN_SERVICE, actor, "released untouched", verified=True)
 
     def upper_versions(self) -> dict[tuple[str, str], int]:

@@ -11,11 +11,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from orchestrator.models import Component, Update
+from orchestrator.updates import (  # noqa: F401  (re-exported: the fleet's view of updates)
+    REBOOT_HOURS,
+    VERIFY_HOURS,
+    maintenance_hours,
+    order_updates,
+    pending_components,
+    update_catalog,
+)
 
 FAILURES_PER_GPU_HOUR = 1 / 50_000
-REBOOT_HOURS = 0.25
-VERIFY_HOURS = 0.5
 #: Measured AllGather bandwidth of a healthy host as a fraction of roofline; the verification
 #: threshold sits between healthy and degraded hosts.
 HEALTHY_BUS_BW = 0.93
@@ -39,72 +44,24 @@ FAILURE_CAUSES: tuple[tuple[str, int, float], ...] = (
 
 
 @dataclass(frozen=True)
-class ComponentProfile:
-    """How updating one component behaves on a host."""
+class ComponentRisk:
+    """How installing one component can go wrong on a simulated host."""
 
-    duration_hours: float
-    needs_reboot: bool
-    depends_on: tuple[str, ...]
     transient_failure: float  # the install step fails but a retry may succeed
     permanent_failure: float  # the host is left broken and must be quarantined
     bad_return: float  # looks fine, but verification finds a slow GPU or low bandwidth
 
 
-PROFILES: dict[str, ComponentProfile] = {
-    "bmc": ComponentProfile(0.25, True, (), 0.02, 0.002, 0.0),
-    "bios": ComponentProfile(0.35, True, ("bmc",), 0.02, 0.003, 0.004),
-    "os": ComponentProfile(0.5, True, (), 0.01, 0.001, 0.003),
-    "gpu_firmware": ComponentProfile(0.5, True, ("bmc",), 0.02, 0.003, 0.006),
-    "nic_firmware": ComponentProfile(0.2, True, (), 0.01, 0.002, 0.006),
-    "gpu_driver": ComponentProfile(0.25, True, ("os",), 0.01, 0.001, 0.003),
-    "cuda": ComponentProfile(0.15, False, ("gpu_driver",), 0.005, 0.0, 0.002),
-    "switch_firmware": ComponentProfile(0.5, True, (), 0.01, 0.001, 0.0),
+RISKS: dict[str, ComponentRisk] = {
+    "bmc": ComponentRisk(0.02, 0.002, 0.0),
+    "bios": ComponentRisk(0.02, 0.003, 0.004),
+    "os": ComponentRisk(0.01, 0.001, 0.003),
+    "gpu_firmware": ComponentRisk(0.02, 0.003, 0.006),
+    "nic_firmware": ComponentRisk(0.01, 0.002, 0.006),
+    "gpu_driver": ComponentRisk(0.01, 0.001, 0.003),
+    "cuda": ComponentRisk(0.005, 0.0, 0.002),
+    "switch_firmware": ComponentRisk(0.01, 0.001, 0.0),
 }
-
-
-def order_updates(components: list[str]) -> list[str]:
-    """Order components so each comes after those it depends on (BMC before BIOS, ...)."""
-    ordered: list[str] = []
-    pending = set(components)
-
-    def visit(c: str) -> None:
-        if c in ordered:
-            return
-        for dep in PROFILES[c].depends_on:
-            if dep in pending:
-                visit(dep)
-        ordered.append(c)
-
-    for comp in sorted(components):
-        visit(comp)
-    return ordered
-
-
-def update_catalog(targets: dict[str, str]) -> list[Update]:
-    """The Update records for a target set, in dependency order."""
-    return [
-        Update(
-            component=Component(c),
-            target=targets[c],
-            duration_hours=PROFILES[c].duration_hours,
-            needs_reboot=PROFILES[c].needs_reboot,
-            depends_on=[Component(d) for d in PROFILES[c].depends_on],
-        )
-        for c in order_updates(list(targets))
-    ]
-
-
-def pending_components(versions: dict[str, str], targets: dict[str, str]) -> list[str]:
-    return order_updates([c for c, v in targets.items() if versions.get(c) != v])
-
-
-def maintenance_hours(components: list[str]) -> float:
-    """Fleet time to install ``components`` with one reboot, plus verification."""
-    if not components:
-        return VERIFY_HOURS
-    install = sum(PROFILES[c].duration_hours for c in components)
-    reboot = REBOOT_HOURS if any(PROFILES[c].needs_reboot for c in components) else 0.0
-    return install + reboot + VERIFY_HOURS
 
 
 def rng(seed: int, *parts: object) -> random.Random:
@@ -172,7 +129,7 @@ def draw_update_outcome(
     r = rng(seed, host, "update", attempt_key)
     defect: str | None = None
     for c in components:
-        p = PROFILES[c]
+        p = RISKS[c]
         u = r.random()
         if u < p.permanent_failure:
             return UpdateOutcome(False, True, c, None)

@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.fleet import dynamics as dyn
+from orchestrator.errors import FleetSchemaMismatch, UnknownCluster
+from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, Event, HostRec, JobRec
-from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, INITIAL_VERSIONS, Preset, get_preset
+from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.topology import Topology
 
 SCHEMA = """
@@ -44,6 +45,10 @@ CREATE TABLE events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, cluster TEXT NOT NULL,
     actor TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, detail TEXT NOT NULL);
 """
+
+#: Version of the tables above. Bump it with every change to them and add the step from the
+#: previous version to ``_MIGRATIONS``; a fleet file newer than this code is refused.
+SCHEMA_VERSION = 2
 
 MAX_SPEED = 0.0  # stored speed meaning "every fleet-time wait is zero" (logical clock)
 
@@ -81,6 +86,7 @@ class SqliteFleet:
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
         self.path = path
         self.conn = _connect(path)
+        _migrate(self.conn, path)
         meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
         self.seed = int(meta["seed"])
         self.preset: Preset = get_preset(meta["preset"])
@@ -117,6 +123,7 @@ class SqliteFleet:
                 "speed": speed,
                 "anchor_wall": wall.isoformat(),
                 "logical_now": 0.0,
+                "schema_version": SCHEMA_VERSION,
             }
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()]
@@ -127,24 +134,7 @@ class SqliteFleet:
                 [(n, tier, c, INITIAL_SWITCH_FIRMWARE) for n, tier, c in topo.switches],
             )
             for cluster in preset.cluster_names():
-                hosts = []
-                for h in topo.hosts_below(cluster):
-                    dom = topo.failure_domains(h)
-                    hosts.append(
-                        HostRec(h, dom["zone"], dom["rack"], "in_service", dict(INITIAL_VERSIONS))
-                    )
-                sim = ClusterSim(
-                    cluster,
-                    seed,
-                    hosts,
-                    {},
-                    ClusterState(),
-                    preset.max_job_hosts,
-                    preset.target_utilisation,
-                )
-                sim.advance(0.0)
-                _stagger_jobs(sim, seed)
-                _save(conn, sim, new=True)
+                _save(conn, build_cluster(preset, seed, cluster, topo), new=True)
             conn.execute("COMMIT")
             conn.close()
             os.replace(tmp, path)
@@ -209,7 +199,7 @@ class SqliteFleet:
     def _load(self, conn: sqlite3.Connection, name: str) -> ClusterSim:
         row = conn.execute("SELECT state FROM clusters WHERE name=?", (name,)).fetchone()
         if row is None:
-            raise KeyError(f"cluster: unknown cluster {name!r}")
+            raise UnknownCluster(f"cluster: unknown cluster {name!r}", field="cluster")
         state = ClusterState(**json.loads(row[0]))
         hosts = [
             HostRec(
@@ -253,6 +243,16 @@ class SqliteFleet:
     def cluster_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT name FROM clusters ORDER BY name")]
 
+    def hosts_in(self, cluster: str) -> int:
+        row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
+        return int(row[0])
+
+    def records(
+        self, since: int = 0, cluster: str | None = None
+    ) -> Iterator[tuple[int, Event, str]]:
+        """The backend interface's name for the event log (``events``)."""
+        return self.events(since, cluster)
+
     def events(
         self, since: int = 0, cluster: str | None = None
     ) -> Iterator[tuple[int, Event, str]]:
@@ -269,12 +269,46 @@ class SqliteFleet:
         return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
 
 
-def _stagger_jobs(sim: ClusterSim, seed: int) -> None:
-    """Make the initial jobs look mid-flight rather than all started at fleet time zero."""
-    for job in sim.jobs.values():
-        if job.state == "running":
-            r = dyn.rng(seed, sim.name, "stagger", job.id)
-            job.start = -r.uniform(0.0, job.work_hours * 0.9)
+def _schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return 1 if row is None else int(row[0])  # version 1 carried no number
+
+
+def _stamp_v2(conn: sqlite3.Connection) -> None:
+    """1 -> 2: the tables are unchanged; version 2 only starts numbering them."""
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '2')")
+
+
+#: version -> the step that takes a fleet file from that version to the next.
+_MIGRATIONS = {1: _stamp_v2}
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring an older fleet file up to ``SCHEMA_VERSION`` in one transaction, or refuse it."""
+    version = _schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise FleetSchemaMismatch(
+            f"fleet: {path} has schema version {version}, newer than this trainctl understands "
+            f"({SCHEMA_VERSION}); upgrade trainctl, or run `trainctl fleet init` for a new fleet"
+        )
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _schema_version(conn)  # another process may have migrated meanwhile
+        while version < SCHEMA_VERSION:
+            step = _MIGRATIONS.get(version)
+            if step is None:
+                raise FleetSchemaMismatch(
+                    f"fleet: {path} has schema version {version}, which cannot be migrated; "
+                    "run `trainctl fleet init` to build a new fleet"
+                )
+            step(conn)
+            version += 1
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:

@@ -196,11 +196,6 @@ class VerifyRequest(BaseModel):
     reason: str = ""
 
 
-class VerifyOutcome(BaseModel):
-    passed: list[str] = Field(default_factory=list)  # verified (and returned, if asked)
-    failed: dict[str, str] = Field(default_factory=dict)  # host -> why
-
-
 class RollbackRequest(BaseModel):
     cluster: str
     owner: str

@@ -29,40 +29,21 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from pydantic import BaseModel, Field
 
-from orchestrator.fleet import dynamics as dyn
-from orchestrator.models import GPUS_PER_HOST, CapacityBudget
+from orchestrator import updates as dyn
+from orchestrator.constants import NOT_MAINTENANCE_OWNERS, REPAIR_RETURN_OWNER
+from orchestrator.models import GPUS_PER_HOST, CapacityBudget, HostState
 from orchestrator.ops.spec import OperationSpec, Scope, operation_id
-from orchestrator.planning.train_plan import IN_SERVICE, REPAIR_RETURN, JobView, drain_step
+from orchestrator.planning.train_plan import drain_step
+from orchestrator.views import ClusterSnapshot, HostView
 
-_REPAIR_STATES = frozenset({"quarantined", "in_repair"})
-_NOT_HOLDERS = frozenset({"", "repair", REPAIR_RETURN, "quarantine"})
-
-
-@dataclass(frozen=True)
-class HostSnap:
-    name: str
-    zone: str
-    rack: str
-    state: str
-    job_id: int | None
-    versions: Mapping[str, str]
-    owner: str = ""
-
-
-@dataclass(frozen=True)
-class ClusterSnapshot:
-    """One cluster at fleet time ``now``: hosts in inventory order, running jobs by id."""
-
-    name: str
-    now: float
-    hosts_total: int
-    hosts: tuple[HostSnap, ...]
-    jobs: Mapping[int, JobView]
+IN_SERVICE = HostState.IN_SERVICE
+_REPAIR_STATES = frozenset({HostState.QUARANTINED, HostState.IN_REPAIR})
+_NOT_HOLDERS = NOT_MAINTENANCE_OWNERS
 
 
 @dataclass(frozen=True)
@@ -194,7 +175,7 @@ class _ScopeFilter:
             self._cache[key] = bool(found)
         return self._cache[key]
 
-    def hosts(self, snap: ClusterSnapshot) -> list[HostSnap]:
+    def hosts(self, snap: ClusterSnapshot) -> list[HostView]:
         if all(v is None for v in self.lists.values()):
             return list(snap.hosts)
         return [
@@ -222,12 +203,12 @@ class _Bin:
     """One wave being filled; only hosts now in service count against the budget."""
 
     def __init__(self) -> None:
-        self.hosts: list[HostSnap] = []
+        self.hosts: list[HostView] = []
         self.taken = 0
         self.rack: Counter[str] = Counter()
         self.zone: Counter[str] = Counter()
 
-    def add(self, h: HostSnap) -> None:
+    def add(self, h: HostView) -> None:
         self.hosts.append(h)
         if h.state == IN_SERVICE:
             self.taken += 1
@@ -242,14 +223,14 @@ class _Packer:
     wave nothing more: when the wave comes, its holder will have released it.
     """
 
-    def __init__(self, cap: int, budget: CapacityBudget, down: Sequence[HostSnap]) -> None:
+    def __init__(self, cap: int, budget: CapacityBudget, down: Sequence[HostView]) -> None:
         self.cap, self.per_rack, self.per_zone = cap, budget.per_rack, budget.per_zone
         self.down_rack = Counter(h.rack for h in down)
         self.down_zone = Counter(h.zone for h in down)
         self.bins: list[_Bin] = []
         self._first_open = 0
 
-    def fits(self, b: _Bin, group: Sequence[HostSnap]) -> bool:
+    def fits(self, b: _Bin, group: Sequence[HostView]) -> bool:
         group = [h for h in group if h.state == IN_SERVICE]
         if b.taken + len(group) > self.cap:
             return False
@@ -267,7 +248,7 @@ class _Packer:
         self.bins.append(_Bin())
         return self.bins[-1]
 
-    def place_group(self, group: Sequence[HostSnap]) -> bool:
+    def place_group(self, group: Sequence[HostView]) -> bool:
         """Next-fit a whole job; False (and nothing placed) if it fits no wave at all."""
         if not self.fits(_Bin(), group):
             return False
@@ -278,7 +259,7 @@ class _Packer:
             b.add(h)
         return True
 
-    def place_one(self, h: HostSnap, start: int = 0) -> None:
+    def place_one(self, h: HostView, start: int = 0) -> None:
         """First-fit one host into the waves from ``start`` on, opening one if none has room."""
         while self._first_open < len(self.bins) and self.bins[self._first_open].taken >= self.cap:
             self._first_open += 1
@@ -295,23 +276,6 @@ class _Packer:
 
 
 # ------------------------------------------------------------- estimation
-def _job_at(job: JobView, t: float) -> JobView | None:
-    """The job as it will look at fleet time ``t`` (None if it has ended by then)."""
-    if t >= job.end_hours:
-        return None
-    interval = job.next_checkpoint_hours - job.last_checkpoint_hours
-    if t < job.next_checkpoint_hours or interval <= 0:
-        return job
-    last = job.last_checkpoint_hours + math.floor((t - job.last_checkpoint_hours) / interval) * (
-        interval
-    )
-    return replace(
-        job,
-        last_checkpoint_hours=last,
-        next_checkpoint_hours=min(job.end_hours, last + interval),
-    )
-
-
 @dataclass
 class _Estimate:
     waves: list[Wave]
@@ -321,7 +285,7 @@ class _Estimate:
 
 
 def _estimate(
-    snap: ClusterSnapshot, bins: list[list[HostSnap]], maint: Mapping[str, float], wait: float
+    snap: ClusterSnapshot, bins: list[list[HostView]], maint: Mapping[str, float], wait: float
 ) -> _Estimate:
     """Replay the waves of one cluster in sequence on the snapshot's jobs."""
     est = _Estimate([])
@@ -336,14 +300,14 @@ def _estimate(
             if jid in seen:
                 continue  # split job: already evicted by an earlier wave
             seen.add(jid)
-            job = _job_at(snap.jobs[jid], t)
+            job = snap.jobs[jid].at(t)
             if job is None:
                 continue
             step = drain_step(job, t, t + wait)
             release[jid] = step.at_hours
             if step.action != "wait_end":
                 interrupted.append(jid)
-                last = (_job_at(job, step.at_hours) or job).last_checkpoint_hours
+                last = (job.at(step.at_hours) or job).last_checkpoint_hours
                 est.gpu_lost += max(0.0, step.at_hours - last) * job.size * GPUS_PER_HOST
         drain_end = max(release.values(), default=t)
         end = drain_end + max(maint[h.name] for h in hosts)
@@ -368,7 +332,7 @@ def _estimate(
 
 
 # ---------------------------------------------------------------- planning
-def _maintenance_hours(spec: OperationSpec, hosts: Sequence[HostSnap]) -> dict[str, float]:
+def _maintenance_hours(spec: OperationSpec, hosts: Sequence[HostView]) -> dict[str, float]:
     if spec.kind == "reboot":
         return {h.name: dyn.REBOOT_HOURS + dyn.VERIFY_HOURS for h in hosts}
     if spec.kind == "drain-for-repair":
@@ -388,15 +352,15 @@ def _pct(hosts: int, total: int) -> str:
 
 
 def _classify(
-    spec: OperationSpec, scoped: Sequence[HostSnap]
-) -> tuple[list[str], list[str], list[HostSnap]]:
+    spec: OperationSpec, scoped: Sequence[HostView]
+) -> tuple[list[str], list[str], list[HostView]]:
     """Split the scope into already done, deferred (out for repair) and still to change."""
     done: list[str] = []
     deferred: list[str] = []
-    todo: list[HostSnap] = []
+    todo: list[HostView] = []
     for h in scoped:
         repairing = h.state in _REPAIR_STATES or (
-            h.state != IN_SERVICE and h.owner == REPAIR_RETURN
+            h.state != IN_SERVICE and h.owner == REPAIR_RETURN_OWNER
         )
         if spec.kind == "drain-for-repair":
             (done.append(h.name) if h.state in _REPAIR_STATES else todo.append(h))
@@ -421,8 +385,8 @@ class _ClusterResult:
 def _one_wave(
     spec: OperationSpec,
     snap: ClusterSnapshot,
-    todo: list[HostSnap],
-    down: list[HostSnap],
+    todo: list[HostView],
+    down: list[HostView],
     budget: CapacityBudget,
     maint: Mapping[str, float],
 ) -> tuple[int, str | None]:
@@ -457,11 +421,11 @@ def _one_wave(
 
 
 def _pack(
-    snap: ClusterSnapshot, todo: list[HostSnap], packer: _Packer
-) -> tuple[list[list[HostSnap]], int]:
+    snap: ClusterSnapshot, todo: list[HostView], packer: _Packer
+) -> tuple[list[list[HostView]], int]:
     """Jobs whole (by end time, next-fit), split ones host by host, idle hosts into the gaps."""
-    by_job: dict[int, list[HostSnap]] = {}
-    idle: list[HostSnap] = []
+    by_job: dict[int, list[HostView]] = {}
+    idle: list[HostView] = []
     for h in todo:
         if h.job_id is not None and h.job_id in snap.jobs:
             by_job.setdefault(h.job_id, []).append(h)
@@ -480,7 +444,7 @@ def _pack(
 
 
 def _plan_cluster(
-    spec: OperationSpec, snap: ClusterSnapshot, scoped: list[HostSnap]
+    spec: OperationSpec, snap: ClusterSnapshot, scoped: list[HostView]
 ) -> _ClusterResult:
     done, deferred, todo = _classify(spec, scoped)
     down = [h for h in snap.hosts if h.state != IN_SERVICE]
@@ -491,7 +455,7 @@ def _plan_cluster(
     cap = limit - len(down)
     maint = _maintenance_hours(spec, todo)
     refused: str | None = None
-    bins: list[list[HostSnap]] = []
+    bins: list[list[HostView]] = []
     split = 0
     if todo and (spec.consistency == "cluster" or spec.kind == "drain-for-repair"):
         limit, refused = _one_wave(spec, snap, todo, down, budget, maint)

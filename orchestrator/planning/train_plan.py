@@ -12,13 +12,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-IN_SERVICE = "in_service"
-DRAINING = "draining"
-REPAIR_RETURN = "repair-return"
+from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, REPAIR_RETURN_OWNER
+from orchestrator.models import HostState
+from orchestrator.views import HostView, JobView
+
+IN_SERVICE = HostState.IN_SERVICE
+DRAINING = HostState.DRAINING
 POLICIES = ("job-aware", "rolling-serial", "drain-wait", "slurm-asap")
-#: States of a host held for maintenance (by any train or operation).
-HELD_STATES = frozenset({"cordoned", "draining", "in_maintenance", "verifying"})
-_NOT_MAINTENANCE_OWNERS = frozenset({"", "repair", REPAIR_RETURN, "quarantine"})
 
 #: job-aware: a job that ends within this many hours is waited for rather than evicted.
 END_WAIT_HOURS = 0.25
@@ -31,29 +31,6 @@ END_WAIT_HOURS = 0.25
 EVICT_MIN_FILL = 0.45
 #: Evict this long after a checkpoint, so the checkpoint is complete and nothing is lost.
 CHECKPOINT_SLACK_HOURS = 1.0 / 3600.0
-
-
-@dataclass(frozen=True)
-class HostView:
-    """What the planner needs to know about one host."""
-
-    name: str
-    rack: str
-    zone: str
-    state: str
-    owner: str
-    job_id: int | None
-    due: bool  # not yet visited this cycle (or has pending updates after a repair)
-
-
-@dataclass(frozen=True)
-class JobView:
-    id: int
-    size: int
-    hosts: tuple[str, ...]
-    end_hours: float
-    next_checkpoint_hours: float
-    last_checkpoint_hours: float
 
 
 @dataclass(frozen=True)
@@ -141,7 +118,7 @@ def choose_domain(
         plan.waiting = "domain full"
         return plan
     room = _Room(hosts, budget)
-    due = [h for h in hosts if h.owner == REPAIR_RETURN or (h.due and h.state == IN_SERVICE)]
+    due = [h for h in hosts if h.owner == REPAIR_RETURN_OWNER or (h.due and h.state == IN_SERVICE)]
     if not due:
         plan.waiting = "no host due"
         return plan
@@ -186,9 +163,7 @@ def _job_aware(
     for h in due:
         if h.job_id is not None and h.state == IN_SERVICE and h.job_id in jobs:
             groups.setdefault(h.job_id, []).append(h)
-    held = sum(
-        1 for h in hosts if h.state in HELD_STATES and h.owner not in _NOT_MAINTENANCE_OWNERS
-    )
+    held = sum(1 for h in hosts if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS)
     draining = {h.job_id for h in hosts if h.state == DRAINING and h.job_id is not None}
 
     def take(jid: int) -> None:

@@ -1,15 +1,12 @@
 """What-if simulator: the train's planning code over the fleet model, in virtual fleet time."""
 
-from orchestrator.simulator.engine import (
-    DEFAULT_TARGETS,
-    SimConfig,
+from orchestrator.simulator.engine import DEFAULT_TARGETS, SimConfig, build_cluster, simulate
+from orchestrator.simulator.policies import POLICY_SPECS, PolicySpec, get_policy
+from orchestrator.simulator.result import (
     SimResult,
-    build_cluster,
     lower_bound_after_outages_hours,
     lower_bound_hours,
-    simulate,
 )
-from orchestrator.simulator.policies import POLICY_SPECS, PolicySpec, get_policy
 
 __all__ = [
     "DEFAULT_TARGETS",

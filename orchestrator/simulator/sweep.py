@@ -15,8 +15,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from orchestrator.models import CapacityBudget, parse_duration_hours
-from orchestrator.simulator.engine import SimConfig, SimResult, simulate
+from orchestrator.simulator.engine import SimConfig, simulate
 from orchestrator.simulator.policies import get_policy
+from orchestrator.simulator.result import SimResult
 
 SWEEP_KEYS = ("domain-size", "budget", "max-wait", "policy")
 

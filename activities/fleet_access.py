@@ -1,0 +1,78 @@
+"""What every fleet activity class shares: a backend per worker thread, and errors in two words.
+
+Activities see the fleet only through the backend interface (``orchestrator.fleet.backend``):
+``cluster`` opens one transaction on one cluster, ``peek`` reads one without writing. Permanent
+errors (no fleet, unknown cluster, a bad spec, a fleet file of another schema) become
+non-retryable ``ApplicationError``s typed by their kind, which every retry policy lists.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+from temporalio.exceptions import ApplicationError
+
+from orchestrator.errors import NoFleet, PermanentError, UnknownCluster
+from orchestrator.fleet.backend import ClusterBackend, FleetBackend
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
+
+
+def as_application_error(err: PermanentError) -> ApplicationError:
+    """A permanent error as Temporal's non-retryable failure, typed by its kind."""
+    return ApplicationError(str(err), type=err.kind, non_retryable=True)
+
+
+def open_sqlite_fleet(path: Path) -> Callable[[], FleetBackend]:
+    """A backend opener for the simulated fleet file at ``path``."""
+
+    def open_() -> FleetBackend:
+        try:
+            return SqliteFleet(path)
+        except FileNotFoundError as err:
+            raise NoFleet(str(err)) from None
+
+    return open_
+
+
+class FleetAccess:
+    """One fleet shared by an activity class: a backend per worker thread (SQLite connections
+    are per thread), opened on first use."""
+
+    def __init__(self, fleet: Path | Callable[[], FleetBackend]) -> None:
+        self._open = open_sqlite_fleet(fleet) if isinstance(fleet, Path) else fleet
+        self._local = threading.local()
+
+    @property
+    def fleet(self) -> FleetBackend:
+        fleet = getattr(self._local, "fleet", None)
+        if fleet is None:
+            try:
+                fleet = self._open()
+            except PermanentError as err:
+                raise as_application_error(err) from None
+            self._local.fleet = fleet
+        return fleet
+
+    def require_cluster(self, name: str) -> None:
+        if name not in self.fleet.cluster_names():
+            err = UnknownCluster(f"cluster: unknown cluster {name!r}", field="cluster")
+            raise as_application_error(err)
+
+    @contextmanager
+    def cluster(self, name: str, wall: datetime) -> Iterator[ClusterBackend]:
+        """One transaction on cluster ``name`` at the caller's fleet time."""
+        try:
+            with self.fleet.cluster(name, wall) as b:
+                yield b
+        except PermanentError as err:
+            raise as_application_error(err) from None
+
+    def peek(self, name: str, wall: datetime) -> ClusterBackend:
+        try:
+            return self.fleet.peek(name, wall)
+        except PermanentError as err:
+            raise as_application_error(err) from None

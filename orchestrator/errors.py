@@ -1,0 +1,56 @@
+"""Two words for every error (after kopf): permanent (will not heal, never retried) or temporary.
+
+Activities raise these; ``activities.errors.as_application_error`` turns a permanent one into a
+non-retryable ``ApplicationError`` with its ``kind`` as the type name, and every retry policy
+lists ``PERMANENT_KINDS`` as its non-retryable types, so a new kind cannot be forgotten by one
+policy and known by another.
+"""
+
+from __future__ import annotations
+
+
+class PermanentError(Exception):
+    """An error that retrying cannot heal: bad input, a missing fleet, an unknown cluster."""
+
+    kind = "Permanent"
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class TemporaryError(Exception):
+    """An error that may heal by itself (a busy database, a backend not answering yet)."""
+
+    kind = "Temporary"
+
+
+class NoFleet(PermanentError):
+    kind = "NoFleet"
+
+
+class UnknownCluster(PermanentError, KeyError):
+    """Also a KeyError: a lookup by name that found nothing."""
+
+    kind = "UnknownCluster"
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class BadSpec(PermanentError):
+    kind = "BadSpec"
+
+
+class FleetSchemaMismatch(PermanentError):
+    kind = "FleetSchemaMismatch"
+
+
+#: Type names of every permanent error: the non-retryable types of every retry policy.
+PERMANENT_KINDS: tuple[str, ...] = (
+    PermanentError.kind,
+    NoFleet.kind,
+    UnknownCluster.kind,
+    BadSpec.kind,
+    FleetSchemaMismatch.kind,
+)

@@ -1,0 +1,48 @@
+"""The visit cycle: which hosts a train has still to visit, and when a cycle is complete.
+
+``views.is_due`` says whether one host is due; ``cycle_counts`` sorts a cluster's hosts into
+visited, due, in flight, quarantined and in repair for one owner, and ``cycle_complete`` is the
+one test of a finished cycle. The live train and the simulator both count through here.
+"""
+
+from __future__ import annotations
+
+from orchestrator.execution.messages import CycleCounts
+from orchestrator.fleet.backend import ClusterBackend
+from orchestrator.models import HostState
+from orchestrator.views import is_due
+
+
+def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCounts:
+    """Visit-cycle figures: visited = returned by a train since the cycle began."""
+    c = CycleCounts(hosts_total=len(b.host_names()), fleet_hours=b.now)
+    for name in b.host_names():
+        h = b.host(name)
+        if h.state == HostState.QUARANTINED:
+            c.quarantined += 1
+        elif h.state == HostState.IN_REPAIR:
+            c.in_repair += 1
+        elif h.owner == owner:
+            c.in_flight += 1
+        elif is_due(h, cycle_started):
+            c.due += 1
+        elif h.state == HostState.IN_SERVICE:
+            c.visited += 1
+        else:
+            c.due += 1  # held by another campaign: still to visit
+        c.out_of_service += h.state != HostState.IN_SERVICE
+    return c
+
+
+def cycle_complete(counts: CycleCounts, domains_in_flight: int) -> bool:
+    """Every host visited, quarantined or with repair, nothing held, no domain still running.
+
+    A host back from repair waiting for its updates is due, so a cycle never completes while one
+    would return to service without them.
+    """
+    return (
+        counts.hosts_total > 0
+        and counts.due == 0
+        and counts.in_flight == 0
+        and domains_in_flight == 0
+    )

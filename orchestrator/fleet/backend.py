@@ -1,0 +1,221 @@
+"""The fleet-backend interface: what a real inventory plus job scheduler expose, in host terms.
+
+Everything above the fleet (activities, the execution core, the simulator) talks to a backend
+only through these Protocols; ``ClusterSim`` (the simulated fleet, persisted by ``SqliteFleet``)
+implements them, and a Slurm backend can implement them without knowing it. A ``ClusterBackend``
+is one cluster at one fleet instant: a ``FleetBackend`` hands one out per transaction
+(``cluster``), so a plan and the cordons it decides land together or not at all.
+
+Host reads return ``HostRecord``s (read-only attributes); changes go through the methods, each of
+which appends to the backend's append-only record (``record``), which the audit replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from orchestrator.views import ClusterSnapshot, JobView
+
+
+class HostRecord(Protocol):
+    """One host as the backend holds it (read-only for callers)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def rack(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def job_id(self) -> int | None: ...
+    @property
+    def versions(self) -> Mapping[str, str]: ...
+    @property
+    def last_visit(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class InstallOutcome:
+    """One install attempt: installed, failed (transiently or for good), and on which component."""
+
+    ok: bool
+    permanent: bool
+    failed_component: str | None
+
+
+class Verification(NamedTuple):
+    """Hardware diagnostics, collective bandwidth against roofline, version manifest."""
+
+    passed: bool
+    reason: str
+    bus_bw: float
+
+
+@dataclass(frozen=True)
+class JobAnswer:
+    """A job's answer when asked before an eviction: ``go`` now, ``wait`` until ``until_hours``
+    (its next checkpoint or its end), or ``refuse`` (not now; the drain deadline still rules)."""
+
+    answer: str = "go"
+    until_hours: float | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    """One entry of a backend's append-only record of what was done and seen."""
+
+    t: float
+    actor: str
+    kind: str
+    host: str | None
+    detail: Mapping[str, Any]
+
+
+class ClusterBackend(Protocol):
+    """One cluster at fleet hour ``now``: read hosts and jobs, act on hosts, append the record."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def now(self) -> float: ...
+
+    # ------------------------------------------------------------------ reads
+    def host_names(self) -> Sequence[str]:
+        """Every host of the cluster, in inventory order."""
+        ...
+
+    def host(self, name: str) -> HostRecord: ...
+
+    def job(self, job_id: int) -> JobView | None:
+        """A running job with its end and checkpoints as of ``now`` (None once it is gone)."""
+        ...
+
+    def out_of_service_count(self) -> int:
+        """Hosts out of service for any reason (maintenance, failure, repair, quarantine)."""
+        ...
+
+    def snapshot(self, cycle_started_hours: float | None = None) -> ClusterSnapshot:
+        """Plain data for the planners; with a cycle start, each host says whether it is due."""
+        ...
+
+    def recorded_targets(self) -> Mapping[str, str]:
+        """Versions recorded for the cluster: repaired hosts get them before they serve."""
+        ...
+
+    # ---------------------------------------------------------------- changes
+    def set_targets(self, targets: Mapping[str, str], actor: str) -> None: ...
+    def unset_targets(self, components: Sequence[str], actor: str) -> None: ...
+
+    def cordon(
+        self,
+        name: str,
+        owner: str,
+        actor: str,
+        limit: int,
+        per_rack: int | None = None,
+        per_zone: int | None = None,
+    ) -> bool:
+        """Take a host out of scheduling for ``owner`` if the budget still allows it, checked in
+        the same transaction; a repaired host waiting for updates is handed over instead."""
+        ...
+
+    def start_drain(self, name: str, actor: str) -> None:
+        """Mark a cordoned host whose job still runs as draining (the scheduler places nothing)."""
+        ...
+
+    def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
+        """Ask a job's owner before evicting it at ``evict_at_hours``."""
+        ...
+
+    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+        """Stop (requeue) a job so its cordoned hosts can be maintained; GPU-hours of work lost."""
+        ...
+
+    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
+        """Download packages a host lacks while it stays in service; changes no state."""
+        ...
+
+    def begin_update(self, name: str, actor: str) -> bool:
+        """Move a held host with no job into maintenance; False if it cannot be."""
+        ...
+
+    def begin_rollback(self, name: str, actor: str) -> bool:
+        """Reopen a host whose new versions failed, to reinstall its previous ones."""
+        ...
+
+    def install(
+        self, name: str, targets: Mapping[str, str], actor: str, attempt: str
+    ) -> InstallOutcome:
+        """Install every pending component of ``targets`` in dependency order, one reboot."""
+        ...
+
+    def reboot(self, name: str, actor: str) -> None: ...
+
+    def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification: ...
+
+    def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
+        """Uncordon a verified host; ``visit`` records a train's visit."""
+        ...
+
+    def release(self, name: str, actor: str) -> None:
+        """Uncordon a held host that was never touched (nothing to verify)."""
+        ...
+
+    def quarantine(self, name: str, actor: str, reason: str) -> None: ...
+
+    def hand_to_repair(self, name: str, actor: str, reason: str) -> None: ...
+
+    def close_owner(self, owner: str, actor: str) -> None:
+        """Record that ``owner`` ended and holds nothing more."""
+        ...
+
+    def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
+        """Append an entry to the record (what was done or seen)."""
+        ...
+
+
+class FleetBackend(Protocol):
+    """A whole fleet: its clusters, its clock, one-transaction cluster sessions, its record."""
+
+    @property
+    def speed(self) -> float:
+        """Fleet hours per wall hour; 0.0 means a logical clock that callers advance."""
+        ...
+
+    @property
+    def anchor_wall(self) -> datetime: ...
+
+    def cluster_names(self) -> list[str]: ...
+
+    def hosts_in(self, cluster: str) -> int: ...
+
+    def fleet_time(self, wall: datetime | None = None) -> float: ...
+
+    def advance_clock(self, target_hours: float) -> float: ...
+
+    def cluster(
+        self, name: str, wall: datetime | None = None
+    ) -> AbstractContextManager[ClusterBackend]:
+        """One cluster advanced to the caller's fleet time; changes commit on a clean exit."""
+        ...
+
+    def peek(self, name: str, wall: datetime | None = None) -> ClusterBackend:
+        """The cluster advanced to the caller's fleet time, read-only (nothing is written)."""
+        ...
+
+    def records(
+        self, since: int = 0, cluster: str | None = None
+    ) -> Iterator[tuple[int, RecordEntry, str]]:
+        """The append-only record in order: (sequence number, entry, cluster)."""
+        ...

@@ -1,0 +1,166 @@
+"""What one simulated campaign cost, and the capacity bounds it is judged against."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.fleet.backend import ClusterBackend
+from orchestrator.updates import maintenance_hours, pending_components
+
+
+def maintenance_work_hours(b: ClusterBackend, targets: Mapping[str, str]) -> float:
+    """Host-hours of maintenance the campaign needs: each host's pending updates plus verify."""
+    return sum(
+        maintenance_hours(pending_components(b.host(n).versions, targets)) for n in b.host_names()
+    )
+
+
+def lower_bound_hours(work_host_hours: float, domain_size: int, budget_hosts: int) -> float:
+    """The capacity bound on the makespan: ``work_host_hours / min(domain_size, budget_hosts)``.
+
+    ``work_host_hours`` is the sum over hosts of ``dynamics.maintenance_hours`` of the host's
+    pending components (install, one reboot, verification). No policy can have more than
+    ``min(domain_size, budget_hosts)`` hosts in maintenance at once, so none can finish sooner,
+    even with no job to drain, no failure and no host lost to repair or quarantine eating the
+    budget. It ignores that hosts come in whole rounds, so a run with no jobs reaches it within one
+    maintenance duration (exactly when the hosts divide evenly into rounds).
+    """
+    return work_host_hours / max(1, min(domain_size, budget_hosts))
+
+
+def lower_bound_after_outages_hours(
+    work_host_hours: float, domain_size: int, budget_hosts: int, outage_hosts_mean: float
+) -> float:
+    """The capacity bound of one run once the fleet's own outages have taken their share of the
+    budget: ``work_host_hours / min(domain_size, budget_hosts - outage_hosts_mean)``.
+
+    The budget counts hosts out of service for any reason, not only this train's maintenance:
+    hosts in repair after a failure, hosts quarantined (in triage, then in repair) and repaired
+    hosts waiting for their updates take a share of it that no policy can use.
+    ``outage_hosts_mean`` is that share averaged over the run (``outage_budget_hosts_mean``:
+    the mean of ``min(budget, hosts out for other reasons)``). While the budget holds, the hosts
+    in maintenance number at most ``min(domain_size, budget_hosts - outage(t))`` at every
+    instant, a concave function of the outage, so over a run of length T the work done is at
+    most ``T * min(domain_size, budget_hosts - outage_hosts_mean)`` (Jensen): no policy meeting
+    the same outages can finish sooner (``work_host_hours`` is the campaign's work at its start;
+    visiting repaired hosts again only adds to it). It depends on the run (the outages a
+    campaign meets grow with its length and with the quarantines its own visits cause), so it
+    is reported next to ``lower_bound_hours``, the issue's fixed bound, never instead of it; it
+    equals that bound when nothing else is out of service.
+    """
+    room = min(float(domain_size), budget_hosts - outage_hosts_mean)
+    return work_host_hours / max(1.0, room)
+
+
+@dataclass
+class SimResult:
+    """What one campaign cost; ``to_json`` is the CLI's JSON object.
+
+    The cycle is complete once every host was visited once: returned to service after passing
+    verification (``hosts_visited``), quarantined by the train, or held by the repair shop when
+    nothing else is left (it gets its updates when repair hands it back, like ``trainctl demo``,
+    ``hosts_quarantined`` counts both, ``hosts_in_repair`` the latter), and no host back from
+    repair still waits for its updates (the train's own test of a finished cycle). Quarantine is
+    not a visit: a quarantined host that repair hands back during the cycle (in service, or
+    waiting for its updates) is due again, and counts as visited once the train has verified it
+    (``repair_returns_updated`` counts the hosts taken over from repair with updates pending).
+    ``makespan_hours`` is the fleet time from the campaign's start to that moment (None if
+    ``days`` ran out first); ``lower_bound_hours`` is the issue's bound and
+    ``lower_bound_after_outages_hours`` the same work over the budget the fleet's own outages
+    left (see the functions of those names).
+    ``job_interruptions`` counts ``job_interrupted`` events caused by maintenance (cause
+    ``maintenance:...``); ``lost_gpu_hours`` = work those interruptions lost since the last
+    checkpoint (``lost_work_gpu_hours``) + GPU-hours of hosts held cordoned and idle while waiting
+    (``idle_held_gpu_hours``: a lockstep batch waiting for its slowest host). ``budget_violations``
+    counts instants at which the train held more hosts than the budget, or a cordon of the train
+    left more hosts out of service than the budget allows (failures landing on hosts already out
+    may push the total above it without the train's doing: ``max_out_of_service`` shows it).
+    """
+
+    policy: str
+    preset: str
+    cluster: str
+    seed: int
+    days: float
+    domain_size: int
+    budget_hosts: int
+    max_wait_hours: float
+    hosts_total: int
+    hosts_visited: int
+    hosts_quarantined: int
+    hosts_in_repair: int
+    complete: bool
+    makespan_hours: float | None
+    lower_bound_hours: float
+    """The issue's capacity bound: maintenance work / hosts the budget lets out at once."""
+    outage_budget_hosts_mean: float
+    """Mean hosts of the budget taken by hosts down for other reasons (repair, quarantine)."""
+    lower_bound_after_outages_hours: float
+    """Work / (hosts the budget lets out at once - ``outage_budget_hosts_mean``)."""
+    job_interruptions: int
+    lost_work_gpu_hours: float
+    idle_held_gpu_hours: float
+    drain_wait_host_hours: float
+    budget_violations: int
+    max_out_of_service: int
+    simulated_hours: float
+    wall_seconds: float
+    planner_calls: int
+    repair_returns_updated: int = 0
+    """Hosts back from repair with pending updates that the train took, updated and verified."""
+    halted: str | None = None
+    """Why the train's halting rule stopped the campaign (``halt_after_failures`` in a row or
+    ``halt_failure_rate``), as the live train would have halted; None if it never tripped."""
+    domains: int = 0
+    """Maintenance domains run (each a ``DomainMaintenance`` of the live train)."""
+    series: list[tuple[float, int, int]] | None = None
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return self.lost_work_gpu_hours + self.idle_held_gpu_hours
+
+    @property
+    def makespan_ratio(self) -> float | None:
+        """Makespan over the issue's ``lower_bound_hours``."""
+        if self.makespan_hours is None or self.lower_bound_hours <= 0:
+            return None
+        return self.makespan_hours / self.lower_bound_hours
+
+    @property
+    def makespan_ratio_after_outages(self) -> float | None:
+        """Makespan over ``lower_bound_after_outages_hours``."""
+        if self.makespan_hours is None or self.lower_bound_after_outages_hours <= 0:
+            return None
+        return self.makespan_hours / self.lower_bound_after_outages_hours
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: v for k, v in self.__dict__.items() if k not in ("series",) and v is not None
+        }
+        out["makespan_hours"] = _r(self.makespan_hours)
+        out["lost_gpu_hours"] = _r(self.lost_gpu_hours)
+        out["makespan_over_lower_bound"] = _r(self.makespan_ratio, 4)
+        out["makespan_over_lower_bound_after_outages"] = _r(self.makespan_ratio_after_outages, 4)
+        for k in (
+            "lower_bound_hours",
+            "lower_bound_after_outages_hours",
+            "outage_budget_hosts_mean",
+            "lost_work_gpu_hours",
+            "idle_held_gpu_hours",
+            "drain_wait_host_hours",
+            "simulated_hours",
+            "wall_seconds",
+        ):
+            out[k] = _r(out[k])
+        if self.series is not None:
+            out["series"] = [
+                {"t": round(t, 4), "out_of_service": o, "in_maintenance": m}
+                for t, o, m in self.series
+            ]
+        return out
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
