@@ -30,17 +30,18 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from orchestrator.fleet.cluster_sim import REPAIR_OWNER, Event
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.constants import HELD_STATES, REPAIR_OWNER, UNTOUCHED_STATES
+from orchestrator.constants import REPAIR_RETURN_OWNER as REPAIR_RETURN
+from orchestrator.fleet.backend import FleetBackend
+from orchestrator.fleet.backend import RecordEntry as Event
+from orchestrator.models import HostState
 from orchestrator.presets import INITIAL_VERSIONS
 
-IN_SERVICE = "in_service"
-IN_REPAIR = "in_repair"
-QUARANTINED = "quarantined"
-#: Holder of a repaired host that awaits its pending updates (set by the repair pipeline).
-REPAIR_RETURN = "repair-return"
+IN_SERVICE = HostState.IN_SERVICE
+IN_REPAIR = HostState.IN_REPAIR
+QUARANTINED = HostState.QUARANTINED
 #: States a host is in while someone works on it, so returning from them needs verification.
-_TOUCHED_STATES = frozenset({"in_maintenance", "verifying"})
+_TOUCHED_STATES = HELD_STATES - UNTOUCHED_STATES
 _UPPER = ("gpu_driver", "cuda")
 INITIAL_UPPER = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
 KINDS = ("budget_exceeded", "mixed_versions", "unverified_return", "host_lost")
@@ -278,13 +279,8 @@ def audit_events(
     return AuditReport(ok=not violations, violations=violations, events_checked=checked)
 
 
-def audit(fleet: SqliteFleet, cluster: str | None = None) -> AuditReport:
-    """Audit the fleet's whole event log, or one cluster's (KeyError naming an unknown one)."""
+def audit(fleet: FleetBackend, cluster: str | None = None) -> AuditReport:
+    """Audit the fleet's whole record, or one cluster's (KeyError naming an unknown one)."""
     if cluster is not None and cluster not in fleet.cluster_names():
         raise KeyError(f"cluster: unknown cluster {cluster!r}")
-    sql = "SELECT name, rack, zone FROM hosts"
-    args: tuple[str, ...] = ()
-    if cluster is not None:
-        sql, args = sql + " WHERE cluster = ?", (cluster,)
-    domains = {name: (rack, zone) for name, rack, zone in fleet.conn.execute(sql, args)}
-    return audit_events(fleet.events(cluster=cluster), domains)
+    return audit_events(fleet.records(cluster=cluster), fleet.failure_domains(cluster))

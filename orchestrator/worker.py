@@ -18,10 +18,10 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities import build_activities
+from orchestrator.constants import TASK_QUEUE
 from orchestrator.logging import get_logger
 from workflows import WORKFLOWS
 
-TASK_QUEUE = "trainctl"
 log = get_logger(__name__)
 
 

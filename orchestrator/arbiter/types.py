@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-DEFAULT_TASK_QUEUE = "trainctl"
+from orchestrator.constants import TASK_QUEUE as DEFAULT_TASK_QUEUE
 
 
 def arbiter_workflow_id(cluster: str, task_queue: str = DEFAULT_TASK_QUEUE) -> str:

@@ -8,6 +8,7 @@ import sys
 import click
 
 from orchestrator.cli.common import fail, handle_errors
+from orchestrator.constants import TASK_QUEUE
 from orchestrator.temporal_server import DevServer, DevServerConfig, DevServerError, serve_forever
 
 
@@ -37,7 +38,7 @@ def server(port: int, ui_port: int, headless: bool) -> None:
     show_default=True,
     help="Port of the Prometheus /metrics endpoint (0 to disable).",
 )
-@click.option("--task-queue", default="trainctl", show_default=True)
+@click.option("--task-queue", default=TASK_QUEUE, show_default=True)
 @click.option("--address", default=None, help="Temporal frontend (default $TEMPORAL_ADDRESS).")
 @click.option("--log-json", is_flag=True, help="Structured JSON logs on stderr.")
 @handle_errors

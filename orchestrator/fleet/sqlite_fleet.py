@@ -247,6 +247,13 @@ class SqliteFleet:
         row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
         return int(row[0])
 
+    def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:
+        sql = "SELECT name, rack, zone FROM hosts"
+        args: tuple[str, ...] = ()
+        if cluster is not None:
+            sql, args = sql + " WHERE cluster = ?", (cluster,)
+        return {name: (rack, zone) for name, rack, zone in self.conn.execute(sql, args)}
+
     def records(
         self, since: int = 0, cluster: str | None = None
     ) -> Iterator[tuple[int, Event, str]]:
