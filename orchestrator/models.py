@@ -11,8 +11,17 @@ import math
 import re
 from collections.abc import Mapping
 from enum import StrEnum
+from fractions import Fraction
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 GPUS_PER_HOST = 8
 
@@ -46,19 +55,37 @@ LOWER_LAYER: frozenset[str] = frozenset(
 #: The upper layer must be identical across a consistency group; only bulk operations change it.
 UPPER_LAYER: frozenset[str] = frozenset({"gpu_driver", "cuda"})
 
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$")
+#: Letters and digits first, then also ``. _ + -`` and ``:`` (a Debian epoch: ``1:2.3-4``).
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:\-]{0,63}$")
 
 
 def check_version(field: str, value: object) -> str:
-    """Return ``value`` as a version string, or raise ValueError naming ``field``."""
-    if not isinstance(value, str | int | float) or isinstance(value, bool):
-        raise ValueError(f"{field}: version must be a string, got {type(value).__name__}")
+    """Return ``value`` as a version string, or raise ValueError naming ``field``.
+
+    Versions are text, kept exactly as written (``6.10`` is not ``6.1``): the spec loader
+    (``orchestrator.specs``) reads numbers as their text. An int is accepted from Python callers
+    (it has a single spelling); a float, a boolean (YAML reads ``yes``/``on``/``true`` as one) or
+    anything else is refused with a request to quote the version.
+    """
+    if value is None:
+        raise ValueError(f"{field}: version must not be empty")
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        kind = (
+            "a boolean"
+            if isinstance(value, bool)
+            else "a number"
+            if isinstance(value, float)
+            else type(value).__name__
+        )
+        raise ValueError(
+            f'{field}: version must be text, got {kind} ({value!r}); quote it, e.g. {field}: "6.10"'
+        )
     text = str(value).strip()
     if not text:
         raise ValueError(f"{field}: version must not be empty")
     if not _VERSION_RE.match(text):
         raise ValueError(
-            f"{field}: malformed version {text!r} (letters, digits, '.', '-', '_', '+')"
+            f"{field}: malformed version {text!r} (letters, digits, '.', '-', '_', '+', ':')"
         )
     return text
 
@@ -203,15 +230,67 @@ class CapacityBudget(BaseModel):
         return count
 
     def limit(self, hosts_total: int) -> int:
-        """The host count this budget allows out of service in a cluster of ``hosts_total``."""
+        """The host count this budget allows out of service in a cluster of ``hosts_total``.
+
+        A count is capped at the cluster size; a percentage is floored exactly (``3%`` of 128
+        is 3, ``0.5%`` of 128 is 0). The result may be 0: whoever needs at least one host says
+        so, with :meth:`require_hosts` (refuse) or an explicit ``max(1, ...)``.
+        """
         if isinstance(self.max_unavailable, int):
-            return min(self.max_unavailable, hosts_total)
-        pct = float(self.max_unavailable[:-1])
-        return max(1, math.floor(hosts_total * pct / 100.0))
+            return max(0, min(self.max_unavailable, hosts_total))
+        pct = Fraction(self.max_unavailable[:-1])
+        return max(0, math.floor(hosts_total * pct / 100))
+
+    def require_hosts(self, hosts_total: int, field: str = "budget.max_unavailable") -> int:
+        """:meth:`limit`, or ValueError naming ``field`` when it allows no host at all.
+
+        The one check of a budget against a cluster size (train spec, ``train reconfigure``,
+        simulator), so each refuses the same budgets with the same message.
+        """
+        limit = self.limit(hosts_total)
+        if limit >= 1:
+            return limit
+        if hosts_total < 1:
+            raise ValueError(f"{field}: the cluster has no hosts")
+        least = math.ceil(Fraction(10_000, hosts_total)) / 100
+        raise ValueError(
+            f"{field}: {self.max_unavailable} of {hosts_total} hosts is below one host; "
+            f'allow at least one (e.g. "{least:g}%" or 1)'
+        )
 
     @model_validator(mode="after")
     def _sane(self) -> CapacityBudget:
         return self
+
+
+#: Hours, accepted as a number or as text like ``30m``, ``4h``, ``2d``.
+DurationHours = Annotated[
+    float,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdw]?\s*$"},
+            ],
+            "description": "hours, or a duration such as '30m', '4h', '2d'",
+        }
+    ),
+]
+
+
+# One model for trains (TrainSpec.drain) and bulk operations (OperationSpec.drain): users write
+# `drain: {max_wait: 4h}`, code reads `max_wait_hours`.
+class DrainPolicy(BaseModel):
+    """How long to wait for running jobs before evicting them, right after a checkpoint."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    max_wait_hours: DurationHours = Field(default=4.0, alias="max_wait")
+
+    @field_validator("max_wait_hours", mode="before")
+    @classmethod
+    def _max_wait(cls, v: object) -> float:
+        return parse_duration_hours(v, "drain.max_wait")
 
 
 def parse_duration_hours(value: object, field: str) -> float:

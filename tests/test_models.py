@@ -43,11 +43,28 @@ def test_budget_rejects_unknown_field() -> None:
 
 @pytest.mark.parametrize(
     ("value", "hosts", "limit"),
-    [("3%", 3072, 92), ("3%", 128, 3), ("0.5%", 128, 1), ("100%", 128, 128), (8, 128, 8)],
+    [
+        ("3%", 3072, 92),
+        ("3%", 128, 3),
+        ("0.5%", 128, 0),
+        ("0.79%", 128, 1),
+        ("10%", 30, 3),
+        ("100%", 128, 128),
+        (8, 128, 8),
+    ],
 )
 def test_budget_limit_in_hosts(value: object, hosts: int, limit: int) -> None:
-    """A valid budget turns into a host count: a floor of the percentage, at least one host."""
+    """A valid budget turns into a host count: the exact floor of the percentage, maybe 0."""
     assert CapacityBudget.model_validate({"max_unavailable": value}).limit(hosts) == limit
+
+
+def test_require_hosts_refuses_a_budget_of_no_host() -> None:
+    """require_hosts returns the limit, or refuses a budget allowing no host naming the field."""
+    assert CapacityBudget(max_unavailable="3%").require_hosts(128) == 3
+    with pytest.raises(ValueError, match=r"^budget\.max_unavailable: 0\.5% of 128 hosts"):
+        CapacityBudget(max_unavailable="0.5%").require_hosts(128)
+    with pytest.raises(ValueError, match=r"^window\.max_unavailable: "):
+        CapacityBudget(max_unavailable="0.5%").require_hosts(128, field="window.max_unavailable")
 
 
 def test_budget_count_is_capped_at_cluster_size() -> None:
@@ -90,10 +107,17 @@ def test_check_targets_refuses_upper_layer_for_trains(component: str) -> None:
 
 def test_check_targets_accepts_upper_layer_for_bulk_operations() -> None:
     """A bulk operation may change cuda and gpu_driver; versions come back as strings."""
-    assert check_targets({"cuda": 12.6, "gpu_driver": "560.35.03"}, allow_upper=True) == {
-        "cuda": "12.6",
-        "gpu_driver": "560.35.03",
+    assert check_targets({"cuda": "12.10", "gpu_driver": 560}, allow_upper=True) == {
+        "cuda": "12.10",
+        "gpu_driver": "560",
     }
+
+
+@pytest.mark.parametrize("bad", [12.1, True, None, ["12"]])
+def test_check_targets_refuses_versions_that_are_not_text(bad: object) -> None:
+    """A float (digits already lost), boolean, null or list version is refused, naming it."""
+    with pytest.raises(ValueError, match=r"^cuda: version must"):
+        check_targets({"cuda": bad}, allow_upper=True)
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pydantic
 import pytest
 
-from orchestrator.cli.common import describe_validation_error
+from orchestrator.specs import SpecError
 from orchestrator.train.spec import load_train_spec
 
 EXAMPLE = """
@@ -27,9 +26,11 @@ def _load(tmp_path: Path, text: str):
 
 
 def _error(tmp_path: Path, text: str) -> str:
-    with pytest.raises(pydantic.ValidationError) as err:
+    with pytest.raises(SpecError) as err:
         _load(tmp_path, text)
-    return describe_validation_error(err.value)
+    message = str(err.value)
+    assert "\n" not in message and err.value.field is not None
+    return message
 
 
 def test_documented_example_loads(tmp_path):
@@ -37,6 +38,7 @@ def test_documented_example_loads(tmp_path):
     spec = _load(tmp_path, EXAMPLE)
     assert spec.domain_size == 8
     assert spec.budget.limit(3072) == 92 and spec.budget.per_rack == 1
+    assert spec.targets["bios"] == "3.2" and spec.targets["os"] == "6.8.0-45"
     assert spec.drain.max_wait_hours == 4.0
     assert spec.targets["nic_firmware"] == "28.41.1000"
     assert spec.workflow_id == "train-c00"
@@ -71,3 +73,9 @@ def test_bad_values_name_their_field(tmp_path, change, field):
 def test_unknown_field_is_refused(tmp_path):
     """A misspelt field is an error, not silently ignored."""
     assert "domain_sise" in _error(tmp_path, EXAMPLE + "domain_sise: 4\n")
+
+
+def test_unquoted_versions_keep_their_trailing_zeros(tmp_path):
+    """`os: 6.10` unquoted is the version "6.10", not the number 6.1."""
+    spec = _load(tmp_path, EXAMPLE.replace('bios: "3.2"', "bios: 3.10, bmc: 6.10"))
+    assert spec.targets["bios"] == "3.10" and spec.targets["bmc"] == "6.10"

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
     from orchestrator.models import check_targets
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.train.spec import check_train_change
     from orchestrator.train.types import (
         ControlRequest,
         DomainInput,
@@ -144,14 +145,7 @@ class ClusterTrain:
     @reconfigure.validator
     def _check_change(self, change: TrainChange) -> None:
         assert self.inp is not None
-        if change.targets is not None:
-            check_targets(change.targets, allow_upper=False)
-        if change.budget is not None and self.inp.state.counts.hosts_total:
-            total = self.inp.state.counts.hosts_total
-            if change.budget.limit(total) < 1:
-                raise ValueError(f"budget.max_unavailable: below one host of {total}")
-        if self.inp.state.phase in ("stopping", "stopped"):
-            raise ValueError("the train is stopping")
+        check_train_change(change, self.inp.state.counts.hosts_total, self.inp.state.phase)
 
     # --------------------------------------------------------------------- run
     @workflow.run

@@ -63,9 +63,10 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
         hosts = fleet.preset.hosts_per_cluster
     finally:
         fleet.close()
-    exact = spec.budget.max_unavailable
-    if isinstance(exact, str) and hosts * float(exact[:-1]) / 100 < 1:
-        raise BadInput(f"budget.max_unavailable: {exact} of {hosts} hosts is below one host")
+    try:
+        spec.budget.require_hosts(hosts)
+    except ValueError as err:
+        raise BadInput(str(err)) from None
     return hosts
 
 
@@ -141,6 +142,27 @@ for _name, _doc in (
     train.add_command(_control(_name, _doc))
 
 
+def parse_target_options(targets: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``--target component=version`` options as a validated mapping, versions exactly as typed.
+
+    The version is text from the command line and stays text (``os=6.10`` is ``"6.10"``);
+    errors name ``target`` or the component.
+    """
+    pairs: dict[str, object] = {}
+    for t in targets:
+        comp, sep, ver = t.partition("=")
+        comp = comp.strip()
+        if not sep or not comp:
+            raise BadInput(f"target: {t!r} is not component=version")
+        if comp in pairs:
+            raise BadInput(f"target: {comp} given twice")
+        pairs[comp] = ver.strip()
+    try:
+        return check_targets(pairs, allow_upper=False)
+    except ValueError as err:
+        raise BadInput(f"target.{err}") from None
+
+
 @train.command("reconfigure")
 @click.option("--cluster", required=True)
 @click.option("--domain-size", type=int, default=None)
@@ -158,17 +180,12 @@ def reconfigure(
     as_json: bool,
 ) -> None:
     """Change domain size, budget or targets of a running train; the next visits use them."""
-    pairs: dict[str, object] = {}
-    for t in targets:
-        comp, sep, ver = t.partition("=")
-        if not sep:
-            raise BadInput(f"target: {t!r} is not component=version")
-        pairs[comp.strip()] = ver
+    pairs = parse_target_options(targets)
     change = TrainChange.model_validate(
         {
             "domain_size": domain_size,
             "budget": None if budget is None else {"max_unavailable": budget},
-            "targets": check_targets(pairs, allow_upper=False) if pairs else None,
+            "targets": pairs or None,
         }
     )
 

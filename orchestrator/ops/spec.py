@@ -7,8 +7,9 @@ layer (``gpu_driver``, ``cuda``) must stay identical across a job, so only ``cud
 it, and ``lower-layer`` touches only host lower layers. Any well-formed version string is a
 valid target; the planner compares it with what hosts run, nothing more.
 
-Numbers that look like floats are read as text (``cuda: 12.10`` stays ``"12.10"``), so version
-strings survive both YAML and JSON.
+Files are read by the shared spec loader (``orchestrator.specs``), which keeps numbers as written
+(``cuda: 12.10`` stays ``"12.10"``, in YAML and JSON alike) and reports one-line errors naming the
+field.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-import yaml
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -27,11 +27,19 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
 )
 
-from orchestrator.models import UPPER_LAYER, CapacityBudget, check_targets, parse_duration_hours
+from orchestrator.models import (
+    UPPER_LAYER,
+    CapacityBudget,
+    DrainPolicy,
+    DurationHours,
+    check_targets,
+    parse_duration_hours,
+)
+from orchestrator.specs import load_spec as _load_spec
+from orchestrator.specs import parse_spec
 
 Kind = Literal["cuda-upgrade", "lower-layer", "reboot", "drain-for-repair"]
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -40,19 +48,6 @@ Consistency = Literal["job", "cluster"]
 _GLOB = r"^[A-Za-z0-9_.*?!\[\]-]+$"
 _REQUEST_ID = r"^[A-Za-z0-9._-]{1,128}$"
 
-#: Hours, accepted as a number or as text like ``30m``, ``4h``, ``2d``.
-DurationHours = Annotated[
-    float,
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number", "minimum": 0},
-                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdw]?\s*$"},
-            ],
-            "description": "hours, or a duration such as '30m', '4h', '2d'",
-        }
-    ),
-]
 Glob = Annotated[str, Field(pattern=_GLOB, min_length=1)]
 
 
@@ -71,17 +66,8 @@ class Scope(BaseModel):
     hosts: list[Glob] | None = Field(default=None, min_length=1)
 
 
-class DrainSpec(BaseModel):
-    """How long a wave waits for running jobs before evicting them right after a checkpoint."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    max_wait_hours: DurationHours = Field(default=4.0, alias="max_wait")
-
-    @field_validator("max_wait_hours", mode="before")
-    @classmethod
-    def _max_wait(cls, v: object) -> float:
-        return parse_duration_hours(v, "drain.max_wait")
+#: The drain settings of an operation: the same model as a train's (``drain: {max_wait: 4h}``).
+DrainSpec = DrainPolicy
 
 
 class Window(BaseModel):
@@ -198,43 +184,11 @@ def spec_json_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
-class _TextFloatLoader(yaml.SafeLoader):
-    """SafeLoader that keeps float-looking scalars as text, so ``12.10`` is not ``12.1``."""
-
-
-_TextFloatLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def parse_spec_text(text: str, source: str = "the input") -> OperationSpec:
-    """Parse YAML or JSON (told apart by content) into a spec; errors name the field."""
-    if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text, parse_float=str)
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"spec: {source} is not valid JSON (line {err.lineno}, column {err.colno}): "
-                f"{err.msg}"
-            ) from None
-    else:
-        try:
-            data = yaml.load(text, Loader=_TextFloatLoader)  # noqa: S506 - a SafeLoader
-        except yaml.YAMLError as err:
-            raise ValueError(f"spec: {source} is not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"spec: {source} must hold a mapping of fields (kind, scope, targets...)")
-    return OperationSpec.model_validate(data)
+    """Parse YAML or JSON (told apart by content) into a spec; SpecError naming the field."""
+    return parse_spec(text, OperationSpec, what="operation spec", source=source)
 
 
 def load_spec(path: Path | str) -> OperationSpec:
-    """Read a ``.yaml``/``.yml``/``.json`` spec; ValueError naming the field when malformed."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"spec: no such file {p}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"spec: cannot read {p}: {err}") from None
-    return parse_spec_text(text, str(p))
+    """Read a ``.yaml``/``.yml``/``.json`` spec; SpecError (a ValueError) naming the field."""
+    return _load_spec(path, OperationSpec, what="operation spec")

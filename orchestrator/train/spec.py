@@ -1,4 +1,4 @@
-"""The maintenance-train spec (YAML), validated so that bad input names its field.
+"""The maintenance-train spec (YAML or JSON, read by ``orchestrator.specs``): errors name the field.
 
 Only lower layers roll through a train; ``gpu_driver`` and ``cuda`` must stay identical across a
 job, so a target for them is refused here and sent to ``trainctl ops``.
@@ -7,26 +7,24 @@ job, so a target for them is refused here and sent to ``trainctl ops``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.models import CapacityBudget, check_targets, parse_duration_hours
+from orchestrator.models import CapacityBudget, DrainPolicy, check_targets
 from orchestrator.planning.train_plan import POLICIES
+from orchestrator.specs import load_spec
 
+if TYPE_CHECKING:
+    from orchestrator.train.types import TrainChange
 
-class DrainPolicy(BaseModel):
-    """How long to wait for running jobs before evicting them (right after a checkpoint)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_wait_hours: float = Field(default=4.0, alias="max_wait")
-
-    @field_validator("max_wait_hours", mode="before")
-    @classmethod
-    def _max_wait(cls, v: object) -> float:
-        return parse_duration_hours(v, "drain.max_wait")
+__all__ = [
+    "DrainPolicy",
+    "TrainSpec",
+    "check_train_change",
+    "load_train_spec",
+    "train_workflow_id",
+]
 
 
 class TrainSpec(BaseModel):
@@ -69,18 +67,20 @@ def train_workflow_id(cluster: str) -> str:
     return f"train-{cluster}"
 
 
-def load_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML (or JSON) mapping; errors name the file."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"spec: no such file {path}") from None
-    except yaml.YAMLError as err:
-        raise ValueError(f"spec: {path} is not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"spec: {path} must hold a mapping of fields")
-    return data
+def load_train_spec(path: Path | str) -> TrainSpec:
+    """Read a train spec (YAML or JSON); SpecError (a ValueError) naming the field."""
+    return load_spec(path, TrainSpec, what="train spec")
 
 
-def load_train_spec(path: Path) -> TrainSpec:
-    return TrainSpec.model_validate(load_yaml(path))
+def check_train_change(change: TrainChange, hosts_total: int, phase: str) -> None:
+    """Refuse a ``train reconfigure`` change (ValueError naming the field); the update's validator.
+
+    A budget is held to the same rule as a spec's (``CapacityBudget.require_hosts``), once the
+    train knows its cluster's size.
+    """
+    if change.targets is not None:
+        check_targets(change.targets, allow_upper=False)
+    if change.budget is not None and hosts_total:
+        change.budget.require_hosts(hosts_total)
+    if phase in ("stopping", "stopped"):
+        raise ValueError("the train is stopping")
