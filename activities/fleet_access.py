@@ -16,9 +16,8 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.errors import NoFleet, PermanentError, UnknownCluster
-from orchestrator.fleet.backend import ClusterBackend, FleetBackend
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.errors import PermanentError, UnknownCluster
+from orchestrator.fleet import ClusterBackend, FleetBackend, open_backend
 
 
 def as_application_error(err: PermanentError) -> ApplicationError:
@@ -26,24 +25,12 @@ def as_application_error(err: PermanentError) -> ApplicationError:
     return ApplicationError(str(err), type=err.kind, non_retryable=True)
 
 
-def open_sqlite_fleet(path: Path) -> Callable[[], FleetBackend]:
-    """A backend opener for the simulated fleet file at ``path``."""
-
-    def open_() -> FleetBackend:
-        try:
-            return SqliteFleet(path)
-        except FileNotFoundError as err:
-            raise NoFleet(str(err)) from None
-
-    return open_
-
-
 class FleetAccess:
     """One fleet shared by an activity class: a backend per worker thread (SQLite connections
     are per thread), opened on first use."""
 
     def __init__(self, fleet: Path | Callable[[], FleetBackend]) -> None:
-        self._open = open_sqlite_fleet(fleet) if isinstance(fleet, Path) else fleet
+        self._open = (lambda: open_backend(fleet)) if isinstance(fleet, Path) else fleet
         self._local = threading.local()
 
     @property

@@ -16,6 +16,7 @@ from temporalio import activity
 
 from activities.fleet_access import FleetAccess
 from orchestrator import metrics
+from orchestrator.constants import LOGICAL_CLOCK
 from orchestrator.execution import drain, install, settle
 from orchestrator.execution.messages import (
     AdvanceClockRequest,
@@ -29,7 +30,6 @@ from orchestrator.execution.messages import (
     VerifyResult,
 )
 from orchestrator.execution.take import take_domain
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
 
 
@@ -78,7 +78,7 @@ class FleetActivities(FleetAccess):
 
     @activity.defn(name="evict_jobs")
     def evict_jobs(self, req: EvictRequest) -> EvictResult:
-        logical = self.fleet.speed == MAX_SPEED
+        logical = self.fleet.speed == LOGICAL_CLOCK
         with self.cluster(req.cluster, req.wall) as b:
             out = drain.evict_jobs(b, req.owner, req.job_ids, req.scheduled_hours, logical)
         metrics.JOBS_INTERRUPTED.labels(req.cluster).inc(out.interrupted)

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from orchestrator.models import HostState
 
+#: The speed of a fleet whose clock is logical ("max"): fleet time moves only when a workflow
+#: that would wait advances it, so every fleet-time wait takes no wall time.
+LOGICAL_CLOCK = 0.0
+
 #: The task queue workers poll by default (one deployment of trainctl).
 TASK_QUEUE = "trainctl"
 

@@ -16,7 +16,6 @@ from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.sqlite_fleet import MAX_SPEED
 from orchestrator.ops import load_spec, operation_id, parse_spec_text
 from orchestrator.planning.ops_plan import plan_operation
-from orchestrator.planning.ops_snapshot import snapshot_cluster
 from orchestrator.presets import INITIAL_VERSIONS, get_preset
 
 CUDA = {"gpu_driver": "560.35.03", "cuda": "12.6"}
@@ -117,7 +116,7 @@ def test_waves_respect_budget_given_hosts_already_out(tmp_home: Path) -> None:
 def test_running_job_that_fits_a_wave_lands_in_one_wave(tmp_home: Path) -> None:
     """Every running job no larger than a wave has all its hosts in one single wave."""
     fleet = make_fleet(tmp_home)
-    snap = snapshot_cluster(fleet.peek("c00"))
+    snap = fleet.peek("c00").snapshot()
     spec = parse_spec_text(json.dumps({**SPEC, "budget": {"max_unavailable": "60%"}}))
     plan = plan_operation(spec, {"c00": snap})
     cap = plan.clusters[0].wave_cap
@@ -226,7 +225,7 @@ def test_schema_is_valid_json_schema_with_targets_and_scope() -> None:
 def test_reboot_covers_every_host_and_oversized_drain_is_refused(tmp_home: Path) -> None:
     """A reboot puts every in-service host in a wave; draining more than the budget is refused."""
     fleet = make_fleet(tmp_home)
-    snaps = {"c00": snapshot_cluster(fleet.peek("c00"))}
+    snaps = {"c00": fleet.peek("c00").snapshot()}
     reboot = parse_spec_text('{"kind": "reboot", "scope": {"cluster": "c00"}}')
     plan = plan_operation(reboot, snaps)
     assert plan.refused is None and plan.already_done == []

@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
+    from orchestrator.execution.cycle import cycle_complete
+    from orchestrator.execution.halting import HaltRule
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
     from orchestrator.models import check_targets
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
@@ -222,7 +224,7 @@ class ClusterTrain:
         target = now + POLL_FLEET_HOURS
         if st.retry_at_hours is not None and now < st.retry_at_hours < target:
             target = st.retry_at_hours
-        if clock.speed == 0.0:
+        if clock.logical:
             if not self.in_flight and st.phase == "running":
                 # Nothing else moves a logical clock: let repairs and jobs progress.
                 await sleep_until(clock, target)
@@ -322,22 +324,13 @@ class ClusterTrain:
         st.lost_gpu_hours += result.lost_gpu_hours
 
     def _count_outcomes(self, outcomes: list[bool]) -> None:
-        """Fold hosts' pass/fail, in completion order, into the halting rules."""
+        """Fold hosts' pass/fail, in completion order, into the halting rule."""
         assert self.inp is not None
-        spec, st = self.inp.spec, self.inp.state
-        for passed in outcomes:
-            st.failures_in_a_row = 0 if passed else st.failures_in_a_row + 1
-            st.cycle_visits += passed
-            st.cycle_failures += not passed
-            if st.failures_in_a_row >= spec.halt_after_failures:
-                limit = spec.halt_after_failures
-                self._halt(f"{st.failures_in_a_row} hosts failed in a row (limit {limit})")
-        seen = st.cycle_visits + st.cycle_failures
-        if seen >= 10 and st.cycle_failures / seen > spec.halt_failure_rate:
-            self._halt(
-                f"{st.cycle_failures} of {seen} hosts failed this cycle "
-                f"(above {spec.halt_failure_rate:.0%})"
-            )
+        spec = self.inp.spec
+        rule = HaltRule(spec.halt_after_failures, spec.halt_failure_rate)
+        why = rule.fold(self.inp.state, outcomes)
+        if why is not None:
+            self._halt(why)
 
     def _halt(self, reason: str) -> None:
         assert self.inp is not None
@@ -347,8 +340,7 @@ class ClusterTrain:
 
     def _cycle_done(self) -> bool:
         assert self.inp is not None
-        c = self.inp.state.counts
-        return c.hosts_total > 0 and c.due == 0 and c.in_flight == 0 and not self.in_flight
+        return cycle_complete(self.inp.state.counts, len(self.in_flight))
 
     def _finish_cycle(self) -> None:
         assert self.inp is not None

@@ -52,7 +52,7 @@ async def sleep_until(
     clock: ClockInfo, target_hours: float, from_hours: float | None = None
 ) -> None:
     """Wait until fleet time reaches ``target_hours``."""
-    if clock.speed == 0.0:
+    if clock.logical:
         await workflow.execute_activity_method(
             FleetActivities.advance_clock,
             AdvanceClockRequest(target_hours=target_hours),
@@ -69,4 +69,4 @@ async def sleep_until(
 
 def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
     """Wall seconds that ``fleet_hours`` take at this clock's speed (0 for 'max')."""
-    return 0.0 if clock.speed == 0.0 else fleet_hours * 3600.0 / clock.speed
+    return 0.0 if clock.logical else fleet_hours * 3600.0 / clock.speed

@@ -106,7 +106,7 @@ class WaveSteps:
     async def _wait_fleet(self, target: float, now: float, interruptible: bool = True) -> None:
         """Wait until fleet hour ``target``; a control message cuts an interruptible wait short."""
         clock = self.inp.clock
-        if clock.speed == 0.0 or not interruptible:
+        if clock.logical or not interruptible:
             await sleep_until(clock, target, now)
             return
         delay = (target - max(now, fleet_hours_now(clock))) * 3600.0 / clock.speed
@@ -116,7 +116,7 @@ class WaveSteps:
     async def _poll(self, hours: float) -> None:
         """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS)."""
         clock, now = self.inp.clock, self.p.fleet_hours
-        if clock.speed == 0.0:
+        if clock.logical:
             await sleep_until(clock, now + hours, now)  # a logical clock moves only when told
             self.p.fleet_hours = now + hours
             return

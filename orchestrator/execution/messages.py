@@ -11,6 +11,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from orchestrator.constants import LOGICAL_CLOCK
+
 
 class ClockInfo(BaseModel):
     """How fleet time relates to workflow time: hours = (now - anchor) * speed / 3600."""
@@ -18,6 +20,11 @@ class ClockInfo(BaseModel):
     speed: float  # 0.0 means 'max': a logical clock that waits advance explicitly
     anchor_wall: datetime
     hosts_total: int = 0
+
+    @property
+    def logical(self) -> bool:
+        """A 'max'-speed fleet: fleet time moves only when a waiting workflow advances it."""
+        return self.speed == LOGICAL_CLOCK
 
 
 class FleetInfoRequest(BaseModel):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.errors import NoFleet
+from orchestrator.fleet.backend import ClusterBackend, FleetBackend
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 
 FLEET_FILE = "fleet.db"
@@ -20,4 +22,19 @@ def open_fleet(home: Path | None = None) -> SqliteFleet:
     return SqliteFleet(fleet_path(home))
 
 
-__all__ = ["SqliteFleet", "fleet_path", "open_fleet"]
+def open_backend(path: Path) -> FleetBackend:
+    """The fleet backend stored at ``path`` (today: the simulated fleet); NoFleet if none."""
+    try:
+        return SqliteFleet(path)
+    except FileNotFoundError as err:
+        raise NoFleet(str(err)) from None
+
+
+__all__ = [
+    "ClusterBackend",
+    "FleetBackend",
+    "SqliteFleet",
+    "fleet_path",
+    "open_backend",
+    "open_fleet",
+]

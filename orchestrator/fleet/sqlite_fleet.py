@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.constants import LOGICAL_CLOCK
 from orchestrator.errors import FleetSchemaMismatch, UnknownCluster
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, Event, HostRec, JobRec
@@ -50,7 +51,7 @@ CREATE TABLE events (
 #: previous version to ``_MIGRATIONS``; a fleet file newer than this code is refused.
 SCHEMA_VERSION = 2
 
-MAX_SPEED = 0.0  # stored speed meaning "every fleet-time wait is zero" (logical clock)
+MAX_SPEED = LOGICAL_CLOCK  # stored speed meaning "every fleet-time wait is zero"
 
 
 def parse_speed(value: str | float) -> float:
