@@ -122,30 +122,6 @@ class HostState(StrEnum):
     IN_REPAIR = "in_repair"
 
 
-class Host(BaseModel):
-    """One GPU host (8 GPUs) as the inventory sees it."""
-
-    name: str
-    cluster: str
-    zone: str
-    rack: str
-    gpus: int = GPUS_PER_HOST
-    state: HostState = HostState.IN_SERVICE
-    versions: dict[str, str]
-    job_id: int | None = None
-    reason: str = ""
-    last_visit_hours: float | None = None
-
-
-class Switch(BaseModel):
-    """A network switch; updating it takes every host below it off the network."""
-
-    name: str
-    tier: str  # rack | spine | aggregation
-    cluster: str | None = None
-    firmware: str
-
-
 class Update(BaseModel):
     """One component update: what it does to a host and how long it takes in fleet time."""
 
@@ -159,33 +135,6 @@ class Update(BaseModel):
     @classmethod
     def _target(cls, v: object) -> str:
         return check_version("target", v)
-
-
-class Job(BaseModel):
-    """A gang-scheduled training job."""
-
-    id: int
-    cluster: str
-    hosts: list[str]
-    start_hours: float
-    duration_hours: float = Field(gt=0)
-    checkpoint_interval_hours: float = Field(gt=0)
-    gpu_driver: str
-    cuda: str
-
-    @property
-    def end_hours(self) -> float:
-        return self.start_hours + self.duration_hours
-
-    def last_checkpoint(self, now_hours: float) -> float:
-        """Fleet time of the latest checkpoint at or before ``now_hours``."""
-        done = max(0.0, now_hours - self.start_hours)
-        return self.start_hours + math.floor(done / self.checkpoint_interval_hours) * (
-            self.checkpoint_interval_hours
-        )
-
-    def next_checkpoint(self, now_hours: float) -> float:
-        return self.last_checkpoint(now_hours) + self.checkpoint_interval_hours
 
 
 class CapacityBudget(BaseModel):

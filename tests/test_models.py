@@ -8,11 +8,11 @@ import pytest
 from orchestrator.cli.common import describe_validation_error
 from orchestrator.models import (
     CapacityBudget,
-    Job,
     Update,
     check_targets,
     parse_duration_hours,
 )
+from orchestrator.views import JobView, last_checkpoint, next_checkpoint
 
 
 @pytest.mark.parametrize("bad", ["150%", "0%", 0, "abc", -3, "-5%", 2.5, True])
@@ -149,33 +149,19 @@ def test_update_and_job_validate_their_fields() -> None:
     with pytest.raises(pydantic.ValidationError) as info:
         Update.model_validate({"component": "firmware", "target": "1", "duration_hours": 1})
     assert info.value.errors()[0]["loc"] == ("component",)
-    with pytest.raises(pydantic.ValidationError) as info:
-        Job(
-            id=1,
-            cluster="c00",
-            hosts=["h"],
-            start_hours=0,
-            duration_hours=0,
-            checkpoint_interval_hours=1,
-            gpu_driver="550",
-            cuda="12.4",
-        )
-    assert info.value.errors()[0]["loc"] == ("duration_hours",)
 
 
 def test_job_checkpoints() -> None:
-    """A job's last and next checkpoints fall on its checkpoint interval from its start."""
-    job = Job(
-        id=1,
-        cluster="c00",
-        hosts=["h"],
-        start_hours=10,
-        duration_hours=20,
-        checkpoint_interval_hours=2,
-        gpu_driver="550",
-        cuda="12.4",
+    """A job's last and next checkpoints fall on its checkpoint interval from its start, and
+    never past its end (the one definition the fleet, the planners and the views use)."""
+    assert last_checkpoint(10, 2, 15.5, end=30) == 14
+    assert next_checkpoint(10, 2, 15.5, end=30) == 16
+    assert last_checkpoint(10, 2, 5, end=30) == 10
+    assert next_checkpoint(10, 2, 29.5, end=29.7) == 29.7
+    job = JobView(1, 1, ("h",), 30.0, 16.0, 14.0)
+    later = job.at(21.0)
+    assert later is not None and (later.last_checkpoint_hours, later.next_checkpoint_hours) == (
+        20.0,
+        22.0,
     )
-    assert job.end_hours == 30
-    assert job.last_checkpoint(15.5) == 14
-    assert job.next_checkpoint(15.5) == 16
-    assert job.last_checkpoint(5) == 10
+    assert job.at(30.0) is None
