@@ -43,6 +43,13 @@ def main() -> None:
     ap.add_argument("--budget", default="3%")
     ap.add_argument("--max-wait", type=float, default=4.0, help="hours")
     ap.add_argument("--ideal-fleet", action="store_true", help="no failures, clean installs")
+    ap.add_argument(
+        "--halt-after",
+        type=int,
+        default=3,
+        help="the train's halt_after_failures (its default); a large value measures the policy "
+        "alone, past the failures in a row that would halt a live train",
+    )
     args = ap.parse_args()
     if args.ideal_fleet:
         dynamics.next_failure_gap = lambda *a, **k: float("inf")  # type: ignore[assignment]
@@ -59,6 +66,7 @@ def main() -> None:
             days=args.days,
             seed=args.seed,
             max_wait_hours=args.max_wait,
+            halt_after_failures=args.halt_after,
         )
         t0 = time.perf_counter()
         results[policy] = simulate(cfg)
@@ -92,6 +100,9 @@ def main() -> None:
             f"{r.budget_violations:>12}{r.wall_seconds:>9.2f}"
             f"{r.simulated_hours / r.wall_seconds:>11.0f}"
         )
+    for policy, r in results.items():
+        if r.halted:
+            print(f"{policy}: halted as a live train would: {r.halted}")
     print(
         "visited = returned after verification + quarantined or in repair at the cycle's end; "
         "out. mean = mean hosts of the budget taken by repairs and quarantines; / after out. = "
