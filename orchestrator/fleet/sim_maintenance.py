@@ -1,0 +1,217 @@
+"""The simulated cluster's maintenance operations: the changes of the fleet-backend Protocol.
+
+``MaintenanceOps`` is what trains and operations do to hosts at fleet time ``now`` (see
+``orchestrator.fleet.backend.ClusterBackend``): record targets, cordon within the budget (checked
+in the same transaction, counting every host out for any reason), drain, ask and evict jobs,
+prestage, install with seeded outcomes and bad builds (``dynamics.draw_update_outcome``, injected
+faults), roll back, verify (diagnostics, bus bandwidth, version manifest), return or release.
+Quarantine and hand-over to repair live with the repair pipeline (``sim_repair``). It is separate
+from the scheduler and the failure model, which run on their own as fleet time passes; these run
+only when a caller asks, and stop jobs only through the scheduler's ``_interrupt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from orchestrator.constants import NO_OWNER, REPAIR_OWNER, REPAIR_RETURN_OWNER, UNTOUCHED_STATES
+from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet.backend import InstallOutcome, JobAnswer, Verification
+from orchestrator.fleet.sim_scheduler import JobScheduler
+from orchestrator.models import HostState
+
+S = HostState
+
+
+class MaintenanceOps(JobScheduler):
+    """Host maintenance on one cluster, each change logged and marked dirty."""
+
+    def set_targets(self, targets: Mapping[str, str], actor: str) -> None:
+        merged = {**self.state.targets, **targets}
+        if merged != self.state.targets:
+            self.state.targets = merged
+            self._log(actor, "targets", None, targets=merged)
+
+    def cordon(
+        self,
+        name: str,
+        owner: str,
+        actor: str,
+        limit: int,
+        per_rack: int | None = None,
+        per_zone: int | None = None,
+    ) -> bool:
+        """Take a host out of scheduling for ``owner``, only if the budget still allows it.
+
+        The budget is checked here, in the same transaction as the change, counting every host
+        out of service for any reason, so a failure that landed since planning is respected.
+        """
+        h = self.hosts[name]
+        if h.owner == REPAIR_RETURN_OWNER and h.state == S.CORDONED:
+            h.owner = owner  # the repair pipeline hands a repaired host over for its updates
+            self.dirty_hosts.add(name)
+            self._log(actor, "handover", name, owner=owner)
+            return True
+        if h.state != S.IN_SERVICE:
+            return False
+        down = self.out_of_service()
+        if len(down) + 1 > limit:
+            return False
+        if per_rack is not None and sum(d.rack == h.rack for d in down) + 1 > per_rack:
+            return False
+        if per_zone is not None and sum(d.zone == h.zone for d in down) + 1 > per_zone:
+            return False
+        h.owner, h.verified = owner, False
+        self._set_state(
+            h,
+            S.CORDONED,
+            actor,
+            f"maintenance by {owner}",
+            owner=owner,
+            limit=limit,
+            per_rack=per_rack,
+            per_zone=per_zone,
+        )
+        return True
+
+    def unset_targets(self, components: Sequence[str], actor: str) -> None:
+        """Forget recorded targets (an operation that stopped stops pushing its versions)."""
+        kept = {c: v for c, v in self.state.targets.items() if c not in components}
+        if kept != self.state.targets:
+            self.state.targets = kept
+            self._log(actor, "targets", None, targets=kept)
+
+    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
+        """Download the packages a host lacks while it stays in service; changes no state."""
+        comps = dyn.pending_components(self.hosts[name].versions, targets)
+        if comps:
+            self._log(actor, "prestaged", name, components={c: targets[c] for c in comps})
+        return comps
+
+    def begin_rollback(self, name: str, actor: str) -> bool:
+        """Reopen a host whose new versions failed, to reinstall its previous ones.
+
+        Reinstalling the previous software removes what the failed install left behind (the
+        defect it drew), which is the point of a rollback; the reinstall draws its own outcome.
+        """
+        h = self.hosts[name]
+        if h.state not in (S.IN_MAINTENANCE, S.VERIFYING) or h.job_id is not None:
+            return False
+        h.defect, h.verified = None, False
+        self.dirty_hosts.add(name)
+        self._set_state(h, S.IN_MAINTENANCE, actor, "rolling back")
+        return True
+
+    def inject_fault(self, component: str, version: str, rate: float, actor: str) -> None:
+        """Make ``component=version`` a bad build that leaves hosts bad with ``rate``."""
+        self.state.faults[f"{component}={version}"] = rate
+        self._log(actor, "fault_injected", None, component=component, version=version, rate=rate)
+
+    def close_owner(self, owner: str, actor: str) -> None:
+        """Record that ``owner`` (a train or operation) holds nothing more and has ended."""
+        self._log(actor, "owner_closed", None, owner=owner)
+
+    def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
+        """Simulated jobs do not negotiate yet: every job lets maintenance go ahead."""
+        return JobAnswer("go")
+
+    def start_drain(self, name: str, actor: str) -> None:
+        h = self.hosts[name]
+        if h.state == S.CORDONED and h.job_id is not None:
+            self._set_state(h, S.DRAINING, actor, "waiting for job")
+
+    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+        """Interrupt a job so its cordoned hosts can be maintained; return GPU-hours lost."""
+        job = self.jobs[job_id]
+        if job.state != "running":
+            return 0.0
+        return self._interrupt(job, cause=f"maintenance:{actor}", actor=actor, as_of=as_of)
+
+    def begin_update(self, name: str, actor: str) -> bool:
+        h = self.hosts[name]
+        if h.state not in (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE) or h.job_id is not None:
+            return False
+        self._set_state(h, S.IN_MAINTENANCE, actor, "applying updates")
+        return True
+
+    def install(
+        self, name: str, targets: Mapping[str, str], actor: str, attempt: str
+    ) -> InstallOutcome:
+        out = self.apply_updates(name, dict(targets), actor, attempt)
+        return InstallOutcome(out.ok, out.permanent, out.failed_component)
+
+    def reboot(self, name: str, actor: str) -> None:
+        """A plain reboot: the simulated host comes back as it was."""
+        self._log(actor, "rebooted", name)
+
+    def apply_updates(
+        self, name: str, targets: dict[str, str], actor: str, attempt: str
+    ) -> dyn.UpdateOutcome:
+        """Install every pending component of ``targets`` in dependency order, one reboot."""
+        h = self.hosts[name]
+        comps = dyn.pending_components(h.versions, targets)
+        out = dyn.draw_update_outcome(self.seed, name, f"{h.updates}:{attempt}", comps)
+        h.updates += 1
+        self.dirty_hosts.add(name)
+        if not out.ok:
+            self._log(
+                actor,
+                "update_failed",
+                name,
+                component=out.failed_component,
+                permanent=out.permanent,
+            )
+            return out
+        before = {c: h.versions.get(c) for c in comps}
+        for c in comps:
+            h.versions[c] = targets[c]
+            rate = self.state.faults.get(f"{c}={targets[c]}", 0.0)
+            if rate and dyn.rng(self.seed, name, "fault", c, h.updates).random() < rate:
+                out = dyn.UpdateOutcome(True, False, None, "low_bus_bandwidth")
+        if out.defect:
+            h.defect = out.defect
+        self._log(actor, "updated", name, before=before, after={c: targets[c] for c in comps})
+        return out
+
+    def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification:
+        """Hardware diagnostics, collective bandwidth against roofline, version manifest."""
+        h = self.hosts[name]
+        self._set_state(h, S.VERIFYING, actor, "verifying")
+        r = dyn.rng(self.seed, name, "verify", h.updates)
+        bw = (
+            dyn.DEGRADED_BUS_BW
+            if h.defect in ("slow_gpu", "low_bus_bandwidth")
+            else dyn.HEALTHY_BUS_BW
+        )
+        bw += r.uniform(-0.02, 0.02)
+        wrong = sorted(c for c, v in targets.items() if h.versions.get(c) != v)
+        if h.defect == "xid_errors":
+            ok, why = False, "diagnostics: GPU Xid errors under load"
+        elif bw < dyn.MIN_BUS_BW:
+            ok, why = False, f"collective bandwidth {bw:.2f} of roofline < {dyn.MIN_BUS_BW}"
+        elif wrong:
+            ok, why = False, "version manifest mismatch: " + ",".join(wrong)
+        else:
+            ok, why = True, "passed"
+        h.verified = ok
+        self.dirty_hosts.add(name)
+        self._log(actor, "verified", name, passed=ok, reason=why, bus_bw=round(bw, 3))
+        return Verification(ok, why, bw)
+
+    def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
+        """Put a verified host back into service; ``visit`` marks it visited by a train."""
+        h = self.hosts[name]
+        if not h.verified or h.state != S.VERIFYING:
+            return False
+        h.owner = NO_OWNER
+        if visit:
+            h.last_visit = self.now
+        self._set_state(h, S.IN_SERVICE, actor, "returned after verification", verified=True)
+        return True
+
+    def release(self, name: str, actor: str) -> None:
+        """Give back a cordoned host that was never touched (a cancelled or aborted visit)."""
+        h = self.hosts[name]
+        if h.state in UNTOUCHED_STATES and h.owner not in (REPAIR_OWNER, REPAIR_RETURN_OWNER):
+            h.owner = NO_OWNER
+            self._set_state(h, S.IN_SERVICE, actor, "released untouched", verified=True)

@@ -1,0 +1,85 @@
+"""The simulated cluster's records: hosts, jobs and cluster-wide state, as plain dataclasses.
+
+These are what ``SqliteFleet`` stores row by row and what ``build_cluster`` creates; ``ClusterSim``
+(``cluster_sim``) and its parts only change their fields. They live apart from the behaviour so
+that persistence and building can name the shapes without pulling in the scheduler, the failure
+model or the maintenance operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.fleet.backend import RecordEntry
+from orchestrator.views import JobView, last_checkpoint, next_checkpoint
+
+
+@dataclass
+class HostRec:
+    name: str
+    zone: str
+    rack: str
+    state: str
+    versions: dict[str, str]
+    job_id: int | None = None
+    reason: str = ""
+    owner: str = ""
+    repair_until: float | None = None
+    defect: str | None = None
+    last_visit: float | None = None
+    verified: bool = False
+    updates: int = 0
+
+
+@dataclass
+class JobRec:
+    id: int
+    size: int
+    work_hours: float  # remaining work when (re)started
+    ckpt_hours: float
+    submitted: float
+    hosts: list[str] = field(default_factory=list)
+    start: float | None = None
+    driver: str = ""
+    cuda: str = ""
+    state: str = "queued"  # queued | running | done
+    interruptions: int = 0
+
+    @property
+    def end(self) -> float:
+        assert self.start is not None
+        return self.start + self.work_hours
+
+    def last_checkpoint(self, now: float) -> float:
+        assert self.start is not None
+        return last_checkpoint(self.start, self.ckpt_hours, now, self.end)
+
+    def next_checkpoint(self, now: float) -> float:
+        assert self.start is not None
+        return next_checkpoint(self.start, self.ckpt_hours, now, self.end)
+
+    def view(self, now: float) -> JobView:
+        return JobView(
+            self.id,
+            self.size,
+            tuple(self.hosts),
+            self.end,
+            self.next_checkpoint(now),
+            self.last_checkpoint(now),
+        )
+
+
+@dataclass
+class ClusterState:
+    now: float = 0.0
+    job_seq: int = 0
+    fail_seq: int = 0
+    next_failure_at: float = 0.0
+    queue: list[int] = field(default_factory=list)
+    targets: dict[str, str] = field(default_factory=dict)
+    #: "component=version" -> probability that installing it leaves a host bad (a bad build)
+    faults: dict[str, float] = field(default_factory=dict)
+
+
+#: One entry of the fleet's append-only record (the backend interface's shape).
+Event = RecordEntry

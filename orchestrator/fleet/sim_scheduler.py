@@ -1,0 +1,146 @@
+"""The simulated cluster's job scheduler: trace draws, gang placement, backfill, job end and stop.
+
+``JobScheduler`` keeps the cluster busy the way a batch scheduler would: it draws jobs from the
+seeded trace (``dynamics.draw_job``) while fewer hosts than the target utilisation are busy,
+gang-places each on idle in-service hosts of one (gpu_driver, cuda) version as close together as
+it can, backfills smaller jobs unless the head of the queue has waited past
+``RESERVE_AFTER_HOURS``, and ends or interrupts (requeues) jobs. It is separate from failures and
+maintenance, which only call ``_interrupt`` to stop a job; what it places depends only on host
+states, so it needs to know nothing of why a host is out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet.sim_core import SimCore
+from orchestrator.fleet.sim_records import JobRec
+from orchestrator.models import GPUS_PER_HOST, HostState
+
+S = HostState
+RESERVE_AFTER_HOURS = 6.0
+
+
+class JobScheduler(SimCore):
+    """Jobs of one cluster: drawn from the trace, placed, ended and interrupted."""
+
+    def _finish_job(self, job: JobRec) -> None:
+        job.state = "done"
+        self.dirty_jobs.add(job.id)
+        self._log("scheduler", "job_end", None, job=job.id, hosts=len(job.hosts))
+        self._release(job)
+
+    def _release(self, job: JobRec) -> None:
+        for name in job.hosts:
+            h = self.hosts[name]
+            if h.job_id == job.id:
+                h.job_id = None
+                self.dirty_hosts.add(name)
+
+    def _interrupt(self, job: JobRec, cause: str, actor: str, as_of: float | None = None) -> float:
+        """Stop a running job; it loses the work since its last checkpoint and is requeued.
+
+        ``as_of`` (at most now) is when the stop was scheduled: under a logical clock that other
+        waiters moved past it, the stop counts from then, as a discrete-event order would have it.
+        """
+        at = self.now if as_of is None else min(max(as_of, job.start or 0.0), self.now)
+        ckpt = job.last_checkpoint(at)
+        assert job.start is not None
+        lost = (at - ckpt) * job.size * GPUS_PER_HOST
+        self._log(
+            actor,
+            "job_interrupted",
+            None,
+            job=job.id,
+            cause=cause,
+            hosts=len(job.hosts),
+            lost_gpu_hours=round(lost, 3),
+        )
+        self._release(job)
+        job.work_hours = max(0.01, job.work_hours - (ckpt - job.start))
+        job.state, job.start, job.hosts = "queued", None, []
+        job.interruptions += 1
+        self.state.queue.insert(0, job.id)
+        self.dirty_jobs.add(job.id)
+        return lost
+
+    def _free_hosts(self) -> dict[tuple[str, str], dict[str, list[str]]]:
+        """Idle in-service hosts grouped by (gpu_driver, cuda), then by rack."""
+        free: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for h in self.hosts.values():
+            if h.state == S.IN_SERVICE and h.job_id is None:
+                free[(h.versions["gpu_driver"], h.versions["cuda"])][h.rack].append(h.name)
+        return free
+
+    def _fill_and_place(self) -> None:
+        """Keep the cluster busy: draw jobs from the trace while below target, place what fits."""
+        goal = self.target_utilisation * len(self.order)
+        while True:
+            busy = sum(1 for h in self.hosts.values() if h.job_id is not None)
+            while busy < goal and len(self.state.queue) < 8:
+                shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
+                job_id = self.state.job_seq
+                self.state.job_seq += 1
+                self.jobs[job_id] = JobRec(
+                    job_id,
+                    shape.hosts,
+                    shape.duration_hours,
+                    shape.checkpoint_interval_hours,
+                    self.now,
+                )
+                self.dirty_jobs.add(job_id)
+                self.state.queue.append(job_id)
+            if not self.state.queue:
+                return
+            free = self._free_hosts()
+            head = self.jobs[self.state.queue[0]]
+            # Backfill smaller jobs, but hold hosts for a head job that has waited too long.
+            window = 1 if self.now - head.submitted > RESERVE_AFTER_HOURS else 16
+            placed = [j for j in list(self.state.queue[:window]) if self._place(self.jobs[j], free)]
+            for job_id in placed:
+                self.state.queue.remove(job_id)
+            if not placed:
+                return
+
+    def _place(self, job: JobRec, free: dict[tuple[str, str], dict[str, list[str]]]) -> bool:
+        """Gang-place a job on idle hosts of one (driver, cuda) version, as close as possible."""
+        fits = [(sum(map(len, racks.values())), key) for key, racks in free.items()]
+        fits = [f for f in fits if f[0] >= job.size]
+        if not fits:
+            return False
+        _, key = max(fits)
+        racks = free[key]
+        by_zone: dict[str, list[str]] = defaultdict(list)
+        for rack, names in racks.items():
+            if names:
+                by_zone[self.hosts[names[0]].zone].append(rack)
+        zone_free = {z: sum(len(racks[r]) for r in rs) for z, rs in by_zone.items()}
+        zones = sorted(zone_free, key=lambda z: (zone_free[z] < job.size, zone_free[z], z))
+        chosen: list[str] = []
+        for zone in zones:
+            for rack in sorted(by_zone[zone], key=lambda r: (-len(racks[r]), r)):
+                need = job.size - len(chosen)
+                take = racks[rack][:need]
+                del racks[rack][:need]
+                chosen.extend(take)
+                if len(chosen) == job.size:
+                    break
+            if len(chosen) == job.size:
+                break
+        job.hosts, job.start, job.state = chosen, self.now, "running"
+        job.driver, job.cuda = key
+        for name in chosen:
+            self.hosts[name].job_id = job.id
+            self.dirty_hosts.add(name)
+        self.dirty_jobs.add(job.id)
+        self._log(
+            "scheduler",
+            "job_start",
+            None,
+            job=job.id,
+            hosts=chosen,
+            gpu_driver=key[0],
+            cuda=key[1],
+        )
+        return True

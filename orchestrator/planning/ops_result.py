@@ -1,0 +1,121 @@
+"""The bulk-operation planner's results: waves, per-cluster plans, the whole plan, holders.
+
+``OperationPlan`` is what ``ops plan --json`` prints and what the bulk-operation workflows execute
+wave by wave (it travels through Temporal as a pydantic model, so its fields keep their meaning);
+``Holder`` is another campaign holding hosts, which serialises the operation. They are separate
+from the planning steps (``ops_scope``, ``ops_packing``, ``ops_estimate``, ``ops_plan``) so that
+executors and clients can name the shapes without the planner, and so the people-facing
+``summary`` text sits with the fields it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Another campaign (train or operation) holding hosts of a cluster right now."""
+
+    holder_id: str
+    cluster: str
+    hosts: int
+    scope: str = ""
+
+
+class Wave(BaseModel):
+    """Hosts of one cluster taken out, changed, verified and returned together."""
+
+    index: int = Field(description="position among the waves of its cluster, from 0")
+    cluster: str
+    hosts: list[str]
+    jobs_affected: list[int] = Field(default_factory=list)
+    jobs_interrupted: list[int] = Field(default_factory=list)
+    est_start_hours: float = 0.0  # after the operation starts
+    drain_hours: float = 0.0
+    est_hours: float = 0.0  # drain wait + maintenance
+
+
+class ClusterPlan(BaseModel):
+    """Per-cluster view: budget in force and what the operation does there."""
+
+    cluster: str
+    hosts_total: int
+    hosts_in_scope: int
+    out_of_service: int
+    budget_limit: int
+    wave_cap: int
+    hosts_to_change: int
+    already_done: int
+    deferred: int
+    waves: int
+    est_hours: float
+    refused: str | None = None
+
+
+class OperationPlan(BaseModel):
+    """A dry run of an operation; what ``ops plan --json`` prints and the executor runs."""
+
+    operation_id: str
+    kind: str
+    consistency: str
+    targets: dict[str, str]
+    fleet_hours: float
+    hosts_total: int = Field(description="hosts in the scope")
+    hosts_to_change: int = Field(description="hosts in waves plus deferred ones")
+    waves: list[Wave]
+    already_done: list[str]
+    deferred: list[str]
+    clusters: list[ClusterPlan]
+    estimated_duration_hours: float
+    gpu_hours_out_of_service: float
+    gpu_hours_lost: float = Field(description="work lost by evictions since a checkpoint")
+    jobs_affected: int
+    jobs_interrupted: int
+    conflicts: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    refused: str | None = None
+
+    def waves_of(self, cluster: str) -> list[Wave]:
+        return [w for w in self.waves if w.cluster == cluster]
+
+    def summary(self, max_waves: int = 12) -> str:
+        """A few lines for people: scope, estimate, per-cluster budget, the first waves."""
+        tgt = " ".join(f"{c}={v}" for c, v in self.targets.items()) or "-"
+        in_waves = sum(len(w.hosts) for w in self.waves)
+        lines = [
+            f"{self.operation_id}: {self.kind} (consistency: {self.consistency}) targets {tgt}",
+            f"scope: {_n(self.hosts_total, 'host')} in {_n(len(self.clusters), 'cluster')}; "
+            f"{in_waves:,} to change in {_n(len(self.waves), 'wave')}, "
+            f"{len(self.already_done):,} already done, "
+            f"{len(self.deferred):,} deferred until repaired",
+            f"estimate: ~{self.estimated_duration_hours:.1f} h, "
+            f"{self.gpu_hours_out_of_service:,.0f} GPU-hours out of service, "
+            f"{self.jobs_interrupted} of {self.jobs_affected} jobs interrupted "
+            f"({self.gpu_hours_lost:,.0f} GPU-hours of work lost)",
+        ]
+        for c in self.clusters:
+            lines.append(
+                f"  {c.cluster}: {_n(c.waves, 'wave')} of up to {c.wave_cap} hosts (budget "
+                f"{c.budget_limit}, {c.out_of_service} out of service), ~{c.est_hours:.1f} h"
+            )
+        for w in self.waves[:max_waves]:
+            lines.append(
+                f"  wave {w.cluster}#{w.index}: {_n(len(w.hosts), 'host')}, "
+                f"{_n(len(w.jobs_affected), 'job')} ({len(w.jobs_interrupted)} interrupted), "
+                f"starts +{w.est_start_hours:.1f} h,"
+                f" ~{w.est_hours:.1f} h"
+            )
+        if len(self.waves) > max_waves:
+            lines.append(f"  ... {len(self.waves) - max_waves} more waves")
+        lines += [f"conflict: {c}" for c in self.conflicts]
+        lines += [f"warning: {w}" for w in self.warnings]
+        if self.refused:
+            lines.append(f"REFUSED: {self.refused}")
+        return "\n".join(lines)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
