@@ -129,7 +129,7 @@ class FleetActivities(FleetAccess):
         """Release whatever the owner still holds, then record that it has ended."""
         with self.cluster(req.cluster, req.wall) as b:
             out = settle.hand_back(b, req.owner, None, req.targets, req.visit)
-            b.close_owner(req.owner, req.owner)
+            b.close_owner(req.owner, req.owner, outcome=req.reason)
         _count(req.cluster, out)
         return out
 

@@ -22,11 +22,10 @@ from temporalio import activity
 
 from activities.fleet_access import FleetAccess, as_application_error
 from orchestrator import metrics
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, REPAIR_RETURN_OWNER
+from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.errors import BadSpec
 from orchestrator.execution import install, settle
 from orchestrator.execution.messages import UpdateResult, VerifyOutcome
-from orchestrator.fleet.backend import ClusterBackend
 from orchestrator.models import HostState
 from orchestrator.ops.spec import OperationSpec, resolve_clusters
 from orchestrator.ops.types import (
@@ -80,15 +79,6 @@ def effective_spec(
     return spec, budget.per_rack, budget.per_zone
 
 
-def returning_hosts(plan: OperationPlan, b: ClusterBackend) -> list[str]:
-    """Deferred hosts back from repair and waiting for our versions: a wave may take them."""
-    return [
-        n
-        for n in plan.deferred
-        if b.host(n).owner == REPAIR_RETURN_OWNER and b.host(n).state == S.CORDONED
-    ]
-
-
 class OpsActivities(FleetAccess):
     """Bulk-operation activities over the same fleet backend as the train's."""
 
@@ -127,7 +117,6 @@ class OpsActivities(FleetAccess):
             hosts_in_scope=c.hosts_in_scope,
             already_done=c.already_done,
             deferred=c.deferred,
-            returning=len(returning_hosts(plan, b)),
             waves_left=len(plan.waves),
             next_wave=len(plan.waves[0].hosts) if plan.waves else 0,
             estimated_hours=plan.estimated_duration_hours,
@@ -148,6 +137,19 @@ class OpsActivities(FleetAccess):
         with self.cluster(req.cluster, req.wall) as b:
             out = PrestageResult(fleet_hours=b.now)
             plan = plan_one(req.spec, b.snapshot())
+            if plan is not None and req.spec.kind != "reboot" and req.spec.targets:
+                # The record says what this operation must leave on which hosts: the audit holds
+                # a succeeded operation to it.
+                waves = [h for w in plan.waves for h in w.hosts]
+                scope = sorted({*plan.already_done, *plan.deferred, *waves})
+                b.record(
+                    req.owner,
+                    "operation_scope",
+                    None,
+                    owner=req.owner,
+                    targets=dict(req.spec.targets),
+                    hosts=scope,
+                )
             for wave in plan.waves if plan else []:
                 for name in wave.hosts:
                     if b.host(name).state == S.IN_SERVICE and b.prestage(
@@ -186,7 +188,7 @@ class OpsActivities(FleetAccess):
                     f"{o} still holds {n} hosts" for o, n in sorted(others.items())
                 )
                 return out
-            wave = (plan.waves[0].hosts if plan.waves else []) + returning_hosts(plan, b)
+            wave = plan.waves[0].hosts if plan.waves else []
             for name in wave:
                 h = b.host(name)
                 ours = h.owner == req.owner and h.state in HELD_STATES

@@ -18,8 +18,14 @@ Violation kinds:
   after its last update, having passed. Returns of untouched cordoned hosts and from repair are
   fine.
 - ``host_lost``: at the end of the log, a host out of service that is neither in repair nor
-  quarantined nor waiting in the repair pipeline, and whose holder has closed (or that never
-  had one): nobody will ever bring it back.
+  quarantined, and whose holder has closed (or that never had one): nobody will ever bring it
+  back. (An owner is ended once its ``owner_closed`` is recorded.)
+- ``stale_return``: a host returned to service missing a target pending for it: back from repair
+  without every target recorded for its cluster, or back from maintenance by an owner without
+  the targets that owner recorded. Hosts merely not yet visited by a sliding rollout are fine.
+- ``scope_incomplete``: an operation closed as ``succeeded`` while a host of its recorded scope
+  (``operation_scope``) is not on its targets and not quarantined or in repair (where repair
+  gives it the recorded targets before it serves).
 """
 
 from __future__ import annotations
@@ -30,8 +36,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from orchestrator.constants import HELD_STATES, REPAIR_OWNER, UNTOUCHED_STATES
-from orchestrator.constants import REPAIR_RETURN_OWNER as REPAIR_RETURN
+from orchestrator.constants import HELD_STATES, UNTOUCHED_STATES
 from orchestrator.fleet.backend import FleetBackend
 from orchestrator.fleet.backend import RecordEntry as Event
 from orchestrator.models import HostState
@@ -44,7 +49,14 @@ QUARANTINED = HostState.QUARANTINED
 _TOUCHED_STATES = HELD_STATES - UNTOUCHED_STATES
 _UPPER = ("gpu_driver", "cuda")
 INITIAL_UPPER = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
-KINDS = ("budget_exceeded", "mixed_versions", "unverified_return", "host_lost")
+KINDS = (
+    "budget_exceeded",
+    "mixed_versions",
+    "unverified_return",
+    "host_lost",
+    "stale_return",
+    "scope_incomplete",
+)
 
 
 class Violation(BaseModel):
@@ -97,6 +109,10 @@ class _ClusterReplay:
         self.jobs: dict[int, frozenset[str]] = {}
         self.upper: dict[str, tuple[str, str]] = {}
         self.closed: dict[str, int] = {}  # owner -> seq of its latest owner_closed
+        self.targets: dict[str, str] = {}  # recorded for the cluster
+        self.target_setter: dict[str, str] = {}  # component -> owner that recorded it
+        self.versions: dict[str, dict[str, str]] = {}  # hosts whose versions left the initial
+        self.scopes: dict[str, tuple[dict[str, str], list[str]]] = {}  # operation -> scope
         self.violations: list[Violation] = []
 
     def host(self, name: str) -> _Host:
@@ -128,11 +144,21 @@ class _ClusterReplay:
             self._updated(seq, ev)
         elif kind == "verified" and ev.host is not None:
             self.host(ev.host).verified_ok = bool(ev.detail.get("passed"))
-        elif kind == "handover" and ev.host is not None:
-            h = self.host(ev.host)
-            h.holder, h.hold_seq, h.hold_t = str(ev.detail.get("owner") or ""), seq, ev.t
+        elif kind == "targets":
+            new = {str(c): str(v) for c, v in (ev.detail.get("targets") or {}).items()}
+            for c, v in new.items():
+                if self.targets.get(c) != v:
+                    self.target_setter[c] = ev.actor
+            self.targets = new
+        elif kind == "operation_scope":
+            owner = str(ev.detail.get("owner") or ev.actor)
+            targets = {str(c): str(v) for c, v in (ev.detail.get("targets") or {}).items()}
+            self.scopes[owner] = (targets, [str(h) for h in ev.detail.get("hosts") or []])
         elif kind == "owner_closed":
-            self.closed[str(ev.detail.get("owner") or "")] = seq
+            owner = str(ev.detail.get("owner") or "")
+            self.closed[owner] = seq
+            if ev.detail.get("outcome") == "succeeded" and owner in self.scopes:
+                self._check_scope(seq, ev, owner)
 
     def _host_state(self, seq: int, ev: Event) -> None:
         if ev.host is None:
@@ -150,6 +176,8 @@ class _ClusterReplay:
         if not was_down and is_down:
             h.updated_since_out = h.verified_ok = False
         h.state = after
+        if not is_down and was_down:
+            self._check_return(seq, ev, name, h, before)
         if not is_down:
             if was_down and before != IN_REPAIR:
                 needs_check = before in _TOUCHED_STATES or h.updated_since_out
@@ -167,14 +195,53 @@ class _ClusterReplay:
             return
         if after == "cordoned" and d.get("owner"):
             h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
-        elif after == "cordoned" and ev.actor == REPAIR_OWNER:
-            h.holder, h.hold_seq, h.hold_t = REPAIR_RETURN, seq, ev.t
         elif after in (IN_REPAIR, QUARANTINED):
             h.holder, h.hold_seq, h.hold_t = after, seq, ev.t
         elif not was_down:
             h.holder, h.hold_seq, h.hold_t = None, seq, ev.t  # taken out with no owner
         if d.get("limit") is not None:
             self._check_budget(seq, ev, name, d)
+
+    def _missing(self, name: str, targets: Mapping[str, str]) -> list[str]:
+        have = self.versions.get(name, INITIAL_VERSIONS)
+        return sorted(f"{c}={v}" for c, v in targets.items() if have.get(c) != v)
+
+    def _check_return(self, seq: int, ev: Event, name: str, h: _Host, before: str) -> None:
+        """A host going back to service carries what its returner was bound to give it."""
+        if before == IN_REPAIR:
+            wanted, who = self.targets, "repair"
+        elif h.updated_since_out and h.holder:
+            holder = h.holder
+            wanted = {c: v for c, v in self.targets.items() if self.target_setter.get(c) == holder}
+            who = holder
+        else:
+            return  # released untouched: not visited yet, nothing was due from this owner
+        missing = self._missing(name, wanted)
+        if missing:
+            self.flag(
+                "stale_return",
+                name,
+                ev,
+                seq,
+                f"returned to service from {before} by {who} without {', '.join(missing)}",
+            )
+
+    def _check_scope(self, seq: int, ev: Event, owner: str) -> None:
+        targets, hosts = self.scopes[owner]
+        for name in hosts:
+            state = self.hosts[name].state if name in self.hosts else IN_SERVICE
+            if state in (IN_REPAIR, QUARANTINED):
+                continue
+            missing = self._missing(name, targets)
+            if missing:
+                self.flag(
+                    "scope_incomplete",
+                    name,
+                    ev,
+                    seq,
+                    f"{owner} closed as succeeded with {name} {state} without "
+                    + ", ".join(missing),
+                )
 
     def _check_budget(self, seq: int, ev: Event, name: str, d: Mapping[str, object]) -> None:
         rack, zone = self.where(name)
@@ -216,6 +283,9 @@ class _ClusterReplay:
         h = self.host(ev.host)
         after = ev.detail.get("after") or {}
         h.updated_since_out, h.verified_ok = True, False
+        if after:
+            mine = self.versions.setdefault(ev.host, dict(INITIAL_VERSIONS))
+            mine.update({str(c): str(v) for c, v in after.items()})
         if not any(c in after for c in _UPPER):
             return
         old = self.upper.get(ev.host, INITIAL_UPPER)
@@ -238,7 +308,7 @@ class _ClusterReplay:
     # ------------------------------------------------------------- end of log
     def finish(self, last_t: float) -> None:
         for name, h in self.hosts.items():
-            if h.state in (IN_SERVICE, IN_REPAIR, QUARANTINED) or h.holder == REPAIR_RETURN:
+            if h.state in (IN_SERVICE, IN_REPAIR, QUARANTINED):
                 continue
             if h.holder is None:
                 why = f"{h.state} since fleet hour {h.hold_t:g} with no owner"

@@ -19,13 +19,11 @@ TASK_QUEUE = "trainctl"
 NO_OWNER = ""
 #: The repair pipeline: a failed host, or one triaged after quarantine.
 REPAIR_OWNER = "repair"
-#: Repair handed the host back cordoned, with recorded targets still to apply before it serves.
-REPAIR_RETURN_OWNER = "repair-return"
 #: A host quarantined with a reason, waiting for a person to triage it.
 QUARANTINE_OWNER = "quarantine"
 #: Owners that are not maintenance campaigns (trains, operations): they never hold budget slots
 #: of planned work and never hand a host over by ending.
-NOT_MAINTENANCE_OWNERS = frozenset({NO_OWNER, REPAIR_OWNER, REPAIR_RETURN_OWNER, QUARANTINE_OWNER})
+NOT_MAINTENANCE_OWNERS = frozenset({NO_OWNER, REPAIR_OWNER, QUARANTINE_OWNER})
 
 #: States of a host held for maintenance by a train or an operation.
 HELD_STATES = frozenset(

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from orchestrator.constants import REPAIR_RETURN_OWNER
 from orchestrator.models import HostState
 
 
@@ -40,10 +39,8 @@ class HostLike(Protocol):
 
 
 def is_due(host: HostLike, cycle_started: float) -> bool:
-    """Still to visit this cycle: in service and not visited since the cycle began, or back from
-    repair with pending updates (whenever it was last visited: it must not serve before them)."""
-    if host.owner == REPAIR_RETURN_OWNER:
-        return True
+    """Still to visit this cycle: in service and not visited since the cycle began (a host back
+    from repair is due again: repair reimaged it, the train verifies it once more)."""
     fresh = host.last_visit is not None and host.last_visit >= cycle_started
     return host.state == HostState.IN_SERVICE and not fresh
 

@@ -90,9 +90,11 @@ def test_clean_maintenance_log_passes(fleet: SqliteFleet) -> None:
     """A month of jobs and failures plus a full train visit, repairs and a release audits clean."""
     with fleet.cluster("c00", at(1)) as sim:
         sim.set_targets(LOWER, OWNER)
-        broken = fail_one(sim, 1.0)  # repaired mid-train: handed over to the train
+        broken = fail_one(sim, 1.0)  # repaired mid-train: repair reimages it with the targets
     with fleet.cluster("c00", at(2.5)) as sim:
-        assert sim.hosts[broken].owner == "repair-return"
+        back = sim.hosts[broken]
+        assert back.state == S.IN_SERVICE and back.owner == ""
+        assert all(back.versions[c] == v for c, v in LOWER.items())
         racks = sorted({h.rack for h in sim.hosts.values()})
     visited = 0
     for i, rack in enumerate(racks):
@@ -106,10 +108,12 @@ def test_clean_maintenance_log_passes(fleet: SqliteFleet) -> None:
         sim.release(spare, OWNER)  # a cancelled visit hands the host back untouched
         sim.close_owner(OWNER, OWNER)
         sim.set_targets({"nic_firmware": "28.41.1000"}, "train-c00-next")  # not started yet
-        late = fail_one(sim, 1.0)  # repaired after the train closed: waits as repair-return
+        late = fail_one(sim, 1.0)  # repaired after the train closed: serves on every target
     with fleet.cluster("c00", at(30 * 24)) as sim:
-        assert sim.hosts[late].owner == "repair-return"
-        assert sim.hosts[late].state == S.CORDONED
+        wanted = {**LOWER, "nic_firmware": "28.41.1000"}
+        if sim.hosts[late].state == S.IN_SERVICE:  # (it may have failed again in a month)
+            assert all(sim.hosts[late].versions[c] == v for c, v in wanted.items())
+        assert sim.hosts[late].owner in ("", "repair", "quarantine")
     report = audit(fleet)
     assert report.ok, report.violations[:5]
     assert report.events_checked == len(list(fleet.events())) > 1000
@@ -234,6 +238,53 @@ def test_lost_hosts_are_found(fleet: SqliteFleet) -> None:
         ("host_lost", closed),
         ("host_lost", ownerless),
     ]
+
+
+def test_stale_returns_are_found(fleet: SqliteFleet) -> None:
+    """A host back from repair without the cluster's recorded targets, and one a train returns
+    without the targets it recorded, are stale returns; a host the train never visited is not."""
+    repaired, visited, untouched = "c00-z00-r000-h00", "c00-z00-r001-h00", "c00-z00-r002-h00"
+    with fleet.cluster("c00", at(1)) as sim:
+        sim.set_targets(LOWER, OWNER)
+        # A buggy repair pipeline: straight back to service, not reimaged.
+        sim._set_state(sim.hosts[repaired], S.IN_REPAIR, "fleet", "faulty_gpu")
+        sim._set_state(sim.hosts[repaired], S.IN_SERVICE, "repair", "repaired")
+        # A buggy train: installs only the BIOS of its targets, verifies that, returns it.
+        assert sim.cordon(visited, OWNER, OWNER, limit=10)
+        idle(sim, visited)
+        update(sim, visited, {"bios": LOWER["bios"]})
+        assert sim.verify(visited, {"bios": LOWER["bios"]}, OWNER)[0]
+        assert sim.return_to_service(visited, OWNER)
+        assert sim.cordon(untouched, OWNER, OWNER, limit=10)
+        sim.release(untouched, OWNER)
+    report = audit(fleet)
+    assert sorted((v.kind, v.host) for v in report.violations) == [
+        ("stale_return", repaired),
+        ("stale_return", visited),
+    ]
+
+
+def test_succeeded_operation_must_leave_its_scope_on_target(fleet: SqliteFleet) -> None:
+    """An operation that closes as succeeded with a scope host still on the old CUDA breaks
+    the audit; quarantined scope hosts, and the same close as failed, do not."""
+    done, left, bad = "c00-z00-r000-h00", "c00-z00-r001-h00", "c00-z00-r002-h00"
+    cuda = {"cuda": "12.8"}
+    with fleet.cluster("c00", at(1)) as sim:
+        sim.record(
+            "ops-x", "operation_scope", None, owner="ops-x", targets=cuda, hosts=[done, left, bad]
+        )
+        for name in (done, bad):
+            assert sim.cordon(name, "ops-x", "ops-x", limit=10)
+            sim.evict(sim.job_of(name).id, "ops-x") if sim.job_of(name) else None
+            assert sim.begin_update(name, "ops-x")
+            assert sim.apply_updates(name, cuda, "ops-x", "0").ok
+        assert sim.verify(done, cuda, "ops-x")[0] and sim.return_to_service(done, "ops-x")
+        sim.quarantine(bad, "ops-x", "check failed")
+        sim.close_owner("ops-x", "ops-x", outcome="succeeded")
+        sim.record("ops-y", "operation_scope", None, owner="ops-y", targets=cuda, hosts=[left])
+        sim.close_owner("ops-y", "ops-y", outcome="failed")
+    report = audit(fleet)
+    assert [(v.kind, v.host) for v in report.violations] == [("scope_incomplete", left)]
 
 
 def test_audit_cli(tmp_home: Path) -> None:

@@ -127,33 +127,29 @@ def test_one_short_job_spanning_the_cluster(
 
 
 @pytest.mark.parametrize(
-    ("failure", "quarantined_at", "revisit_hours", "handed_over"),
+    ("failure", "quarantined_at"),
     [
-        # The install fails for good at fleet hour 0: repair hands it back with its updates
-        # pending (cordoned, ``repair-return``), and the revisit installs them (1.8 h).
-        ("install", 0.0, VISIT_HOURS, 1),
-        # The install leaves a GPU defect that verification finds at 1.8 h: repair fixes it and
-        # hands it back in service with nothing pending; it is due again, and verified (0.5 h).
-        ("verify", VISIT_HOURS, dyn.VERIFY_HOURS, 0),
+        # The install fails for good at fleet hour 0: repair reimages it with the recorded
+        # targets before it serves again.
+        ("install", 0.0),
+        # The install leaves a GPU defect that verification finds at 1.8 h: repair fixes it.
+        ("verify", VISIT_HOURS),
     ],
 )
 def test_quarantined_host_back_from_repair_is_visited_within_the_cycle(
     monkeypatch: pytest.MonkeyPatch,
     failure: str,
     quarantined_at: float,
-    revisit_hours: float,
-    handed_over: int,
 ) -> None:
     """Quarantine is not a visit. One host fails its first visit and is quarantined, triaged for
-    8 h and repaired for ``r`` h; the train takes it again at its next look once repair gives it
-    back (it is due, and the budget it held is free again): when a domain ends or at its poll,
-    so within ``POLL_FLEET_HOURS``. It returns verified ``revisit_hours`` later and the cycle
-    counts it as visited.
+    8 h and repaired for ``r`` h; repair gives it back in service on every recorded target
+    (reimaged), and the train takes it again at its next look (it is due, and the budget it held
+    is free again): when a domain ends or at its poll, so within ``POLL_FLEET_HOURS``. Nothing is
+    left to install, so it returns verified 0.5 h later and the cycle counts it as visited.
 
     With a budget of 4 the other 127 hosts go 3 at a time while it is away, so the cycle outlasts
-    its repair. Its outage (1 host of the budget from quarantine until repair gives it back in
-    service, or until the train takes it over when it comes back waiting for its updates) is the
-    only one, so the bound after outages is the work over ``4 - outage / makespan`` hosts.
+    its repair. Its outage (1 host of the budget from quarantine until repair gives it back) is
+    the only one, so the bound after outages is the work over ``4 - outage / makespan`` hosts.
     """
     monkeypatch.setattr(dyn, "next_failure_gap", lambda *a, **k: float("inf"))
     cfg = idle_small()
@@ -176,13 +172,12 @@ def test_quarantined_host_back_from_repair_is_visited_within_the_cycle(
     back = quarantined_at + 8.0 + r
     visit = sim.hosts[bad].last_visit
     assert visit is not None
-    taken = visit - revisit_hours
+    taken = visit - dyn.VERIFY_HOURS
     assert back - 1e-9 <= taken <= back + POLL_FLEET_HOURS + 1e-9
+    assert all(sim.hosts[bad].versions[c] == v for c, v in cfg.targets.items())
     assert (res.hosts_visited, res.hosts_quarantined) == (128, 0)
-    assert res.repair_returns_updated == handed_over
     assert res.makespan_hours is not None and res.makespan_hours > visit
-    out_until = taken if handed_over else back  # waiting cordoned for the train counts too
-    outage = (out_until - quarantined_at) / res.makespan_hours
+    outage = (back - quarantined_at) / res.makespan_hours
     assert res.outage_budget_hosts_mean == pytest.approx(outage, rel=1e-9)
     work = 128 * VISIT_HOURS  # counted at the start: the revisit is extra work on top
     assert res.lower_bound_hours == pytest.approx(work / 4)
@@ -321,21 +316,6 @@ def _job(jid: int, hosts: list[int], end: float, next_ckpt: float) -> train_plan
     return train_plan.JobView(
         jid, len(hosts), tuple(f"h{i:02d}" for i in hosts), end, next_ckpt, next_ckpt - 1.0
     )
-
-
-def test_repaired_host_waiting_for_updates_is_taken_first_even_with_the_budget_spent() -> None:
-    """A host back from repair with updates pending is taken before idle hosts, whatever its
-    ``due`` flag (it was visited, then quarantined): it already counts against the budget."""
-    spent = [_host(i, None, "in_repair", "repair") for i in range(3)]
-    back = train_plan.HostView("h09", "r2", "z0", "cordoned", "repair-return", None, False)
-    idle = [_host(i, None) for i in range(4, 8)]
-    hosts = [*spent, back, *idle]
-    plan = train_plan.choose_domain(hosts, {}, 0.0, train_plan.BudgetView(limit=5), 3, 4.0)
-    assert plan.hosts == ["h09", "h04"]  # 4 hosts already out: room for one idle host more
-    plan = train_plan.choose_domain(hosts, {}, 0.0, train_plan.BudgetView(limit=5), 1, 4.0)
-    assert plan.hosts == ["h09"]
-    plan = train_plan.choose_domain(hosts, {}, 0.0, train_plan.BudgetView(limit=4), 3, 4.0)
-    assert plan.hosts == ["h09"]  # the budget is spent, but taking it costs nothing
 
 
 def test_job_aware_evicts_the_largest_job_when_none_can_fill_the_room(

@@ -119,9 +119,7 @@ def assert_nothing_stranded(path: Path) -> None:
     """No host held by the train, none out of service without someone responsible; audit ok."""
     for name, (state, owner, _) in host_states(path).items():
         assert owner != OWNER, f"{name} still held by the train ({state})"
-        fine = state in ("in_service", "quarantined", "in_repair") or (
-            state == "cordoned" and owner == "repair-return"
-        )
+        fine = state in ("in_service", "quarantined", "in_repair")
         assert fine, f"{name} left {state} (owner {owner or '-'})"
     fleet = SqliteFleet(path)
     try:

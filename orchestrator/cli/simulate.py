@@ -66,7 +66,6 @@ def _print_run(o: dict[str, Any]) -> None:
         "idle_held_gpu_hours",
         "drain_wait_host_hours",
         "outage_budget_hosts_mean",
-        "repair_returns_updated",
         "budget_violations",
         "wall_seconds",
     ):

@@ -176,8 +176,9 @@ class ClusterBackend(Protocol):
 
     def hand_to_repair(self, name: str, actor: str, reason: str) -> None: ...
 
-    def close_owner(self, owner: str, actor: str) -> None:
-        """Record that ``owner`` ended and holds nothing more."""
+    def close_owner(self, owner: str, actor: str, outcome: str = "") -> None:
+        """Record that ``owner`` ended (with ``outcome``: succeeded, failed, ...) and holds
+        nothing more."""
         ...
 
     def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:

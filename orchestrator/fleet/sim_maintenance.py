@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestrator.constants import NO_OWNER, REPAIR_OWNER, REPAIR_RETURN_OWNER, UNTOUCHED_STATES
+from orchestrator.constants import NO_OWNER, REPAIR_OWNER, UNTOUCHED_STATES
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.backend import InstallOutcome, JobAnswer, Verification
+from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_scheduler import JobScheduler
 from orchestrator.models import HostState
 
 S = HostState
 
 
-class MaintenanceOps(JobScheduler):
+class MaintenanceOps(JobScheduler, HostInstall):
     """Host maintenance on one cluster, each change logged and marked dirty."""
 
     def set_targets(self, targets: Mapping[str, str], actor: str) -> None:
@@ -47,11 +48,6 @@ class MaintenanceOps(JobScheduler):
         out of service for any reason, so a failure that landed since planning is respected.
         """
         h = self.hosts[name]
-        if h.owner == REPAIR_RETURN_OWNER and h.state == S.CORDONED:
-            h.owner = owner  # the repair pipeline hands a repaired host over for its updates
-            self.dirty_hosts.add(name)
-            self._log(actor, "handover", name, owner=owner)
-            return True
         if h.state != S.IN_SERVICE:
             return False
         down = self.out_of_service()
@@ -107,9 +103,12 @@ class MaintenanceOps(JobScheduler):
         self.state.faults[f"{component}={version}"] = rate
         self._log(actor, "fault_injected", None, component=component, version=version, rate=rate)
 
-    def close_owner(self, owner: str, actor: str) -> None:
+    def close_owner(self, owner: str, actor: str, outcome: str = "") -> None:
         """Record that ``owner`` (a train or operation) holds nothing more and has ended."""
-        self._log(actor, "owner_closed", None, owner=owner)
+        if outcome:
+            self._log(actor, "owner_closed", None, owner=owner, outcome=outcome)
+        else:
+            self._log(actor, "owner_closed", None, owner=owner)
 
     def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
         """Simulated jobs do not negotiate yet: every job lets maintenance go ahead."""
@@ -144,55 +143,11 @@ class MaintenanceOps(JobScheduler):
         """A plain reboot: the simulated host comes back as it was."""
         self._log(actor, "rebooted", name)
 
-    def apply_updates(
-        self, name: str, targets: dict[str, str], actor: str, attempt: str
-    ) -> dyn.UpdateOutcome:
-        """Install every pending component of ``targets`` in dependency order, one reboot."""
-        h = self.hosts[name]
-        comps = dyn.pending_components(h.versions, targets)
-        out = dyn.draw_update_outcome(self.seed, name, f"{h.updates}:{attempt}", comps)
-        h.updates += 1
-        self.dirty_hosts.add(name)
-        if not out.ok:
-            self._log(
-                actor,
-                "update_failed",
-                name,
-                component=out.failed_component,
-                permanent=out.permanent,
-            )
-            return out
-        before = {c: h.versions.get(c) for c in comps}
-        for c in comps:
-            h.versions[c] = targets[c]
-            rate = self.state.faults.get(f"{c}={targets[c]}", 0.0)
-            if rate and dyn.rng(self.seed, name, "fault", c, h.updates).random() < rate:
-                out = dyn.UpdateOutcome(True, False, None, "low_bus_bandwidth")
-        if out.defect:
-            h.defect = out.defect
-        self._log(actor, "updated", name, before=before, after={c: targets[c] for c in comps})
-        return out
-
     def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification:
         """Hardware diagnostics, collective bandwidth against roofline, version manifest."""
         h = self.hosts[name]
         self._set_state(h, S.VERIFYING, actor, "verifying")
-        r = dyn.rng(self.seed, name, "verify", h.updates)
-        bw = (
-            dyn.DEGRADED_BUS_BW
-            if h.defect in ("slow_gpu", "low_bus_bandwidth")
-            else dyn.HEALTHY_BUS_BW
-        )
-        bw += r.uniform(-0.02, 0.02)
-        wrong = sorted(c for c, v in targets.items() if h.versions.get(c) != v)
-        if h.defect == "xid_errors":
-            ok, why = False, "diagnostics: GPU Xid errors under load"
-        elif bw < dyn.MIN_BUS_BW:
-            ok, why = False, f"collective bandwidth {bw:.2f} of roofline < {dyn.MIN_BUS_BW}"
-        elif wrong:
-            ok, why = False, "version manifest mismatch: " + ",".join(wrong)
-        else:
-            ok, why = True, "passed"
+        ok, why, bw = self._diagnose(h, targets)
         h.verified = ok
         self.dirty_hosts.add(name)
         self._log(actor, "verified", name, passed=ok, reason=why, bus_bw=round(bw, 3))
@@ -212,6 +167,6 @@ class MaintenanceOps(JobScheduler):
     def release(self, name: str, actor: str) -> None:
         """Give back a cordoned host that was never touched (a cancelled or aborted visit)."""
         h = self.hosts[name]
-        if h.state in UNTOUCHED_STATES and h.owner not in (REPAIR_OWNER, REPAIR_RETURN_OWNER):
+        if h.state in UNTOUCHED_STATES and h.owner != REPAIR_OWNER:
             h.owner = NO_OWNER
             self._set_state(h, S.IN_SERVICE, actor, "released untouched", verified=True)

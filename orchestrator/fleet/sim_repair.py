@@ -2,8 +2,11 @@
 
 ``RepairPipeline`` draws unexpected failures from the seeded failure process
 (``dynamics.next_failure_gap`` / ``draw_failure``; a host already down cannot fail again), sends
-failed hosts to repair, and brings repaired hosts back: into service, or cordoned for the
-repair pipeline when recorded targets are pending. Hosts also enter it on purpose: ``quarantine``
+failed hosts to repair, and brings repaired hosts back into service, reimaged with every target
+recorded for the cluster (a train's lower layers, an operation's driver/CUDA) and burnt in
+first, so a repaired host never serves on stale versions and never waits for an owner that may
+have ended; a reimage that fails keeps the host in repair for another round. Hosts also enter
+it on purpose: ``quarantine``
 (a person triages the host for ``QUARANTINE_TRIAGE_HOURS``, then it goes to repair) and
 ``hand_to_repair`` (straight to repair). It is separate from the scheduler, whose jobs it only
 interrupts, and from the maintenance operations, which never bring a host back from repair.
@@ -11,8 +14,9 @@ interrupts, and from the maintenance operations, which never bring a host back f
 
 from __future__ import annotations
 
-from orchestrator.constants import NO_OWNER, QUARANTINE_OWNER, REPAIR_OWNER, REPAIR_RETURN_OWNER
+from orchestrator.constants import NO_OWNER, QUARANTINE_OWNER, REPAIR_OWNER
 from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.sim_scheduler import JobScheduler
 from orchestrator.models import HostState
@@ -24,7 +28,7 @@ _CAN_FAIL = frozenset({S.IN_SERVICE, S.CORDONED, S.DRAINING})
 QUARANTINE_TRIAGE_HOURS = 8.0
 
 
-class RepairPipeline(JobScheduler):
+class RepairPipeline(JobScheduler, HostInstall):
     """Failures drawn through fleet time, quarantine triage, repair and the way back."""
 
     def _schedule_failure(self) -> None:
@@ -59,17 +63,27 @@ class RepairPipeline(JobScheduler):
             return
         h.repair_until = None
         h.defect = None
-        pending = [c for c, v in self.state.targets.items() if h.versions.get(c) != v]
         self.dirty_hosts.add(h.name)
+        targets = dict(self.state.targets)
+        pending = dyn.pending_components(h.versions, targets)
+        note = "repaired"
         if pending:
-            # Repaired hosts take pending upgrades before they return to production.
-            h.owner = REPAIR_RETURN_OWNER
-            self._set_state(
-                h, S.CORDONED, "repair", "repaired; pending updates " + ",".join(pending)
-            )
-        else:
-            h.owner = NO_OWNER
-            self._set_state(h, S.IN_SERVICE, "repair", "repaired")
+            # Reimage with every recorded target, then burn in, before it serves again.
+            out = self.apply_updates(h.name, targets, REPAIR_OWNER, "reimage")
+            if out.ok:
+                ok, why, bw = self._diagnose(h, targets)
+            else:
+                ok, why, bw = False, f"reimage of {out.failed_component} failed", 0.0
+            self._log(REPAIR_OWNER, "verified", h.name, passed=ok, reason=why, bus_bw=round(bw, 3))
+            if not ok:
+                h.defect = None
+                r = dyn.rng(self.seed, h.name, "reimage-retry", h.updates)
+                h.repair_until = self.now + r.uniform(2.0, 12.0)
+                self._set_state(h, S.IN_REPAIR, REPAIR_OWNER, f"reimage failed ({why}); repairing")
+                return
+            note = "repaired and reimaged with " + ",".join(pending)
+        h.owner = NO_OWNER
+        self._set_state(h, S.IN_SERVICE, REPAIR_OWNER, note)
 
     def quarantine(self, name: str, actor: str, reason: str) -> None:
         h = self.hosts[name]

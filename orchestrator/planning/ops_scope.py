@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
-from orchestrator.constants import REPAIR_RETURN_OWNER
 from orchestrator.models import HostState
 from orchestrator.ops.spec import OperationSpec, Scope
 from orchestrator.views import ClusterSnapshot, HostView
@@ -70,9 +69,7 @@ def classify(
     deferred: list[str] = []
     todo: list[HostView] = []
     for h in scoped:
-        repairing = h.state in _REPAIR_STATES or (
-            h.state != IN_SERVICE and h.owner == REPAIR_RETURN_OWNER
-        )
+        repairing = h.state in _REPAIR_STATES
         if spec.kind == "drain-for-repair":
             (done.append(h.name) if h.state in _REPAIR_STATES else todo.append(h))
         elif spec.kind != "reboot" and all(h.versions.get(c) == v for c, v in spec.targets.items()):

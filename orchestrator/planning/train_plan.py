@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, REPAIR_RETURN_OWNER
+from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.models import HostState
 from orchestrator.views import HostView, JobView
 
@@ -96,11 +96,9 @@ def choose_domain(
 ) -> DomainPlan:
     """Pick up to ``slots`` due hosts to take out next without breaking the budget.
 
-    A host is due if ``HostView.due`` says so and it is in service, or if it is back from repair
-    with pending updates (owner ``repair-return``), whatever ``due`` says: such a host must not
-    serve before its updates, it already counts against the budget, and taking it is free.
+    A host is due if ``HostView.due`` says so and it is in service.
 
-    ``job-aware`` takes, in order: repaired hosts waiting for updates; idle hosts; more hosts of
+    ``job-aware`` takes, in order: idle hosts; more hosts of
     jobs already being drained (they share the eviction); hosts of jobs that end within
     ``END_WAIT_HOURS`` (a short wait, no interruption); then whole jobs to evict right after
     their next checkpoint, the one covering most slots first (an interruption costs the same
@@ -118,7 +116,7 @@ def choose_domain(
         plan.waiting = "domain full"
         return plan
     room = _Room(hosts, budget)
-    due = [h for h in hosts if h.owner == REPAIR_RETURN_OWNER or (h.due and h.state == IN_SERVICE)]
+    due = [h for h in hosts if h.due and h.state == IN_SERVICE]
     if not due:
         plan.waiting = "no host due"
         return plan
@@ -153,9 +151,6 @@ def _job_aware(
     add: Callable[[HostView], bool],
     room: _Room,
 ) -> None:
-    for h in due:
-        if h.state != IN_SERVICE:
-            add(h)
     for h in due:
         if h.job_id is None:
             add(h)

@@ -134,8 +134,7 @@ class Engine:
         self.repairs: list[tuple[float, str]] = []
         self.visited: set[str] = set()
         self.quarantined: set[str] = set()
-        self.from_repair: set[str] = set()  # in flight, taken over from the repair pipeline
-        self.repair_returns = self.interruptions = self.violations = 0
+        self.interruptions = self.violations = 0
         self.lost_work = self.idle_held = self.drain_wait = 0.0
         self.max_out = 0
         self.others_out = 0
@@ -233,7 +232,7 @@ class Engine:
         return self.seq
 
     def _absorb(self) -> None:
-        """Read the fleet's new events: maintenance interruptions, failures, hand-overs."""
+        """Read the fleet's new events: maintenance interruptions, failures, quarantines."""
         events = self.sim.events
         for e in events:
             if e.kind == "job_interrupted":
@@ -244,8 +243,6 @@ class Engine:
                 until = self.sim.hosts[e.host].repair_until
                 if until is not None:
                     heapq.heappush(self.repairs, (until, e.host))
-            elif e.kind == "handover" and e.actor == ACTOR and e.host is not None:
-                self.from_repair.add(e.host)
             elif e.kind == "host_state" and e.detail.get("after") == S.QUARANTINED:
                 until = self.sim.hosts[e.host].repair_until if e.host else None
                 if until is not None and e.host is not None:  # triage, then repair
@@ -378,17 +375,13 @@ class Engine:
     def _returned(self, hosts: list[str]) -> None:
         for name in hosts:
             self.visited.add(name)
-            self.quarantined.discard(name)  # quarantined earlier, back from repair and updated
-            if name in self.from_repair:
-                self.from_repair.discard(name)
-                self.repair_returns += 1
+            self.quarantined.discard(name)  # quarantined earlier, repaired and visited again
         if hosts:
             self.sim.advance(self.sim.now)
             self._absorb()
 
     def _quarantined(self, hosts: list[str]) -> None:
         for name in hosts:
-            self.from_repair.discard(name)
             if self.sim.hosts[name].state == S.QUARANTINED:
                 self.quarantined.add(name)
         self._absorb()
@@ -445,7 +438,6 @@ class Engine:
             simulated_hours=sim.now,
             wall_seconds=wall,
             planner_calls=self.planner_calls,
-            repair_returns_updated=self.repair_returns,
             halted=self.halted,
             domains=self.domains_run,
             series=self.series if self.cfg.series else None,

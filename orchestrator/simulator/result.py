@@ -60,12 +60,10 @@ class SimResult:
 
     The cycle is complete once every host was visited once: returned to service after passing
     verification (``hosts_visited``), quarantined by the train, or held by the repair shop when
-    nothing else is left (it gets its updates when repair hands it back, like ``trainctl demo``,
-    ``hosts_quarantined`` counts both, ``hosts_in_repair`` the latter), and no host back from
-    repair still waits for its updates (the train's own test of a finished cycle). Quarantine is
-    not a visit: a quarantined host that repair hands back during the cycle (in service, or
-    waiting for its updates) is due again, and counts as visited once the train has verified it
-    (``repair_returns_updated`` counts the hosts taken over from repair with updates pending).
+    nothing else is left (repair gives it back on every recorded target; ``hosts_quarantined``
+    counts both, ``hosts_in_repair`` the latter). Quarantine is not a visit: a quarantined host
+    that repair gives back during the cycle is due again, and counts as visited once the train
+    has verified it.
     ``makespan_hours`` is the fleet time from the campaign's start to that moment (None if
     ``days`` ran out first); ``lower_bound_hours`` is the issue's bound and
     ``lower_bound_after_outages_hours`` the same work over the budget the fleet's own outages
@@ -108,8 +106,6 @@ class SimResult:
     simulated_hours: float
     wall_seconds: float
     planner_calls: int
-    repair_returns_updated: int = 0
-    """Hosts back from repair with pending updates that the train took, updated and verified."""
     halted: str | None = None
     """Why the train's halting rule stopped the campaign (``halt_after_failures`` in a row or
     ``halt_failure_rate``), as the live train would have halted; None if it never tripped."""
