@@ -68,7 +68,12 @@ class FleetCollector(Collector):
         yield out
 
 
-def serve_metrics(port: int, fleet_path: Path) -> None:
-    """Expose /metrics on ``port`` with the fleet gauges registered once."""
+#: Where /metrics listens unless told otherwise: loopback, like the Temporal dev server. A
+#: Prometheus in another container or host needs ``--metrics-host 0.0.0.0`` (docker-compose.yml).
+DEFAULT_METRICS_HOST = "127.0.0.1"
+
+
+def serve_metrics(port: int, fleet_path: Path, host: str = DEFAULT_METRICS_HOST) -> None:
+    """Expose /metrics on ``host:port`` with the fleet gauges registered once."""
+    start_http_server(port, addr=host)
     REGISTRY.register(FleetCollector(fleet_path))
-    start_http_server(port)

@@ -23,11 +23,35 @@ class BinaryNotFoundError(FileNotFoundError):
     """A Temporal binary that a pip package should have installed is not there."""
 
 
+class HomeError(OSError):
+    """``TRAINCTL_HOME`` cannot hold trainctl's state: not a directory, or not writable.
+
+    The message names ``TRAINCTL_HOME`` and says what is wrong, on one line; the CLI exits 2 with
+    it (a setting the user must fix).
+    """
+
+
 def trainctl_home() -> Path:
-    """Return the state directory (``$TRAINCTL_HOME`` or ``~/.trainctl``), creating it if needed."""
+    """Return the state directory (``$TRAINCTL_HOME`` or ``~/.trainctl``), creating it if needed.
+
+    Raises :class:`HomeError` when it is a file, cannot be created, or is not writable (a
+    read-only file system, a directory without write permission): every fleet operation writes.
+    """
     raw = os.environ.get(TRAINCTL_HOME_ENV) or "~/.trainctl"
     home = Path(raw).expanduser()
-    home.mkdir(parents=True, exist_ok=True)
+    if home.exists() and not home.is_dir():
+        raise HomeError(f"{TRAINCTL_HOME_ENV}: {home} is not a directory")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise HomeError(
+            f"{TRAINCTL_HOME_ENV}: cannot create {home}: {err.strerror or err}"
+        ) from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise HomeError(
+            f"{TRAINCTL_HOME_ENV}: {home} is not writable (a read-only file system, or no "
+            "write permission)"
+        )
     return home
 
 

@@ -8,9 +8,10 @@ import sys
 import click
 
 from orchestrator.cli import audit, demo, fleet, ops, server, simulate, train
+from orchestrator.cli.common import TrainctlGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=TrainctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trainctl")
 def main() -> None:
     """Maintenance trains and bulk operations for GPU fleets, on Temporal."""

@@ -10,8 +10,13 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.audit import audit as run_audit
-from orchestrator.cli.common import EXIT_FAILED, emit, fail, handle_errors, json_option
-from orchestrator.fleet import open_fleet
+from orchestrator.cli.common import (
+    EXIT_FAILED,
+    emit,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+)
 
 #: Violations listed in the human view; --json always carries all of them.
 _SHOWN = 20
@@ -46,10 +51,7 @@ def _print(o: dict[str, Any]) -> None:
 def audit(cluster: str | None, as_json: bool) -> None:
     """Replay the fleet's event log and check its invariants: budget held, no host lost,
     no job on mixed gpu_driver/cuda, no host returned without passing verification."""
-    try:
-        fleet = open_fleet()
-    except FileNotFoundError as err:
-        fail(str(err))
+    fleet = open_fleet_or_fail()
     try:
         report = run_audit(fleet, cluster)
     finally:

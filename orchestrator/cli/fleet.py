@@ -8,9 +8,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
-from orchestrator.fleet import SqliteFleet, fleet_path, open_fleet
-from orchestrator.fleet.sqlite_fleet import parse_speed
+from orchestrator.cli.common import BadInput, emit, handle_errors, json_option, open_fleet_or_fail
+from orchestrator.fleet import SqliteFleet, fleet_path
+from orchestrator.fleet.sqlite_fleet import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
 from orchestrator.fleet.status import fleet_status
 from orchestrator.presets import PRESETS, get_preset
 
@@ -22,12 +22,18 @@ def fleet() -> None:
 
 @fleet.command("init")
 @click.option("--preset", required=True, help=f"Fleet shape: {', '.join(PRESETS)}.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of every random draw.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, MAX_SEED),
+    default=1,
+    show_default=True,
+    help="Seed of every random draw.",
+)
 @click.option(
     "--speed",
     default="3600",
     show_default=True,
-    help="Fleet time per wall time, or 'max' (every fleet-time wait is zero).",
+    help=f"Fleet time per wall time, up to {MAX_SPEED_FACTOR:g}, or 'max' (no fleet-time wait).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing fleet.")
 @json_option
@@ -38,7 +44,9 @@ def init(preset: str, seed: int, speed: str, force: bool, as_json: bool) -> None
     factor = parse_speed(speed)
     path = fleet_path()
     if path.exists() and not force:
-        raise BadInput(f"preset: a fleet already exists at {path}; pass --force to replace it")
+        raise BadInput(
+            f"force: a fleet already exists at {path}; pass --force to replace it", field="force"
+        )
     f = SqliteFleet.create(path, shape, seed, factor)
     out = {
         "path": str(path),
@@ -82,10 +90,7 @@ def _print_status(o: dict[str, Any]) -> None:
 @handle_errors
 def status(cluster: str | None, as_json: bool) -> None:
     """Hosts by state, versions per component, jobs and utilisation."""
-    try:
-        f = open_fleet()
-    except FileNotFoundError as err:
-        fail(str(err))
+    f = open_fleet_or_fail()
     try:
         emit(fleet_status(f, cluster), as_json, _print_status)
     finally:
@@ -109,10 +114,7 @@ def inject_fault(cluster: str, component: str, version: str, rate: float) -> Non
     from orchestrator.models import check_targets
 
     check_targets({component: version}, allow_upper=True)
-    try:
-        f = open_fleet()
-    except FileNotFoundError as err:
-        fail(str(err))
+    f = open_fleet_or_fail()
     try:
         with f.cluster(cluster) as sim:
             sim.inject_fault(component, version, rate, "operator")

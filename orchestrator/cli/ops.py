@@ -21,8 +21,18 @@ from typing import Any, cast
 import click
 from temporalio.client import Client
 
-from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
-from orchestrator.fleet import SqliteFleet, open_fleet
+from orchestrator.cli.common import (
+    BadInput,
+    OperationFailed,
+    connect_or_fail,
+    emit,
+    field_of,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+    reason_option,
+)
+from orchestrator.fleet import SqliteFleet
 from orchestrator.ops.client import (
     OperationStart,
     control_operation,
@@ -56,13 +66,6 @@ spec_option = click.option(
 )
 
 
-def open_fleet_or_fail() -> SqliteFleet:
-    try:
-        return open_fleet()
-    except FileNotFoundError as err:
-        fail(str(err))
-
-
 def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
     """Peek each cluster of the scope (read-only) and plan; ValueError naming ``scope``."""
     names = resolve_clusters(spec.scope, fleet.cluster_names())
@@ -82,10 +85,14 @@ def plan(spec_path: Path, as_json: bool) -> None:
         result = plan_spec(fleet, spec)
     finally:
         fleet.close()
-    if as_json or not result.refused:
-        emit(result.model_dump(mode="json"), as_json, lambda _: click.echo(result.summary()))
-    if result.refused:
-        raise BadInput(f"refused: {result.refused}")
+    if result.refused:  # under --json: one object, the error and the plan that was refused
+        raise refusal(result.refused, result.model_dump(mode="json"))
+    emit(result.model_dump(mode="json"), as_json, lambda _: click.echo(result.summary()))
+
+
+def refusal(reason: str, extra: dict[str, Any]) -> BadInput:
+    """A refused plan by the error contract: exit 2 naming the field the reason names."""
+    return BadInput(f"refused: {reason}", field=field_of(reason), extra=extra)
 
 
 @ops.command("schema")
@@ -96,12 +103,7 @@ def schema() -> None:
 
 # ---------------------------------------------------------------------- execution
 async def _client(address: str | None) -> Client:
-    from orchestrator.client import connect
-
-    try:
-        return await connect(address)
-    except RuntimeError as err:
-        fail(f"cannot reach Temporal ({err}); is `trainctl server` running?")
+    return await connect_or_fail(address)
 
 
 def print_status(o: dict[str, Any]) -> None:
@@ -146,13 +148,10 @@ def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_
     finally:
         fleet.close()
     if plan.refused:
-        if as_json:
-            emit(
-                {"operation_id": plan.operation_id, "started": False, "refused": plan.refused},
-                True,
-                print_status,
-            )
-        raise BadInput(f"refused: {plan.refused}")
+        raise refusal(
+            plan.refused,
+            {"operation_id": plan.operation_id, "started": False, "refused": plan.refused},
+        )
 
     async def go() -> OperationStart:
         clusters = [c.cluster for c in plan.clusters]
@@ -177,15 +176,19 @@ def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_
             "conflicts": plan.conflicts,
         },
     )
-    emit(out, as_json, print_status)
     if out["state"] in FINAL_STATES and out["state"] != "succeeded":
-        fail(f"{out['operation_id']} {out['state']}: {out.get('reason', '')}")
+        if not as_json:
+            print_status(out)
+        raise OperationFailed(
+            f"{out['operation_id']} {out['state']}: {out.get('reason', '')}", extra=out
+        )
+    emit(out, as_json, print_status)
 
 
 def _control(name: str, doc: str) -> click.Command:
     @click.command(name, help=doc)
     @id_option
-    @click.option("--reason", default="")
+    @reason_option
     @address_option
     @json_option
     @handle_errors

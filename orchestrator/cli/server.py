@@ -7,22 +7,47 @@ import sys
 
 import click
 
-from orchestrator.cli.common import fail, handle_errors
+from orchestrator.cli.common import (
+    BadInput,
+    emit,
+    fail,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+)
 from orchestrator.constants import TASK_QUEUE
+from orchestrator.metrics import DEFAULT_METRICS_HOST
 from orchestrator.temporal_server import DevServer, DevServerConfig, DevServerError, serve_forever
+
+PORT = click.IntRange(1, 65_535)
 
 
 @click.command("server")
-@click.option("--port", type=int, default=7233, show_default=True, help="gRPC frontend port.")
-@click.option("--ui-port", type=int, default=8233, show_default=True, help="Web UI port.")
+@click.option("--port", type=PORT, default=7233, show_default=True, help="gRPC frontend port.")
+@click.option("--ui-port", type=PORT, default=8233, show_default=True, help="Web UI port.")
 @click.option("--headless", is_flag=True, help="Run without the Web UI.")
+@json_option
 @handle_errors
-def server(port: int, ui_port: int, headless: bool) -> None:
-    """Run the embedded Temporal dev server (file-backed under TRAINCTL_HOME) with its UI."""
+def server(port: int, ui_port: int, headless: bool, as_json: bool) -> None:
+    """Run the embedded Temporal dev server (file-backed under TRAINCTL_HOME) with its UI.
+
+    One per TRAINCTL_HOME (a second is refused while the first lives); the server process dies
+    with this one, and a restart on the same port works at once.
+    """
+    if not headless and ui_port == port:
+        raise BadInput("ui_port: must differ from --port", field="ui_port")
     dev = DevServer(DevServerConfig(port=port, ui_port=ui_port, headless=headless))
 
     def ready(s: DevServer) -> None:
-        click.echo(f"Temporal at {s.address}; UI at {s.ui_url or '(headless)'}", err=True)
+        out = {"address": s.address, "ui_url": s.ui_url, "pid": s.pid, "db": str(s.db_filename)}
+        emit(
+            out,
+            as_json,
+            lambda o: click.echo(
+                f"Temporal at {o['address']}; UI at {o['ui_url'] or '(headless)'}", err=True
+            ),
+        )
+        sys.stdout.flush()
 
     try:
         sys.exit(serve_forever(dev, on_ready=ready))
@@ -33,16 +58,30 @@ def server(port: int, ui_port: int, headless: bool) -> None:
 @click.command("worker")
 @click.option(
     "--metrics-port",
-    type=int,
+    type=click.IntRange(0, 65_535),
     default=9464,
     show_default=True,
     help="Port of the Prometheus /metrics endpoint (0 to disable).",
 )
+@click.option(
+    "--metrics-host",
+    default=DEFAULT_METRICS_HOST,
+    show_default=True,
+    help="Address /metrics binds to; 0.0.0.0 lets another host or container scrape it.",
+)
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True)
 @click.option("--address", default=None, help="Temporal frontend (default $TEMPORAL_ADDRESS).")
 @click.option("--log-json", is_flag=True, help="Structured JSON logs on stderr.")
+@json_option
 @handle_errors
-def worker(metrics_port: int, task_queue: str, address: str | None, log_json: bool) -> None:
+def worker(
+    metrics_port: int,
+    metrics_host: str,
+    task_queue: str,
+    address: str | None,
+    log_json: bool,
+    as_json: bool,
+) -> None:
     """Run the daemon: every workflow and activity, /metrics, graceful stop on SIGTERM."""
     from orchestrator.client import connect
     from orchestrator.fleet import fleet_path
@@ -53,7 +92,8 @@ def worker(metrics_port: int, task_queue: str, address: str | None, log_json: bo
     configure_logging(json=log_json)
     path = fleet_path()
     if not path.exists():
-        fail(f"no fleet at {path}: run `trainctl fleet init` first")
+        fail(f"no fleet at {path}: run `trainctl fleet init` first", field="fleet")
+    open_fleet_or_fail().close()  # a damaged fleet stops the worker here, in one line
 
     async def main() -> None:
         stop = stop_on_signals()  # before anything slow, so SIGTERM always drains gracefully
@@ -62,7 +102,14 @@ def worker(metrics_port: int, task_queue: str, address: str | None, log_json: bo
         except RuntimeError as err:
             fail(f"cannot reach Temporal: {err}")
         if metrics_port:
-            serve_metrics(metrics_port, path)
+            try:
+                serve_metrics(metrics_port, path, metrics_host)
+            except OSError as err:
+                fail(
+                    f"metrics_port: cannot serve /metrics on {metrics_host}:{metrics_port}: "
+                    f"{err.strerror or err}",
+                    field="metrics_port",
+                )
         await run_until_signalled(build_worker(client, path, task_queue), stop)
 
     asyncio.run(main())

@@ -21,12 +21,18 @@ from orchestrator.cli.common import (
     handle_errors,
     json_option,
 )
+from orchestrator.fleet.sqlite_fleet import MAX_SEED
 from orchestrator.models import CapacityBudget, parse_duration_hours
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.simulator.engine import SimConfig
 from orchestrator.simulator.engine import simulate as run_simulation
 from orchestrator.simulator.policies import POLICY_SPECS, get_policy
 from orchestrator.simulator.sweep import SWEEP_KEYS, parse_sweep, plot, run_sweep, sweep_configs
+
+#: Runs in one sweep: each is a whole simulated campaign (seconds to minutes of CPU).
+MAX_SWEEP_VALUES = 16
+#: The largest domain, as a train spec allows.
+MAX_DOMAIN_SIZE = 10_000
 
 _COLUMNS = (
     ("value", "setting"),
@@ -100,7 +106,13 @@ def _print_sweep(o: dict[str, Any]) -> None:
 @click.option("--domain-size", type=str, default=None, help="Hosts in flight (default: budget).")
 @click.option("--budget", default="3%", show_default=True, help="Max hosts out: count or %.")
 @click.option("--days", type=str, default="30", show_default=True, help="Fleet days to run.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Fleet and trace seed.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, MAX_SEED),
+    default=1,
+    show_default=True,
+    help="Fleet and trace seed.",
+)
 @click.option("--max-wait", default="4h", show_default=True, help="Drain deadline per host.")
 @click.option("--series", is_flag=True, help="Include hosts out of service over time.")
 @click.option("--sweep", default=None, help=f"KEY=V1,V2,... with KEY in {', '.join(SWEEP_KEYS)}.")
@@ -141,7 +153,11 @@ def simulate(
         emit(out, as_json, _print_run)
         return
     key, values = parse_sweep(sweep)
+    if len(values) > MAX_SWEEP_VALUES:
+        raise BadInput(f"sweep: at most {MAX_SWEEP_VALUES} values (got {len(values)})")
     configs = sweep_configs(cfg, key, values)
+    for c in configs:
+        _check_domain_size(c.domain_size)
     results = run_sweep(configs)
     labels = [f"{key}={v}" for v in values]
     if plot_path is not None:
@@ -157,6 +173,11 @@ def simulate(
         as_json,
         _print_sweep,
     )
+
+
+def _check_domain_size(size: int | None) -> None:
+    if size is not None and not 1 <= size <= MAX_DOMAIN_SIZE:
+        raise BadInput(f"domain_size: must be from 1 to {MAX_DOMAIN_SIZE:,} hosts")
 
 
 def _config(
@@ -177,8 +198,7 @@ def _config(
             size = int(domain_size)
         except ValueError:
             raise BadInput(f"domain_size: {domain_size!r} is not a whole number of hosts") from None
-        if size < 1:
-            raise BadInput("domain_size: must be at least one host")
+        _check_domain_size(size)
     try:
         n_days = float(days)
     except ValueError:

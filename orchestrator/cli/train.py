@@ -7,30 +7,55 @@ The options are parsed and the status printed here; the Temporal calls are in
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from temporalio.client import Client
 
-from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
+from orchestrator.cli.common import (
+    BadInput,
+    connect_or_fail,
+    emit,
+    fail,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+    reason_option,
+)
 from orchestrator.models import check_targets
 from orchestrator.train.client import (
     TrainAction,
     TrainNotFound,
+    TrainRefused,
+    WorkerNotAnswering,
     control_train,
     first_status,
+    reconfigure_train,
     start_train,
     train_status,
 )
-from orchestrator.train.spec import TrainSpec, load_train_spec, train_workflow_id
+from orchestrator.train.spec import TrainSpec, load_train_spec
 from orchestrator.train.types import TrainChange, TrainStatus
 from orchestrator.worker import TASK_QUEUE
 
 T = TypeVar("T")
 address_option = click.option("--address", default=None, help="Temporal frontend.")
+
+_CLUSTER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not _CLUSTER.match(value):
+        raise click.BadParameter(
+            f"{value[:40]!r} is not a cluster name (letters, digits, '.', '_', '-')", param=param
+        )
+    return value
+
+
+cluster_option = click.option("--cluster", required=True, callback=_cluster_name)
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -38,28 +63,14 @@ def run(coro: Awaitable[T]) -> T:
 
 
 async def _client(address: str | None) -> Client:
-    from orchestrator.client import connect
-
-    try:
-        return await connect(address)
-    except RuntimeError as err:
-        fail(f"cannot reach Temporal ({err}); is `trainctl server` running?")
+    return await connect_or_fail(address)
 
 
 def check_spec_against_fleet(spec: TrainSpec) -> int:
     """Refuse a spec naming an unknown cluster or a budget below one host; return hosts."""
-    from orchestrator.fleet import open_fleet
-
+    fleet = open_fleet_or_fail()
     try:
-        fleet = open_fleet()
-    except FileNotFoundError as err:
-        fail(str(err))
-    try:
-        names = fleet.cluster_names()
-        if spec.cluster not in names:
-            raise BadInput(
-                f"cluster: unknown cluster {spec.cluster!r} (known: {', '.join(names[:5])})"
-            )
+        _require_cluster(spec.cluster, fleet.cluster_names())
         hosts = fleet.preset.hosts_per_cluster
     finally:
         fleet.close()
@@ -68,6 +79,44 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
     except ValueError as err:
         raise BadInput(str(err)) from None
     return hosts
+
+
+def _require_cluster(cluster: str, names: list[str]) -> None:
+    if cluster not in names:
+        more = ", ..." if len(names) > 5 else ""
+        raise BadInput(
+            f"cluster: unknown cluster {cluster!r} (known: {', '.join(names[:5])}{more})",
+            field="cluster",
+        )
+
+
+def check_cluster_in_fleet(cluster: str) -> None:
+    """Exit 2 for a cluster the fleet does not have, as `train start` does.
+
+    Without a fleet here (the CLI may steer trains of workers elsewhere) there is nothing to
+    check against, and the train's own answer decides.
+    """
+    from orchestrator.fleet import SqliteFleet, fleet_path
+
+    path = fleet_path()
+    if not path.exists():
+        return
+    fleet = SqliteFleet(path)
+    try:
+        names = fleet.cluster_names()
+    finally:
+        fleet.close()
+    _require_cluster(cluster, names)
+
+
+async def _steer(coro: Awaitable[TrainStatus]) -> TrainStatus:
+    """Await a call of the train client, its errors by the CLI's contract."""
+    try:
+        return await coro
+    except TrainRefused as err:
+        raise BadInput(str(err), field=err.field) from None
+    except (TrainNotFound, WorkerNotAnswering) as err:
+        fail(str(err), field="cluster" if isinstance(err, TrainNotFound) else None)
 
 
 def print_status(o: dict[str, Any]) -> None:
@@ -107,26 +156,27 @@ def start(spec_path: Path, address: str | None, as_json: bool) -> None:
             return await first_status(client, spec.cluster)
         except TrainNotFound as err:
             fail(str(err))
+        except WorkerNotAnswering as err:
+            fail(f"{spec.workflow_id} started, but {err}")
 
     emit(run(go()).model_dump(mode="json"), as_json, print_status)
 
 
 def _control(name: str, doc: str) -> click.Command:
     @click.command(name, help=doc)
-    @click.option("--cluster", required=True)
-    @click.option("--reason", default="")
+    @cluster_option
+    @reason_option
     @address_option
     @json_option
     @handle_errors
     def cmd(cluster: str, reason: str, address: str | None, as_json: bool) -> None:
+        check_cluster_in_fleet(cluster)
+
         async def go() -> TrainStatus:
             client = await _client(address)
-            try:
-                if name == "status":
-                    return await train_status(client, cluster)
-                return await control_train(client, cluster, cast(TrainAction, name), reason)
-            except TrainNotFound as err:
-                fail(str(err))
+            if name == "status":
+                return await _steer(train_status(client, cluster))
+            return await _steer(control_train(client, cluster, cast(TrainAction, name), reason))
 
         emit(run(go()).model_dump(mode="json"), as_json, print_status)
 
@@ -164,8 +214,8 @@ def parse_target_options(targets: tuple[str, ...] | list[str]) -> dict[str, str]
 
 
 @train.command("reconfigure")
-@click.option("--cluster", required=True)
-@click.option("--domain-size", type=int, default=None)
+@cluster_option
+@click.option("--domain-size", type=click.IntRange(1, 10_000), default=None)
 @click.option("--budget", default=None, help="Hosts or percent out of service at once.")
 @click.option("--target", "targets", multiple=True, help="component=version (repeatable).")
 @address_option
@@ -188,16 +238,11 @@ def reconfigure(
             "targets": pairs or None,
         }
     )
+    check_cluster_in_fleet(cluster)
 
     async def go() -> TrainStatus:
         client = await _client(address)
-        handle = client.get_workflow_handle(train_workflow_id(cluster))
-        try:
-            return await handle.execute_update("reconfigure", change, result_type=TrainStatus)
-        except WorkflowUpdateFailedError as err:
-            raise BadInput(f"reconfigure: {err.cause}") from None
-        except RPCError as err:
-            fail(f"no running train {handle.id}: {err.message}")
+        return await _steer(reconfigure_train(client, cluster, change))
 
     emit(run(go()).model_dump(mode="json"), as_json, print_status)
 

@@ -9,7 +9,6 @@ is built in a temporary file and renamed into place, so a failed ``fleet init`` 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.constants import LOGICAL_CLOCK
-from orchestrator.errors import FleetSchemaMismatch, UnknownCluster
+from orchestrator.errors import FleetSchemaMismatch, NoFleet, UnknownCluster
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, Event, HostRec, JobRec
 from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
@@ -53,18 +52,59 @@ SCHEMA_VERSION = 2
 
 MAX_SPEED = LOGICAL_CLOCK  # stored speed meaning "every fleet-time wait is zero"
 
+#: The fastest wall-clock factor a fleet may run at: 1e6 fleet seconds per wall second (11.6
+#: fleet days). The fleet simulates every fleet hour that passes (about 3 ms per hour for a
+#: 3,072-host cluster here), so a larger factor only makes every read spin catching up; a fleet
+#: that should not wait at all runs at ``max`` (a logical clock) instead.
+MAX_SPEED_FACTOR = 1e6
+#: Seeds are stored as text and drawn from through ``str``; keep them to what SQLite and every
+#: tool reading the fleet can hold.
+MAX_SEED = 2**63 - 1
+
 
 def parse_speed(value: str | float) -> float:
-    """``max`` or a positive factor of fleet time over wall time; errors name ``speed``."""
+    """``max`` or a factor of fleet time over wall time in (0, 1e6]; errors name ``speed``."""
     if isinstance(value, str) and value.strip().lower() == "max":
         return MAX_SPEED
+    if isinstance(value, bool):
+        raise ValueError(f"speed: {value!r} is neither a number nor 'max'")
     try:
         speed = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"speed: {value!r} is neither a number nor 'max'") from None
-    if not 0 < speed < math.inf:  # inf would make every advance run forever
-        raise ValueError("speed: must be a finite number above 0 (or 'max')")
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"speed: {str(value)[:40]!r} is neither a number nor 'max'") from None
+    if not 0 < speed <= MAX_SPEED_FACTOR:  # also nan and inf
+        raise ValueError(
+            f"speed: must be above 0 and at most {MAX_SPEED_FACTOR:g} fleet seconds per wall "
+            "second (or 'max', a fleet that never waits)"
+        )
     return speed
+
+
+def check_seed(seed: object) -> int:
+    """A seed is a whole number from 0 to 2**63-1; errors name ``seed``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError("seed: must be a whole number from 0 to 2**63-1")
+    return seed
+
+
+class FleetUnreadable(NoFleet):
+    """The fleet file is there but is not a usable fleet: truncated, scribbled, a directory.
+
+    A :class:`~orchestrator.errors.NoFleet` (permanent: retrying an activity cannot heal it);
+    the message names the file and says how to build a new fleet.
+    """
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(
+            f"fleet: {path} is not a usable fleet database ({' '.join(why.split())}); "
+            "rebuild it with `trainctl fleet init --force`",
+            field="fleet",
+        )
+
+
+#: SQLite errors that say nothing about the file's contents (the caller may retry or must fix
+#: the file system); every other DatabaseError at open means a damaged or foreign file.
+_NOT_DAMAGE = ("locked", "busy", "readonly", "read-only", "unable to open", "disk is full", "I/O")
 
 
 def cluster_of(host: str) -> str:
@@ -85,14 +125,38 @@ class SqliteFleet:
     def __init__(self, path: Path) -> None:
         if not path.exists():
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
+        if not path.is_file():
+            raise FleetUnreadable(path, "not a regular file")
         self.path = path
-        self.conn = _connect(path)
-        _migrate(self.conn, path)
-        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        self.seed = int(meta["seed"])
-        self.preset: Preset = get_preset(meta["preset"])
-        self.speed = float(meta["speed"])
-        self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
+        try:
+            self.conn = _connect(path)
+        except sqlite3.DatabaseError as err:
+            if any(word in str(err) for word in _NOT_DAMAGE):
+                raise
+            raise FleetUnreadable(path, str(err)) from None
+        try:
+            _migrate(self.conn, path)
+            meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+            self.seed = check_seed(int(meta["seed"]))
+            self.preset: Preset = get_preset(meta["preset"])
+            self.speed = float(meta["speed"])
+            if self.speed != MAX_SPEED:
+                parse_speed(self.speed)
+            self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
+            if self.anchor_wall.tzinfo is None:
+                raise ValueError("anchor_wall has no time zone")
+        except FleetSchemaMismatch:
+            self.conn.close()
+            raise
+        except sqlite3.DatabaseError as err:
+            self.conn.close()
+            if any(word in str(err) for word in _NOT_DAMAGE):
+                raise
+            raise FleetUnreadable(path, str(err)) from None
+        except (KeyError, ValueError, TypeError, OverflowError) as err:
+            self.conn.close()
+            why = f"meta {err.args[0]!r} is missing" if isinstance(err, KeyError) else str(err)
+            raise FleetUnreadable(path, why) from None
         self._topology: Topology | None = None
 
     def close(self) -> None:
@@ -109,7 +173,17 @@ class SqliteFleet:
     def create(
         cls, path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None
     ) -> SqliteFleet:
-        """Build a fleet from ``preset`` into a temporary file, then move it to ``path``."""
+        """Build a fleet from ``preset`` into a temporary file, then move it to ``path``.
+
+        ValueError naming ``seed`` or ``speed`` for values no fleet can run with.
+        """
+        if not isinstance(preset, Preset):
+            raise TypeError(f"preset: expected a Preset, got {type(preset).__name__}")
+        check_seed(seed)
+        if speed != MAX_SPEED:
+            speed = parse_speed(speed)
+        if path.is_dir():
+            raise ValueError(f"fleet: {path} is a directory")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.unlink(missing_ok=True)

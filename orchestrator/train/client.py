@@ -11,22 +11,38 @@ Every function takes a connected :class:`temporalio.client.Client` (made by
 :mod:`orchestrator.train.types`. The workflow is addressed by its registered name rather than by
 importing ``workflows``, which import this package's messages: no import runs up a layer.
 A change the train refuses raises :class:`TrainRefused` (a ``ValueError``: the caller's input);
-a train that is not there raises :class:`TrainNotFound`.
+a train that is not there raises :class:`TrainNotFound`; a train whose workers do not answer
+within :data:`QUERY_TIMEOUT` / :data:`UPDATE_TIMEOUT` raises :class:`WorkerNotAnswering` rather
+than waiting (the server holds a query for a worker until the caller's deadline).
+
+A ``stop`` is idempotent: stopping a train that has already stopped answers its final status.
+A stopped train holds no host, so its status shows none in maintenance (the workflow's last
+counts were taken before it handed its hosts back).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
-from temporalio.service import RPCError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
 from orchestrator.train.spec import TrainSpec, train_workflow_id
@@ -39,12 +55,30 @@ TrainHandle = WorkflowHandle[Any, TrainStatus]
 TrainAction = Literal["pause", "resume", "stop"]
 
 
+#: How long a ``status`` query may wait for a worker to answer.
+QUERY_TIMEOUT = timedelta(seconds=5)
+#: How long a control or a change may wait for a worker to accept it.
+UPDATE_TIMEOUT = timedelta(seconds=15)
+#: The type of the error the train's ``stop`` validator raises once the train has stopped.
+ALREADY_STOPPED = "TrainAlreadyStopped"
+
+_FIELD = re.compile(r"^([A-Za-z_][\w.-]*): ")
+
+
 class TrainNotFound(LookupError):
     """No (running) train for that cluster; the message says which."""
 
 
 class TrainRefused(ValueError):
-    """The train refused a control or a change (its validator said why)."""
+    """The train refused a control or a change (its validator said why); ``field`` at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class WorkerNotAnswering(RuntimeError):
+    """The train exists, but no worker answered in time (is ``trainctl worker`` running?)."""
 
 
 def train_handle(client: Client, cluster: str) -> TrainHandle:
@@ -82,13 +116,42 @@ async def start_train(
     )
 
 
-async def train_status(client: Client, cluster: str) -> TrainStatus:
-    """Where the cluster's train stands (its ``status`` query)."""
+def settled(status: TrainStatus) -> TrainStatus:
+    """``status`` as the fleet sees it: a stopped train has handed every host back."""
+    if status.state == "stopped" and status.in_maintenance:
+        return status.model_copy(update={"in_maintenance": 0})
+    return status
+
+
+async def _not_answering(handle: TrainHandle, what: str, timeout: timedelta) -> WorkerNotAnswering:
+    """The error for a train whose worker did not answer, saying whether the train runs."""
+    try:
+        desc = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+        state = desc.status.name.lower() if desc.status is not None else "unknown"
+    except RPCError:
+        state = "in an unknown state"
+    return WorkerNotAnswering(
+        f"{handle.id} is {state}, but no worker answered its {what} within "
+        f"{timeout.total_seconds():g}s; is `trainctl worker` running?"
+    )
+
+
+async def train_status(
+    client: Client, cluster: str, *, timeout: timedelta = QUERY_TIMEOUT
+) -> TrainStatus:
+    """Where the cluster's train stands (its ``status`` query), waiting at most ``timeout``."""
     handle = train_handle(client, cluster)
     try:
-        return await handle.query("status", result_type=TrainStatus)
+        status = await handle.query("status", result_type=TrainStatus, rpc_timeout=timeout)
     except RPCError as err:
-        raise TrainNotFound(f"no train {handle.id}: {err.message}") from None
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise TrainNotFound(f"no train {handle.id}: {err.message}") from None
+        if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise await _not_answering(handle, "status query", timeout) from None
+        raise TrainNotFound(f"{handle.id}: status query failed: {err.message}") from None
+    except WorkflowQueryFailedError as err:  # asked before the train's first task ran
+        raise TrainNotFound(f"{handle.id}: status query failed: {err}") from None
+    return settled(status)
 
 
 async def first_status(
@@ -103,13 +166,45 @@ async def first_status(
     return await train_status(client, cluster)
 
 
+async def _final_status(handle: TrainHandle) -> TrainStatus | None:
+    """The last status of a train that has ended by stopping, or None (terminated, failed...)."""
+    try:
+        desc = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+        if desc.status != WorkflowExecutionStatus.COMPLETED:
+            return None
+        status = await asyncio.wait_for(handle.result(), UPDATE_TIMEOUT.total_seconds())
+    except (RPCError, TimeoutError):
+        return None
+    return settled(status) if status.state == "stopped" else None
+
+
 async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> TrainStatus:
     handle = train_handle(client, cluster)
     try:
-        return await handle.execute_update(name, arg, result_type=TrainStatus)
+        return settled(
+            await handle.execute_update(
+                name, arg, result_type=TrainStatus, rpc_timeout=UPDATE_TIMEOUT
+            )
+        )
     except WorkflowUpdateFailedError as err:
-        raise TrainRefused(f"{name}: {err.cause}") from None
+        cause = err.cause
+        if name == "stop" and isinstance(cause, ApplicationError) and cause.type == ALREADY_STOPPED:
+            final = await _final_status(handle)
+            if final is not None:
+                return final
+        text = str(cause.message if isinstance(cause, ApplicationError) else cause)
+        m = _FIELD.match(text)
+        raise TrainRefused(f"{name}: {text}", field=m.group(1) if m else None) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise await _not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
     except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND and "completed" in err.message:
+            final = await _final_status(handle) if name == "stop" else None
+            if final is not None:
+                return final  # a second stop: the train has stopped, as asked
+            raise TrainNotFound(f"{handle.id} has ended: {err.message}") from None
+        if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise await _not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
         raise TrainNotFound(f"no running train {handle.id}: {err.message}") from None
 
 
@@ -127,4 +222,4 @@ async def reconfigure_train(client: Client, cluster: str, change: TrainChange) -
 
 async def train_result(client: Client, cluster: str) -> TrainStatus:
     """Wait for the cluster's train to end (across continue-as-new); its last status."""
-    return await train_handle(client, cluster).result()
+    return settled(await train_handle(client, cluster).result())
