@@ -15,7 +15,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
     from orchestrator.models import check_targets
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.train.client import ALREADY_STOPPED
     from orchestrator.train.spec import check_train_change
     from orchestrator.train.types import (
         ControlRequest,
@@ -112,7 +113,8 @@ class ClusterTrain:
 
     @resume.validator
     def _can_resume(self, req: ControlRequest) -> None:
-        self._require_phase(("paused", "halted", "running"), "resume")
+        # Not "running": a resume of a running train would reset its failure count, unasked.
+        self._require_phase(("paused", "halted"), "resume")
 
     @workflow.update(name="stop")
     def stop(self, req: ControlRequest) -> TrainStatus:
@@ -121,6 +123,13 @@ class ClusterTrain:
 
     @stop.validator
     def _can_stop(self, req: ControlRequest) -> None:
+        # A second stop is no error: while stopping it is accepted again, and once stopped the
+        # refusal carries a type by which the client answers with the final status (exit 0).
+        assert self.inp is not None
+        if self.inp.state.phase == "stopped":
+            raise ApplicationError(
+                "the train has already stopped", type=ALREADY_STOPPED, non_retryable=True
+            )
         self._require_phase(("running", "paused", "halted", "stopping"), "stop")
 
     def _require_phase(self, allowed: tuple[str, ...], action: str) -> None:

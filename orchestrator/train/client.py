@@ -58,7 +58,7 @@ TrainAction = Literal["pause", "resume", "stop"]
 #: How long a ``status`` query may wait for a worker to answer.
 QUERY_TIMEOUT = timedelta(seconds=5)
 #: How long a control or a change may wait for a worker to accept it.
-UPDATE_TIMEOUT = timedelta(seconds=15)
+UPDATE_TIMEOUT = timedelta(seconds=10)
 #: The type of the error the train's ``stop`` validator raises once the train has stopped.
 ALREADY_STOPPED = "TrainAlreadyStopped"
 

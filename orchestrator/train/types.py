@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.execution.messages import ClockInfo, CycleCounts
 from orchestrator.models import CapacityBudget
@@ -126,12 +126,25 @@ class TrainStatus(BaseModel):
 
 
 class TrainChange(BaseModel):
-    """A live change: any field left out stays as it is."""
+    """A live change: any field left out stays as it is.
+
+    Strict about its shape, since it arrives from outside a running train: an unknown field
+    (a typo such as ``domain_sise``) is refused rather than ignored, and a boolean is no count.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     domain_size: int | None = Field(default=None, ge=1, le=10_000)
     budget: CapacityBudget | None = None
     targets: dict[str, str] | None = None
     halt_after_failures: int | None = Field(default=None, ge=1)
+
+    @field_validator("domain_size", "halt_after_failures", mode="before")
+    @classmethod
+    def _no_boolean(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError(f"must be a whole number, not a boolean ({v!r})")
+        return v
 
 
 class ControlRequest(BaseModel):
