@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import REGISTRY, Counter, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -73,7 +74,19 @@ class FleetCollector(Collector):
 DEFAULT_METRICS_HOST = "127.0.0.1"
 
 
-def serve_metrics(port: int, fleet_path: Path, host: str = DEFAULT_METRICS_HOST) -> None:
-    """Expose /metrics on ``host:port`` with the fleet gauges registered once."""
-    start_http_server(port, addr=host)
-    REGISTRY.register(FleetCollector(fleet_path))
+_collector: FleetCollector | None = None
+
+
+def serve_metrics(port: int, fleet_path: Path, host: str = DEFAULT_METRICS_HOST) -> Any:
+    """Expose /metrics on ``host:port`` with the fleet gauges registered once per process.
+
+    Returns the HTTP server (``shutdown()`` stops it); OSError if the address is taken.
+    """
+    global _collector
+    server = start_http_server(port, addr=host)
+    if _collector is None:
+        _collector = FleetCollector(fleet_path)
+        REGISTRY.register(_collector)
+    else:
+        _collector.fleet_path = fleet_path
+    return server[0] if isinstance(server, tuple) else server

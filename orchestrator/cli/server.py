@@ -9,6 +9,7 @@ import click
 
 from orchestrator.cli.common import (
     BadInput,
+    connect_or_fail,
     emit,
     fail,
     handle_errors,
@@ -83,7 +84,6 @@ def worker(
     as_json: bool,
 ) -> None:
     """Run the daemon: every workflow and activity, /metrics, graceful stop on SIGTERM."""
-    from orchestrator.client import connect
     from orchestrator.fleet import fleet_path
     from orchestrator.logging import configure_logging
     from orchestrator.metrics import serve_metrics
@@ -97,11 +97,7 @@ def worker(
 
     async def main() -> None:
         stop = stop_on_signals()  # before anything slow, so SIGTERM always drains gracefully
-        try:
-            client = await connect(address)
-        except RuntimeError as err:
-            fail(f"cannot reach Temporal: {err}")
-        if metrics_port:
+        if metrics_port:  # before connecting: a bad address fails at once, not after a wait
             try:
                 serve_metrics(metrics_port, path, metrics_host)
             except OSError as err:
@@ -110,6 +106,7 @@ def worker(
                     f"{err.strerror or err}",
                     field="metrics_port",
                 )
+        client = await connect_or_fail(address)
         await run_until_signalled(build_worker(client, path, task_queue), stop)
 
     asyncio.run(main())
