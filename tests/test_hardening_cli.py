@@ -423,3 +423,39 @@ def test_fleet_create_checks_its_arguments(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             SqliteFleet.create(tmp_path / "f.db", small, seed, speed)  # type: ignore[arg-type]
     assert not (tmp_path / "f.db").exists()
+
+
+def test_every_command_takes_json() -> None:
+    """Every command of the CLI accepts --json (the contract's rendering needs it)."""
+    import click
+
+    def commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+        out = []
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                out += commands(cmd, f"{prefix}{name} ")
+            else:
+                out.append((prefix + name, cmd))
+        return out
+
+    missing = [
+        name
+        for name, cmd in commands(main, "")
+        if not any("--json" in getattr(p, "opts", []) for p in cmd.params)
+    ]
+    assert missing == []
+
+
+def test_inject_fault_names_its_fields(tmp_home: Path) -> None:
+    """fleet inject-fault: unknown component, malformed version, unknown cluster, each by name."""
+    run("fleet", "init", "--preset", "small")
+    base = ("fleet", "inject-fault", "--cluster", "c00", "--json")
+    contract(run(*base, "--component", "kernel", "--version", "1"), 2, "component")
+    contract(run(*base, "--component", "os", "--version", "bad version!"), 2, "version")
+    contract(run(*base, "--component", "os", "--version", "6.10", "--rate", "2"), 2, "rate")
+    bad_cluster = ("fleet", "inject-fault", "--cluster", "c99", "--component", "os")
+    contract(run(*bad_cluster, "--version", "6.10", "--json"), 2, "cluster")
+    ok = run(*base, "--component", "os", "--version", "6.10")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["version"] == "6.10"
+    schema = run("ops", "schema", "--json")
+    assert schema.exit_code == 0 and json.loads(schema.stdout)["title"] == "OperationSpec"

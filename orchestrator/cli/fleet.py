@@ -108,19 +108,33 @@ def status(cluster: str | None, as_json: bool) -> None:
     show_default=True,
     help="Probability that a host installing this build comes back bad.",
 )
+@json_option
 @handle_errors
-def inject_fault(cluster: str, component: str, version: str, rate: float) -> None:
+def inject_fault(cluster: str, component: str, version: str, rate: float, as_json: bool) -> None:
     """Declare a bad build, so verification and halting can be exercised (tests, game days)."""
-    from orchestrator.models import check_targets
+    from orchestrator.models import Component, check_targets
 
-    check_targets({component: version}, allow_upper=True)
+    if component not in {c.value for c in Component}:
+        known = ", ".join(c.value for c in Component)
+        raise BadInput(f"component: unknown component {component!r} (known: {known})")
+    try:
+        version = check_targets({component: version}, allow_upper=True)[component]
+    except ValueError as err:
+        raise BadInput(f"version: {err}", field="version") from None
     f = open_fleet_or_fail()
     try:
         with f.cluster(cluster) as sim:
             sim.inject_fault(component, version, rate, "operator")
     finally:
         f.close()
-    click.echo(f"{component}={version} on {cluster} now leaves hosts bad with p={rate}")
+    emit(
+        {"cluster": cluster, "component": component, "version": version, "rate": rate},
+        as_json,
+        lambda o: click.echo(
+            f"{o['component']}={o['version']} on {o['cluster']} now leaves hosts bad "
+            f"with p={o['rate']}"
+        ),
+    )
 
 
 COMMANDS = [fleet]

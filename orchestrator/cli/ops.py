@@ -96,7 +96,8 @@ def refusal(reason: str, extra: dict[str, Any]) -> BadInput:
 
 
 @ops.command("schema")
-def schema() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Accepted for symmetry: always JSON.")
+def schema(as_json: bool) -> None:
     """Print the JSON Schema of an operation spec."""
     sys.stdout.write(json.dumps(spec_json_schema(), indent=2) + "\n")
 
