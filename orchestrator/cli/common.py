@@ -4,11 +4,12 @@ Exit 2 means bad input (the message names the field), exit 1 means the operation
 invariant broke. Human output and logs go to stderr when --json is on, so stdout stays parseable.
 
 The error contract, for every command: an error is one line, ``Error: <field>: <reason>`` on
-stderr, or under ``--json`` one object on stdout, ``{"error": "<message>", "field": "<dotted
-field or null>", "exit_code": <n>}``, with that exit code. Never a traceback: :func:`handle_errors`
-turns what a command raises into :class:`BadInput` or :class:`OperationFailed`, and
-:class:`TrainctlGroup` renders those (and click's own usage errors, and anything unexpected) by
-the contract. ``TRAINCTL_DEBUG=1`` shows the traceback of an unexpected error.
+stderr, and under ``--json`` also one object on stdout, ``{"error": "<message>", "field":
+"<dotted field or null>", "exit_code": <n>}``, with that exit code. Never a traceback:
+:func:`handle_errors` turns what a command raises into :class:`BadInput` or
+:class:`OperationFailed`, and :class:`TrainctlGroup` renders those (and click's own usage
+errors, and anything unexpected) by the contract. ``TRAINCTL_DEBUG=1`` shows the traceback of
+an unexpected error.
 """
 
 from __future__ import annotations
@@ -224,12 +225,12 @@ def handle_errors(fn: F) -> F:
 
 
 def report(err: CliError, as_json: bool) -> None:
-    """Print ``err`` by the contract: one JSON object on stdout, or one line on stderr."""
+    """Print ``err`` by the contract: one line on stderr and, under --json, one JSON object on
+    stdout (stderr is for people either way, stdout for programs)."""
     if as_json:
         sys.stdout.write(json.dumps(err.as_json(), default=str) + "\n")
         sys.stdout.flush()
-    else:
-        click.echo(f"Error: {err.message}", err=True)
+    click.echo(f"Error: {err.message}", err=True)
 
 
 def wants_json(args: Sequence[str]) -> bool:

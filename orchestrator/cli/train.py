@@ -157,7 +157,7 @@ def start(spec_path: Path, address: str | None, as_json: bool) -> None:
         except TrainNotFound as err:
             fail(str(err))
         except WorkerNotAnswering as err:
-            fail(f"{spec.workflow_id} started, but {err}")
+            fail(f"started {spec.workflow_id}; {err}")
 
     emit(run(go()).model_dump(mode="json"), as_json, print_status)
 
