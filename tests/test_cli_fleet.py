@@ -87,7 +87,8 @@ def test_status_without_fleet_fails(tmp_home: Path) -> None:
     result = run("fleet", "status", "--json")
     assert result.exit_code == 1
     assert "fleet init" in result.output
-    assert result.stdout == ""
+    error = json.loads(result.stdout)  # the error contract: one JSON object on stdout
+    assert error["exit_code"] == 1 and "fleet init" in error["error"]
 
 
 def test_unknown_cluster_is_bad_input(tmp_home: Path) -> None:
