@@ -16,6 +16,7 @@ from typing import Annotated
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     WithJsonSchema,
@@ -24,6 +25,17 @@ from pydantic import (
 )
 
 GPUS_PER_HOST = 8
+
+
+def _no_boolean(v: object) -> object:
+    """YAML's ``true`` is not a count: refuse it rather than read it as 1."""
+    if isinstance(v, bool):
+        raise ValueError(f"must be a whole number, not a boolean ({v!r})")
+    return v
+
+
+#: A whole number in a spec (a host count, a failure limit): booleans are refused.
+Count = Annotated[int, BeforeValidator(_no_boolean)]
 
 
 class Component(StrEnum):
@@ -77,8 +89,10 @@ def check_version(field: str, value: object) -> str:
             if isinstance(value, float)
             else type(value).__name__
         )
+        # Show a short excerpt only: a YAML alias bomb expands to gigabytes under repr().
+        shown = repr(value) if isinstance(value, bool | int | float) else f"a {kind}"
         raise ValueError(
-            f'{field}: version must be text, got {kind} ({value!r}); quote it, e.g. {field}: "6.10"'
+            f'{field}: version must be text, got {kind} ({shown}); quote it, e.g. {field}: "6.10"'
         )
     text = str(value).strip()
     if not text:
@@ -147,8 +161,8 @@ class CapacityBudget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_unavailable: int | str = "3%"
-    per_rack: int | None = Field(default=None, ge=1)
-    per_zone: int | None = Field(default=None, ge=1)
+    per_rack: Count | None = Field(default=None, ge=1)
+    per_zone: Count | None = Field(default=None, ge=1)
 
     @field_validator("max_unavailable", mode="before")
     @classmethod

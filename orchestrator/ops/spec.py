@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from orchestrator.models import (
+    Count,
     UPPER_LAYER,
     CapacityBudget,
     DrainPolicy,
@@ -115,7 +116,7 @@ class OperationSpec(BaseModel):
         default_factory=dict, validate_default=True, description="component -> target version"
     )
     consistency: Consistency = "job"
-    max_failures: int = Field(default=0, ge=0)
+    max_failures: Count = Field(default=0, ge=0)
     request_id: str | None = Field(
         default=None, pattern=_REQUEST_ID, description="idempotency key: [A-Za-z0-9._-]"
     )

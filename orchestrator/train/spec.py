@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.models import CapacityBudget, DrainPolicy, check_targets
+from orchestrator.models import CapacityBudget, Count, DrainPolicy, check_targets
 from orchestrator.planning.train_plan import POLICIES
 from orchestrator.specs import load_spec
 
@@ -33,15 +33,15 @@ class TrainSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     cluster: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    domain_size: int = Field(default=8, ge=1, le=10_000)
+    domain_size: Count = Field(default=8, ge=1, le=10_000)
     budget: CapacityBudget = Field(default_factory=CapacityBudget)
     targets: dict[str, str] = Field(default_factory=dict)
     drain: DrainPolicy = Field(default_factory=DrainPolicy)
-    halt_after_failures: int = Field(default=3, ge=1)
+    halt_after_failures: Count = Field(default=3, ge=1)
     halt_failure_rate: float = Field(default=0.2, gt=0, le=1)
     policy: str = "job-aware"
     campaign: str = ""
-    stop_after_cycles: int | None = Field(default=None, ge=1)
+    stop_after_cycles: Count | None = Field(default=None, ge=1)
 
     @field_validator("targets", mode="before")
     @classmethod
