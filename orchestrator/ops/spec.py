@@ -31,9 +31,9 @@ from pydantic import (
 )
 
 from orchestrator.models import (
-    Count,
     UPPER_LAYER,
     CapacityBudget,
+    Count,
     DrainPolicy,
     DurationHours,
     check_targets,
