@@ -22,7 +22,8 @@ Violation kinds:
   back. (An owner is ended once its ``owner_closed`` is recorded.)
 - ``stale_return``: a host returned to service missing a target pending for it: back from repair
   without every target recorded for its cluster, or back from maintenance by an owner without
-  the targets that owner recorded. Hosts merely not yet visited by a sliding rollout are fine.
+  the targets that owner recorded (unless it rolled the host back to its previous versions, as a
+  failed wave does). Hosts merely not yet visited by a sliding rollout are fine.
 - ``scope_incomplete``: an operation closed as ``succeeded`` while a host of its recorded scope
   (``operation_scope``) is not on its targets and not quarantined or in repair (where repair
   gives it the recorded targets before it serves).
@@ -88,6 +89,7 @@ class _Host:
     hold_t: float = 0.0
     updated_since_out: bool = False
     verified_ok: bool = False
+    rolled_back: bool = False  # put back on its previous versions during this hold
 
 
 def _domains(host: str) -> tuple[str, str]:
@@ -174,7 +176,9 @@ class _ClusterReplay:
             self.down_rack[rack] = self.down_rack.get(rack, 0) + step
             self.down_zone[zone] = self.down_zone.get(zone, 0) + step
         if not was_down and is_down:
-            h.updated_since_out = h.verified_ok = False
+            h.updated_since_out = h.verified_ok = h.rolled_back = False
+        if after == "in_maintenance" and d.get("reason") == "rolling back":
+            h.rolled_back = True
         h.state = after
         if not is_down and was_down:
             self._check_return(seq, ev, name, h, before)
@@ -210,7 +214,7 @@ class _ClusterReplay:
         """A host going back to service carries what its returner was bound to give it."""
         if before == IN_REPAIR:
             wanted, who = self.targets, "repair"
-        elif h.updated_since_out and h.holder:
+        elif h.updated_since_out and h.holder and not h.rolled_back:
             holder = h.holder
             wanted = {c: v for c, v in self.targets.items() if self.target_setter.get(c) == holder}
             who = holder
