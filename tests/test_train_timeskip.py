@@ -77,7 +77,8 @@ async def test_drain_deadline_evicts_right_after_checkpoint(temporal_env, tmp_ho
 
 
 async def test_repaired_host_updated_before_service(temporal_env, tmp_home, task_queue):
-    """A host back from repair mid-cycle takes the train's updates before it serves jobs again."""
+    """A host back from repair mid-cycle is reimaged with the train's recorded targets before it
+    serves jobs again (by repair itself, so it never waits for the train)."""
     now = await temporal_env.get_current_time()
     path = make_fleet(tmp_home, 1.0, now)
     fleet = SqliteFleet(path)
@@ -92,11 +93,11 @@ async def test_repaired_host_updated_before_service(temporal_env, tmp_home, task
     await _run_cycle(temporal_env, path, task_queue, domain_size=8)
     trail = [ev for _, ev, _ in fleet.events() if ev.host == victim]
     fleet.close()
-    after_repair = [e for e in trail if e.actor == "repair"]
-    assert after_repair and after_repair[0].detail["after"] == "cordoned"
+    by_repair = [e for e in trail if e.actor == "repair"]
+    updated = [e for e in by_repair if e.kind == "updated"]
+    assert updated and updated[0].detail["after"]["os"] == TARGETS["os"]
     back = [e for e in trail if e.kind == "host_state" and e.detail.get("after") == "in_service"]
-    updated = [e for e in trail if e.kind == "updated"]
-    assert updated and back and back[0].t >= updated[0].t
+    assert back and back[0].t >= updated[0].t and back[0].actor == "repair"
     state, _, versions = host_states(path)[victim]
     assert state == "in_service" and versions["os"] == TARGETS["os"]
 
