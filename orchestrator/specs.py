@@ -11,6 +11,9 @@ to quote it.
 Every problem is one ``SpecError`` (a ValueError): a one-line message naming the dotted field
 (``targets.os: ...``, ``budget.max_unavailable: ...``) or, for a file that cannot be read or
 parsed, the file. This module sits at the bottom: it imports only yaml, json and pydantic.
+
+A spec document is at most ``MAX_SPEC_BYTES`` (4 MiB) of UTF-8: a larger file or text is refused
+before it is parsed, with a SpecError naming the file.
 """
 
 from __future__ import annotations
@@ -29,7 +32,17 @@ from yaml.constructor import ConstructorError
 M = TypeVar("M", bound=BaseModel)
 Format = Literal["yaml", "json"]
 
-__all__ = ["SpecError", "SpecLoader", "describe_validation", "load_spec", "parse_spec"]
+__all__ = [
+    "MAX_SPEC_BYTES",
+    "SpecError",
+    "SpecLoader",
+    "describe_validation",
+    "load_spec",
+    "parse_spec",
+]
+
+#: The largest spec document accepted, in bytes of UTF-8 (4 MiB).
+MAX_SPEC_BYTES = 4 * 1024 * 1024
 
 
 class SpecError(ValueError):
@@ -205,6 +218,13 @@ def describe_validation(err: ValidationError, model: type[BaseModel]) -> SpecErr
 
 
 # ---------------------------------------------------------------------------------- loading
+def _too_big(what: str, source: str, size: int) -> SpecError:
+    return SpecError(
+        f"{what}: {source} is {size:,} bytes, over the {MAX_SPEC_BYTES / 2**20:g} MiB limit "
+        f"for a spec ({MAX_SPEC_BYTES:,} bytes)"
+    )
+
+
 def _format_of(path: Path) -> Format | None:
     suffix = path.suffix.lower()
     if suffix == ".json":
@@ -235,6 +255,10 @@ def parse_spec(
     Without ``fmt``, text that opens with ``{`` is tried as JSON first and as YAML (a flow
     mapping) when that fails; anything else is YAML (of which JSON is mostly a subset).
     """
+    if len(text) > MAX_SPEC_BYTES // 4:  # only then can it hold more bytes than the limit
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_SPEC_BYTES:
+            raise _too_big(what, source, size)
     if not text.strip():
         raise SpecError(f"{what}: {source} is empty")
     data: object
@@ -273,6 +297,9 @@ def load_spec(source: Path | str, model: type[M], *, what: str) -> M:
     """
     path = Path(source)
     try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:  # refused before it is read
+            raise _too_big(what, str(path), size)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(f"{what}: no such file {path}") from None

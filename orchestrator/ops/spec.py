@@ -39,8 +39,8 @@ from orchestrator.models import (
     check_targets,
     parse_duration_hours,
 )
+from orchestrator.specs import MAX_SPEC_BYTES, parse_spec
 from orchestrator.specs import load_spec as _load_spec
-from orchestrator.specs import parse_spec
 
 Kind = Literal["cuda-upgrade", "lower-layer", "reboot", "drain-for-repair"]
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -52,19 +52,50 @@ _REQUEST_ID = r"^[A-Za-z0-9._-]{1,128}$"
 Glob = Annotated[str, Field(pattern=_GLOB, min_length=1)]
 
 
+#: The most entries ``scope.zones``, ``scope.racks`` or ``scope.hosts`` may each list.
+MAX_SCOPE_PATTERNS = 100_000
+
+_LIMITS = (
+    f"At most {MAX_SCOPE_PATTERNS:,} entries; the whole spec document is at most "
+    f"{MAX_SPEC_BYTES // 2**20} MiB."
+)
+
+
+def _patterns(what: str, whose: str) -> Any:
+    return Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SCOPE_PATTERNS,
+        description=f"{what} names or fnmatch globs; {whose} must match one of them. {_LIMITS}",
+    )
+
+
 class Scope(BaseModel):
     """Which hosts the operation covers: a cluster name or glob, optionally narrowed.
 
     Zone, rack and host entries are names or globs, matched against the full name
-    (``c00-z01-r003``) or the part after the cluster (``z01-r003``); the lists intersect.
+    (``c00-z01-r003``) or the part after the cluster (``z01-r003``); the lists intersect, and an
+    entry that matches nothing is an error. Each list holds at most ``MAX_SCOPE_PATTERNS``
+    (100,000) entries, and a spec document is at most 4 MiB (``orchestrator.specs``); past
+    either the spec is refused naming the field (exit 2).
     """
 
     model_config = ConfigDict(extra="forbid")
 
     cluster: Glob = Field(description="cluster name or fnmatch glob, e.g. 'c0*'")
-    zones: list[Glob] | None = Field(default=None, min_length=1)
-    racks: list[Glob] | None = Field(default=None, min_length=1)
-    hosts: list[Glob] | None = Field(default=None, min_length=1)
+    zones: list[Glob] | None = _patterns("Zone", "a host's zone")
+    racks: list[Glob] | None = _patterns("Rack", "a host's rack")
+    hosts: list[Glob] | None = _patterns("Host", "a host's name")
+
+    @field_validator("zones", "racks", "hosts", mode="before")
+    @classmethod
+    def _at_most(cls, v: object, info: ValidationInfo) -> object:
+        if isinstance(v, list | tuple) and len(v) > MAX_SCOPE_PATTERNS:
+            raise ValueError(
+                f"scope.{info.field_name}: {len(v):,} entries, over the limit of "
+                f"{MAX_SCOPE_PATTERNS:,} (split the operation or use globs)"
+            )
+        return v
 
 
 #: The drain settings of an operation: the same model as a train's (``drain: {max_wait: 4h}``).
@@ -106,7 +137,8 @@ class Window(BaseModel):
 
 
 class OperationSpec(BaseModel):
-    """One bulk operation; fields may grow, these keep their meaning."""
+    """One bulk operation; fields may grow, these keep their meaning. A spec document (YAML or
+    JSON) is at most 4 MiB, and each scope list at most 100,000 entries."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, title="OperationSpec")
 
