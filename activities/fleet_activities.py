@@ -10,17 +10,24 @@ updating a host already on target, or verifying a host already returned do nothi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 
 from temporalio import activity
+from temporalio.service import RPCError, RPCStatusCode
 
-from activities.fleet_access import FleetAccess
+from activities.fleet_access import FleetAccess, as_application_error
 from orchestrator import metrics
 from orchestrator.constants import LOGICAL_CLOCK
+from orchestrator.errors import PermanentError
 from orchestrator.execution import drain, install, settle
 from orchestrator.execution.messages import (
+    CLOCK_SIGNAL,
     AdvanceClockRequest,
+    AdvanceClockResult,
     ClockInfo,
+    ClockReleased,
     DrainStatus,
     EvictRequest,
     EvictResult,
@@ -30,7 +37,11 @@ from orchestrator.execution.messages import (
     VerifyResult,
 )
 from orchestrator.execution.take import take_domain
+from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
+from orchestrator.logging import get_logger
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
+
+log = get_logger(__name__)
 
 
 class FleetActivities(FleetAccess):
@@ -41,11 +52,59 @@ class FleetActivities(FleetAccess):
         self.require_cluster(req.cluster)
         fleet = self.fleet
         hosts = fleet.hosts_in(req.cluster)
-        return ClockInfo(speed=fleet.speed, anchor_wall=fleet.anchor_wall, hosts_total=hosts)
+        return ClockInfo(
+            speed=fleet.speed, anchor_wall=fleet.anchor_wall, hosts_total=hosts, cluster=req.cluster
+        )
 
     @activity.defn(name="advance_clock")
-    def advance_clock(self, req: AdvanceClockRequest) -> float:
-        return self.fleet.advance_clock(req.target_hours)
+    async def advance_clock(self, req: AdvanceClockRequest) -> AdvanceClockResult:
+        """Wait on the cluster's logical clock: register the wait, step the clock, tell whoever's
+        turn it gave. Returns at once; a wait that is not over ends with a ``fleet_clock``
+        signal (the workflow asks again now and then, in case a signal was lost)."""
+        turn = await asyncio.to_thread(self._clock_wait, req)
+        await self._tell(req.cluster, turn.others)
+        return AdvanceClockResult(now=turn.now, released=turn.released)
+
+    def _clock_wait(self, req: AdvanceClockRequest) -> ClockTurn:
+        self.require_cluster(req.cluster)
+        fleet = self.fleet
+        try:
+            if fleet.speed != LOGICAL_CLOCK:  # a scaled clock moves by itself
+                return ClockTurn(fleet.fleet_time(datetime.now(UTC), req.cluster), True)
+            if not req.party:  # nobody to wait with: just move the clock
+                target = req.target_hours
+                if target is None:
+                    return ClockTurn(fleet.fleet_time(cluster=req.cluster), True)
+                return ClockTurn(fleet.advance_clock(req.cluster, target), True)
+            member = ClockMember(req.party, req.party, req.owner or req.party, req.parent, req.rank)
+            return fleet.clock_wait(
+                req.cluster, member, req.epoch, req.target_hours, req.children, req.wakes
+            )
+        except PermanentError as err:
+            raise as_application_error(err) from None
+
+    async def _tell(self, cluster: str, releases: Iterable[ClockRelease]) -> None:
+        """Signal each released party that its turn came; drop those whose workflow is gone."""
+        pending = list(releases)
+        while pending:
+            rel = pending.pop(0)
+            msg = ClockReleased(party=rel.party, epoch=rel.epoch, now=rel.now)
+            try:
+                handle = activity.client().get_workflow_handle(rel.workflow_id)
+                await handle.signal(CLOCK_SIGNAL, msg)
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    # The party asks again by itself after a while: a lost signal costs time only.
+                    log.warning("clock turn not delivered", party=rel.party, error=str(err))
+                    continue
+                log.warning("clock party gone: dropped", cluster=cluster, party=rel.party)
+                more = await asyncio.to_thread(self._clock_leave, cluster, rel.party, None)
+                pending.extend(more)
+
+    def _clock_leave(
+        self, cluster: str, party: str | None, owner: str | None
+    ) -> tuple[ClockRelease, ...]:
+        return self.fleet.clock_leave(cluster, party=party, owner=owner)
 
     @activity.defn(name="plan_domain")
     def plan_domain(self, req: PlanDomainRequest) -> PlanDomainResult:
@@ -125,8 +184,15 @@ class FleetActivities(FleetAccess):
         return out
 
     @activity.defn(name="close_owner")
-    def close_owner(self, req: HostsRequest) -> VerifyResult:
-        """Release whatever the owner still holds, then record that it has ended."""
+    async def close_owner(self, req: HostsRequest) -> VerifyResult:
+        """Release whatever the owner still holds, record that it has ended, and take the owner
+        (and its domains) off the cluster's logical clock, telling whoever's turn that gives."""
+        out = await asyncio.to_thread(self._close_owner, req)
+        releases = await asyncio.to_thread(self._clock_leave, req.cluster, None, req.owner)
+        await self._tell(req.cluster, releases)
+        return out
+
+    def _close_owner(self, req: HostsRequest) -> VerifyResult:
         with self.cluster(req.cluster, req.wall) as b:
             out = settle.hand_back(b, req.owner, None, req.targets, req.visit)
             b.close_owner(req.owner, req.owner, outcome=req.reason)

@@ -1,9 +1,12 @@
 """``trainctl demo``: a whole maintenance train on one machine, from an empty directory.
 
 It builds a fresh simulated fleet under TRAINCTL_HOME, starts the embedded Temporal server (with
-its UI) and a worker in this process, launches a train on ``c00`` and follows its progress. With
-``until_cycle_complete`` it stops the train after one full visit cycle, then audits the fleet's
-event log, so the summary's figures come from the log rather than from the train's own word.
+its UI) and a worker in this process, launches a train on ``c00`` (or on each of the first
+``clusters`` clusters, side by side) and follows its progress. With ``until_cycle_complete`` each
+train stops after one full visit cycle, then the demo audits the fleet's event log, so the
+summary's figures come from the log rather than from the trains' own word. At speed ``max`` every
+cluster has its own logical clock: the same seed gives the same figures run after run, and
+``clusters.<name>.fleet_hours`` shows that each cluster's time is its own.
 
 It drives the train through ``orchestrator.train.client`` like any other client; showing
 anything to a person (the UI's address, a progress bar) is left to the caller's callbacks, so
@@ -48,10 +51,12 @@ def free_port(preferred: int) -> int:
     raise RuntimeError("no free port")
 
 
-def demo_spec(preset: str, domain_size: int | None, budget: str, until_cycle: bool) -> TrainSpec:
+def demo_spec(
+    preset: str, domain_size: int | None, budget: str, until_cycle: bool, cluster: str = "c00"
+) -> TrainSpec:
     return TrainSpec.model_validate(
         {
-            "cluster": "c00",
+            "cluster": cluster,
             "campaign": "demo",
             "domain_size": domain_size or DEMO_DOMAIN_SIZE.get(preset, 8),
             "budget": {"max_unavailable": budget},
@@ -74,15 +79,20 @@ async def run_demo(
     ui_port: int,
     on_ui: Callable[[str], None] = lambda url: None,
     on_status: Callable[[TrainStatus], None] = lambda status: None,
+    clusters: int = 1,
 ) -> dict[str, Any]:
     """Run the demo and return its summary.
 
-    ``on_ui`` gets the train's page in the Temporal UI once the server is up; ``on_status`` gets
-    every status of the train while it runs.
+    ``on_ui`` gets the (first) train's page in the Temporal UI once the server is up;
+    ``on_status`` gets every status of every train while they run.
     """
     started = time.monotonic()
     shape = get_preset(preset)
-    spec = demo_spec(preset, domain_size, budget, until_cycle)
+    names = shape.cluster_names()
+    if not 1 <= clusters <= len(names):
+        raise ValueError(f"clusters: {preset} has {len(names)} cluster(s), not {clusters}")
+    specs = [demo_spec(preset, domain_size, budget, until_cycle, c) for c in names[:clusters]]
+    spec = specs[0]
     path = fleet_path()
     SqliteFleet.create(path, shape, seed, speed).close()
     home = trainctl_home()
@@ -94,38 +104,71 @@ async def run_demo(
         url = f"{server.ui_url}/namespaces/default/workflows/{spec.workflow_id}"
         on_ui(url)
         async with build_worker(client, path):
-            await start_train(client, spec, task_queue=TASK_QUEUE, replace=True)
-            status = await _watch(client, spec.cluster, on_status)
-            if not until_cycle or status.state == "halted":
-                await control_train(
-                    client, spec.cluster, "stop", status.reason or "demo interrupted"
-                )
-            status = await train_result(client, spec.cluster)
+            for s in specs:
+                await start_train(client, s, task_queue=TASK_QUEUE, replace=True)
+            statuses = await asyncio.gather(
+                *(_run_train(client, s.cluster, until_cycle, on_status) for s in specs)
+            )
     fleet = SqliteFleet(path)
     try:
         report = audit(fleet)
+        hours = {s.cluster: fleet.fleet_time(cluster=s.cluster) for s in specs}
     finally:
         fleet.close()
     kinds = Counter(v.kind for v in report.violations)
+    per_cluster = {st.cluster: _figures(st, hours[st.cluster]) for st in statuses}
+    first = statuses[0]
     return {
         "preset": preset,
+        **{k: _total(k, per_cluster) for k in _SUMMED},
+        "lost_gpu_hours": round(_total("lost_gpu_hours", per_cluster), 3),
+        "hosts_lost": kinds.get("host_lost", 0),
+        "budget_violations": kinds.get("budget_exceeded", 0),
+        "cycles_completed": min(st.cycles_completed for st in statuses),
+        "train_reason": first.reason,
+        "cycle_fleet_hours": max(f["cycle_fleet_hours"] for f in per_cluster.values()),
+        "cycle_wall_seconds": max(f["cycle_wall_seconds"] for f in per_cluster.values()),
+        "audit_ok": report.ok,
+        "violations": len(report.violations),
+        "wall_seconds": round(time.monotonic() - started, 3),
+        "fleet": str(path),
+        "ui": url,
+        "clusters": per_cluster,
+    }
+
+
+#: Per-cluster figures that the summary adds up over the clusters the demo ran.
+_SUMMED = ("hosts_total", "hosts_visited", "hosts_quarantined", "job_interruptions")
+
+
+def _total(key: str, per_cluster: dict[str, dict[str, Any]]) -> Any:
+    return sum(f[key] for f in per_cluster.values())
+
+
+def _figures(status: TrainStatus, fleet_hours: float) -> dict[str, Any]:
+    """One train's figures; ``fleet_hours`` is its cluster's clock when the demo ended."""
+    return {
         "hosts_total": status.hosts_total,
         "hosts_visited": status.hosts_visited_this_cycle,
         "hosts_quarantined": status.quarantined + status.in_repair,
-        "hosts_lost": kinds.get("host_lost", 0),
-        "budget_violations": kinds.get("budget_exceeded", 0),
         "job_interruptions": status.jobs_interrupted,
         "lost_gpu_hours": status.lost_gpu_hours,
         "cycles_completed": status.cycles_completed,
         "train_reason": status.reason,
         "cycle_fleet_hours": round(status.last_cycle_fleet_hours, 3),
         "cycle_wall_seconds": round(status.last_cycle_wall_seconds, 3),
-        "audit_ok": report.ok,
-        "violations": len(report.violations),
-        "wall_seconds": round(time.monotonic() - started, 3),
-        "fleet": str(path),
-        "ui": url,
+        "fleet_hours": round(fleet_hours, 3),
     }
+
+
+async def _run_train(
+    client: Client, cluster: str, until_cycle: bool, on_status: Callable[[TrainStatus], None]
+) -> TrainStatus:
+    """Follow one train until it stops (stopping it unless it completes its cycle)."""
+    status = await _watch(client, cluster, on_status)
+    if not until_cycle or status.state == "halted":
+        await control_train(client, cluster, "stop", status.reason or "demo interrupted")
+    return await train_result(client, cluster)
 
 
 async def _watch(

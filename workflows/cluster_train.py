@@ -40,12 +40,15 @@ with workflow.unsafe.imports_passed_through():
         TrainStatus,
     )
     from workflows.domain_maintenance import DomainMaintenance
-    from workflows.fleet_clock import fleet_options, sleep_until, wall_seconds
+    from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
 
 #: How often (in fleet time) a waiting train looks again when nothing wakes it.
 POLL_FLEET_HOURS = 1.0
 #: ...but never more often than this in wall time: domains signal their progress anyway.
 MIN_POLL_SECONDS = 1.0
+#: On a logical clock the train takes its turn after its domains' at the same instant, as the
+#: simulator plans after the domains' looks and settled batches.
+TRAIN_CLOCK_RANK = 1
 
 
 @workflow.defn(name="ClusterTrain")
@@ -179,6 +182,10 @@ class ClusterTrain:
                 FleetInfoRequest(cluster=spec.cluster),
                 **fleet_options(),
             )
+        if clock.logical:
+            # One logical clock per cluster: the train and its domains are parties of this one.
+            clock = clock.model_copy(update={"cluster": spec.cluster})
+            clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK)
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
         tasks: set[asyncio.Task[None]] = set()
@@ -227,22 +234,39 @@ class ClusterTrain:
         """
         assert self.inp is not None
         st = self.inp.state
-        if self.wake:
-            return
         now = st.counts.fleet_hours
         target = now + POLL_FLEET_HOURS
         if st.retry_at_hours is not None and now < st.retry_at_hours < target:
             target = st.retry_at_hours
         if clock.logical:
-            if not self.in_flight and st.phase == "running":
-                # Nothing else moves a logical clock: let repairs and jobs progress.
-                await sleep_until(clock, target)
-                return
-            await workflow.wait_condition(lambda: self.wake)
+            await self._idle_logical(clock, target)
+            return
+        if self.wake:
             return
         timeout = max(MIN_POLL_SECONDS, wall_seconds(clock, target - now))
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
+
+    async def _idle_logical(self, clock: ClockInfo, target: float) -> None:
+        """On a logical clock, a party like the domains: wait for our turn at the poll (or the
+        planner's retry) instant, when a domain's batch settled (the domain wakes us at that
+        instant), or when a domain ends (it holds the clock until we saw it end). Signals do
+        not wake us by themselves: when they arrive depends on thread scheduling, turns do not.
+        A train that will not plan (paused, halted, stopping, or waiting for its domains to end
+        before it continues as new) waits for nothing and lets its domains move the clock."""
+        assert self.inp is not None
+        st, spec = self.inp.state, self.inp.spec
+        party = clock_party(clock)
+        party.children(sorted(self.in_flight))
+        phase, flying, settings = st.phase, set(self.in_flight), spec.model_dump()
+        plans = phase == "running" and not self._history_full()
+
+        def interrupted() -> bool:
+            return (
+                st.phase != phase or set(self.in_flight) != flying or spec.model_dump() != settings
+            )
+
+        await party.wait(target if plans else None, interrupted)
 
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyResult,
     )
     from orchestrator.train.types import DomainInput, DomainProgress, DomainResult
-    from workflows.fleet_clock import fleet_options, sleep_until
+    from workflows.fleet_clock import aside, clock_party, fleet_options, sleep_until, spawn, wake
 
 
 @workflow.defn(name="DomainMaintenance")
@@ -52,6 +52,9 @@ class DomainMaintenance:
 
     @workflow.run
     async def run(self, inp: DomainInput) -> DomainResult:
+        if inp.clock.logical:  # a party of its cluster's clock, acting from its start
+            inp.clock = inp.clock.model_copy(update={"cluster": inp.cluster})
+            clock_party(inp.clock, owner=inp.owner)
         result = DomainResult(domain_id=inp.domain_id)
         pending = list(inp.hosts)
         tasks: list[asyncio.Task[None]] = []
@@ -74,7 +77,7 @@ class DomainMaintenance:
                 for host in list(status.lost) + status.ready:
                     pending.remove(host)
                 if status.ready:
-                    tasks.append(asyncio.create_task(self._maintain(inp, status.ready, result)))
+                    tasks.append(spawn(inp.clock, self._maintain(inp, status.ready, result)))
                 decision = tracker.decide(status.waits, now)
                 if decision.evict:
                     self.phase = "evicting"
@@ -100,7 +103,7 @@ class DomainMaintenance:
                     }
                     await sleep_until(inp.clock, decision.wake_at_hours, now)
             self.waiting = {}
-            await asyncio.gather(*tasks)
+            await aside(inp.clock, asyncio.gather(*tasks))
         except (asyncio.CancelledError, CancelledError):
             self.phase = "cancelled: handing hosts back"
             for t in tasks:
@@ -149,6 +152,8 @@ class DomainMaintenance:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
                 "domain_progress", DomainProgress(domain_id=inp.domain_id, outcomes=outcomes)
             )
+            # On a logical clock the train takes its turn at this instant, once we wait.
+            wake(inp.clock, parent.workflow_id)
 
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
         """Release untouched hosts and verify touched ones, so none is left cordoned."""

@@ -2,14 +2,26 @@
 
 One clock: the fleet derives its hours from the ``wall`` each activity receives (the workflow's
 ``workflow.now()``), so a timer that the time-skipping server skips is skipped for the jobs,
-checkpoints and repairs too. A fleet at speed ``max`` has a logical clock instead, which
-workflows move forward explicitly when they would otherwise wait.
+checkpoints and repairs too.
+
+A fleet at speed ``max`` has instead one logical clock per cluster, moved like a discrete-event
+simulator moves its clock: each workflow acting on the cluster (a train, each of its domains, an
+operation) is a *party*; the clock moves to the earliest instant any party waits for, only once
+every party is waiting, and gives the turn to one party at a time (earliest instant, then rank,
+then name). So the same seed gives the same run whatever order threads and workers take, and a
+train on one cluster never moves another cluster's time. Within one workflow the party counts
+its tasks: it waits (registers with the ``advance_clock`` activity) only when every task of the
+workflow waits for fleet time or for something else (``aside``), and its turn wakes the tasks
+whose instant came. A ``fleet_clock`` signal brings the turn; a party that hears nothing for
+``RECHECK`` asks the clock itself. Nothing here runs for scaled clocks: their waits are timers.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -17,7 +29,21 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.errors import PERMANENT_KINDS
-    from orchestrator.execution.messages import AdvanceClockRequest, ClockInfo
+    from orchestrator.execution.messages import (
+        CLOCK_SIGNAL,
+        AdvanceClockRequest,
+        AdvanceClockResult,
+        ClockInfo,
+        ClockReleased,
+    )
+
+T = TypeVar("T")
+
+#: A waiting party that heard nothing of its turn for this long (wall time) asks the clock
+#: itself: a signal lost with a crashed worker costs this much, never the run.
+RECHECK = timedelta(seconds=15)
+#: Where a workflow keeps its party (one per workflow run).
+_PARTY_ATTR = "_trainctl_clock_party"
 
 #: Fleet operations are idempotent transactions: retry transient errors (a busy database, a
 #: worker that died) with backoff, never errors that will not heal.
@@ -48,16 +74,188 @@ def fleet_hours_now(clock: ClockInfo) -> float:
     return max(0.0, elapsed * clock.speed / 3600.0)
 
 
+class ClockParty:
+    """This workflow's seat at its cluster's logical clock (fleets at speed ``max`` only)."""
+
+    def __init__(self, clock: ClockInfo, owner: str, rank: int) -> None:
+        info = workflow.info()
+        self.clock = clock
+        self.key = info.workflow_id
+        self.owner = owner
+        self.parent = info.parent.workflow_id if info.parent else None
+        self.rank = rank
+        self.now = 0.0  # the cluster's hour at this party's last turn
+        self.busy = 1  # tasks of this workflow acting (the run itself, to begin with)
+        self._waiters: dict[int, float | None] = {}  # waiting task -> the instant it wants
+        self._woken: set[int] = set()
+        self._seq = 0
+        self._epochs = 0
+        self._registered: tuple[str, float | None] | None = None  # the wait the clock holds
+        self._released: dict[str, float] = {}  # epoch -> hour, from fleet_clock signals
+        self._children: list[str] | None = None
+        self._wakes: list[str] = []
+        self._driver: asyncio.Task[None] | None = None
+        workflow.set_signal_handler(CLOCK_SIGNAL, self._on_turn)
+
+    # ------------------------------------------------------------- the tasks
+    async def wait(
+        self, target_hours: float | None, interrupt: Callable[[], bool] | None = None
+    ) -> bool:
+        """Wait until the cluster's clock reaches ``target_hours`` and it is our turn (None:
+        wait for nothing, letting others move the clock); False if ``interrupt`` came first."""
+        if self._driver is None:
+            self._driver = asyncio.create_task(self._drive())
+        self._seq += 1
+        me = self._seq
+        self._waiters[me] = target_hours
+        self.busy -= 1
+        try:
+            await workflow.wait_condition(
+                lambda: me in self._woken or (interrupt is not None and interrupt())
+            )
+        finally:
+            woken = me in self._woken
+            self._woken.discard(me)
+            self._waiters.pop(me, None)
+            if not woken:  # interrupted or cancelled: acting again
+                self.busy += 1
+        return woken
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Start a task of this workflow that acts on the cluster until it waits or ends."""
+        task = asyncio.create_task(coro)
+        self.busy += 1
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, _task: asyncio.Task[Any]) -> None:
+        self.busy -= 1
+
+    async def aside(self, awaitable: Awaitable[T]) -> T:
+        """Await something other than fleet time (our own tasks) without holding the clock."""
+        self.busy -= 1
+        try:
+            return await awaitable
+        finally:
+            self.busy += 1
+
+    def children(self, keys: list[str]) -> None:
+        """The parties (workflow ids) this one started that still run, for its next wait."""
+        self._children = list(keys)
+
+    def wake(self, key: str) -> None:
+        """End ``key``'s wait at the current instant, with our next wait (a train after a
+        domain's batch settled: it plans at that instant, after us)."""
+        if key not in self._wakes:
+            self._wakes.append(key)
+
+    # ------------------------------------------------------------ the driver
+    def _target(self) -> float | None:
+        wanted = [t for t in self._waiters.values() if t is not None]
+        return min(wanted) if wanted else None
+
+    def _must_register(self) -> bool:
+        if self.busy or not self._waiters:
+            return False
+        return (
+            self._registered is None
+            or self._registered[1] != self._target()
+            or self._children is not None
+            or bool(self._wakes)
+        )
+
+    def _on_turn(self, msg: ClockReleased) -> None:
+        if msg.party == self.key:
+            self._released[msg.epoch] = msg.now
+
+    async def _drive(self) -> None:
+        """Register the workflow's wait whenever all its tasks wait; wake them on its turn."""
+        while True:
+            await workflow.wait_condition(self._must_register)
+            target = self._target()
+            self._epochs += 1
+            epoch = f"{workflow.info().run_id}/{self._epochs}"
+            req = AdvanceClockRequest(
+                cluster=self.clock.cluster,
+                target_hours=target,
+                party=self.key,
+                owner=self.owner,
+                parent=self.parent,
+                rank=self.rank,
+                epoch=epoch,
+                children=self._children,
+                wakes=self._wakes,
+            )
+            self._children, self._wakes = None, []
+            self._registered = (epoch, target)
+            self._released.clear()
+            now = await self._turn(req)
+            if now is None:
+                continue  # our wait changed before its turn came: register the new one
+            self._registered = None
+            self.now = now
+            for me, wanted in self._waiters.items():
+                if wanted is not None and wanted <= now and me not in self._woken:
+                    self._woken.add(me)
+                    self.busy += 1
+
+    async def _turn(self, req: AdvanceClockRequest) -> float | None:
+        """The hour of our turn for ``req``'s wait, or None once that wait is outdated."""
+        res: AdvanceClockResult = await workflow.execute_activity_method(
+            FleetActivities.advance_clock, req, **fleet_options()
+        )
+        check = req.model_copy(update={"children": None, "wakes": []})
+        while not res.released:
+            try:
+                await workflow.wait_condition(
+                    lambda: req.epoch in self._released or self._must_register(),
+                    timeout=RECHECK,
+                )
+            except TimeoutError:  # no word of our turn: ask (it may have been lost)
+                res = await workflow.execute_activity_method(
+                    FleetActivities.advance_clock, check, **fleet_options()
+                )
+                continue
+            return self._released.pop(req.epoch, None)
+        return res.now
+
+
+def clock_party(clock: ClockInfo, owner: str | None = None, rank: int = 0) -> ClockParty:
+    """This workflow's party on ``clock``'s cluster, made at the first call (logical clocks)."""
+    instance = workflow.instance()
+    party: ClockParty | None = getattr(instance, _PARTY_ATTR, None)
+    if party is None:
+        party = ClockParty(clock, owner or workflow.info().workflow_id, rank)
+        setattr(instance, _PARTY_ATTR, party)
+    return party
+
+
+def spawn(clock: ClockInfo, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """``asyncio.create_task`` that a logical clock counts as acting until it waits or ends."""
+    if clock.logical:
+        return clock_party(clock).spawn(coro)
+    return asyncio.create_task(coro)
+
+
+async def aside(clock: ClockInfo, awaitable: Awaitable[T]) -> T:
+    """Await something other than fleet time without holding a logical clock."""
+    if clock.logical:
+        return await clock_party(clock).aside(awaitable)
+    return await awaitable
+
+
+def wake(clock: ClockInfo, workflow_id: str) -> None:
+    """Let ``workflow_id`` (waiting on the same logical clock) act at the current instant."""
+    if clock.logical:
+        clock_party(clock).wake(workflow_id)
+
+
 async def sleep_until(
     clock: ClockInfo, target_hours: float, from_hours: float | None = None
 ) -> None:
-    """Wait until fleet time reaches ``target_hours``."""
+    """Wait until fleet time reaches ``target_hours`` (on a logical clock: and it is our turn)."""
     if clock.logical:
-        await workflow.execute_activity_method(
-            FleetActivities.advance_clock,
-            AdvanceClockRequest(target_hours=target_hours),
-            **fleet_options(),
-        )
+        await clock_party(clock).wait(target_hours)
         return
     # Measure from the fleet's own reading when we have one: it is what the target was computed
     # against, and a wait computed from it can never collapse to zero while time stands still.

@@ -44,7 +44,7 @@ from orchestrator.ops.types import (
     VerifyRequest,
 )
 from orchestrator.search_attributes import TRAIN_PHASE
-from workflows.fleet_clock import fleet_hours_now, fleet_options, sleep_until
+from workflows.fleet_clock import clock_party, fleet_hours_now, fleet_options, sleep_until
 
 #: Fleet hours between two looks at the arbiter or the budget while waiting (doubling, capped).
 POLL_FLEET_HOURS = 0.25
@@ -106,7 +106,11 @@ class WaveSteps:
     async def _wait_fleet(self, target: float, now: float, interruptible: bool = True) -> None:
         """Wait until fleet hour ``target``; a control message cuts an interruptible wait short."""
         clock = self.inp.clock
-        if clock.logical or not interruptible:
+        if clock.logical:  # a party of this cluster's own clock (not the bulk operation's first)
+            party_clock = clock.model_copy(update={"cluster": self.inp.cluster})
+            await clock_party(party_clock, owner=self.inp.operation_id).wait(target)
+            return
+        if not interruptible:
             await sleep_until(clock, target, now)
             return
         delay = (target - max(now, fleet_hours_now(clock))) * 3600.0 / clock.speed
@@ -116,8 +120,9 @@ class WaveSteps:
     async def _poll(self, hours: float) -> None:
         """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS)."""
         clock, now = self.inp.clock, self.p.fleet_hours
-        if clock.logical:
-            await sleep_until(clock, now + hours, now)  # a logical clock moves only when told
+        if clock.logical:  # a logical clock moves only when every party on the cluster waits
+            party_clock = clock.model_copy(update={"cluster": self.inp.cluster})
+            await clock_party(party_clock, owner=self.inp.operation_id).wait(now + hours)
             self.p.fleet_hours = now + hours
             return
         await self._nap(max(MIN_POLL_WALL_SECONDS, hours * 3600.0 / clock.speed))

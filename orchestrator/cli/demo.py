@@ -20,11 +20,13 @@ from orchestrator.train.types import TrainStatus
 
 
 class _CycleBar:
-    """The train's visit cycle as a progress bar on stderr, from the UI's address to its stop."""
+    """The trains' visit cycle as a progress bar on stderr, from the UI's address to their stop."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, trains: int = 1) -> None:
         self.console = Console(stderr=True)
         self.total = total
+        self.trains = trains
+        self.latest: dict[str, TrainStatus] = {}
         self.progress = Progress(
             TextColumn("[bold]cycle"),
             BarColumn(),
@@ -40,15 +42,24 @@ class _CycleBar:
         self.progress.start()
 
     def status(self, status: TrainStatus) -> None:
-        done = status.hosts_visited_this_cycle + status.quarantined + status.in_repair
-        why = f" waiting: {status.waiting}" if status.waiting else ""
+        self.latest[status.cluster] = status
+        trains = list(self.latest.values())
+        done = sum(
+            s.hosts_visited_this_cycle + s.quarantined + s.in_repair
+            if s.cycles_completed == 0
+            else s.hosts_total
+            for s in trains
+        )
+        why = f" waiting: {status.waiting}" if status.waiting and len(trains) == 1 else ""
+        hours = "/".join(f"{s.fleet_hours:.1f}" for s in trains)  # each cluster's own clock
         self.progress.update(
             self.task,
-            completed=done if status.cycles_completed == 0 else self.total,
-            description=f"{status.in_maintenance} in maintenance, "
-            f"{status.quarantined} quarantined, fleet h {status.fleet_hours:.1f}{why}",
+            completed=done,
+            description=f"{sum(s.in_maintenance for s in trains)} in maintenance, "
+            f"{sum(s.quarantined for s in trains)} quarantined, fleet h {hours}{why}",
         )
-        if status.state in ("stopped", "halted"):
+        ended = [s for s in trains if s.state in ("stopped", "halted")]
+        if len(ended) == self.trains:
             self.progress.stop()
 
 
@@ -60,6 +71,14 @@ def _print(o: dict[str, Any]) -> None:
         f"cycle took {o['cycle_fleet_hours']} fleet hours in {o['cycle_wall_seconds']} s. "
         f"Audit {'ok' if o['audit_ok'] else 'FAILED'}. Fleet kept at {o['fleet']}."
     )
+    clusters = o.get("clusters", {})
+    for name, c in clusters.items() if len(clusters) > 1 else ():
+        click.echo(
+            f"  {name}: {c['hosts_visited']}/{c['hosts_total']} visited, "
+            f"{c['hosts_quarantined']} quarantined or in repair, "
+            f"{c['job_interruptions']} job interruptions, {c['lost_gpu_hours']} GPU-h lost; "
+            f"its clock at fleet hour {c['fleet_hours']}"
+        )
 
 
 @click.command("demo")
@@ -70,6 +89,13 @@ def _print(o: dict[str, Any]) -> None:
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
     "--until-cycle-complete", is_flag=True, help="Stop cleanly after one full visit cycle."
+)
+@click.option(
+    "--clusters",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Run a train on each of the first N clusters at once (each with its own clock at max).",
 )
 @click.option("--domain-size", type=int, default=None, help="Hosts in maintenance at once.")
 @click.option("--budget", default="10%", show_default=True, help="Max hosts out of service.")
@@ -82,6 +108,7 @@ def demo(
     speed: str,
     seed: int,
     until_cycle_complete: bool,
+    clusters: int,
     domain_size: int | None,
     budget: str,
     port: int,
@@ -95,7 +122,11 @@ def demo(
     factor = parse_speed(speed)
     if domain_size is not None and domain_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="domain_size")
-    bar = _CycleBar(shape.hosts_per_cluster)
+    if not 1 <= clusters <= shape.clusters:
+        raise click.BadParameter(
+            f"must be from 1 to {shape.clusters} (the clusters of {preset})", param_hint="clusters"
+        )
+    bar = _CycleBar(shape.hosts_per_cluster * clusters, clusters)
     try:
         out = asyncio.run(
             run_demo(
@@ -109,6 +140,7 @@ def demo(
                 ui_port,
                 on_ui=bar.ui,
                 on_status=bar.status,
+                clusters=clusters,
             )
         )
     except KeyboardInterrupt:

@@ -15,15 +15,21 @@ from orchestrator.constants import LOGICAL_CLOCK
 
 
 class ClockInfo(BaseModel):
-    """How fleet time relates to workflow time: hours = (now - anchor) * speed / 3600."""
+    """How fleet time relates to workflow time: hours = (now - anchor) * speed / 3600.
+
+    At speed ``max`` there is no such relation: every cluster has its own logical clock, which
+    moves when the parties waiting on that cluster all wait (``AdvanceClockRequest``); ``cluster``
+    names whose clock this is, so a wait needs nothing more than the ClockInfo.
+    """
 
     speed: float  # 0.0 means 'max': a logical clock that waits advance explicitly
     anchor_wall: datetime
     hosts_total: int = 0
+    cluster: str = ""
 
     @property
     def logical(self) -> bool:
-        """A 'max'-speed fleet: fleet time moves only when a waiting workflow advances it."""
+        """A 'max'-speed fleet: fleet time moves only when the cluster's waiting parties let it."""
         return self.speed == LOGICAL_CLOCK
 
 
@@ -32,7 +38,42 @@ class FleetInfoRequest(BaseModel):
 
 
 class AdvanceClockRequest(BaseModel):
-    target_hours: float
+    """A party waits on its cluster's logical clock until ``target_hours`` (None: for nothing).
+
+    ``party`` is the waiting workflow (its id), ``owner`` the campaign whose end removes it,
+    ``parent`` the party that started it; ``epoch`` names this one wait (asking again with it
+    only checks whether it is over). ``children`` (a train's running domains) and ``wakes``
+    (parties whose wait ends now: a domain's parent after a batch) are applied first.
+    """
+
+    cluster: str
+    target_hours: float | None = None
+    party: str = ""
+    owner: str = ""
+    parent: str | None = None
+    rank: int = 0
+    epoch: str = ""
+    children: list[str] | None = None
+    wakes: list[str] = Field(default_factory=list)
+
+
+class AdvanceClockResult(BaseModel):
+    """The cluster's fleet hour, and whether the wait is over (else a ``ClockReleased`` comes)."""
+
+    now: float
+    released: bool = True
+
+
+#: The signal a party waiting on a logical clock receives when its turn comes (``ClockReleased``).
+CLOCK_SIGNAL = "fleet_clock"
+
+
+class ClockReleased(BaseModel):
+    """Signal to a waiting party: its wait ``epoch`` is over at fleet hour ``now``; its turn."""
+
+    party: str
+    epoch: str
+    now: float
 
 
 class HostsRequest(BaseModel):

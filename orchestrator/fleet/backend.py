@@ -82,6 +82,41 @@ class RecordEntry:
     detail: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class ClockMember:
+    """One party of a cluster's logical clock (speed ``max``): a workflow that waits there.
+
+    ``parent`` is the party that started it (a train for its domains), ``owner`` the campaign
+    whose end removes it; among parties waiting for the same instant, lower ``rank`` goes first.
+    """
+
+    key: str
+    workflow_id: str
+    owner: str
+    parent: str | None = None
+    rank: int = 0
+
+
+@dataclass(frozen=True)
+class ClockRelease:
+    """A party whose wait a clock step ended: fleet time reached its target, and it is its turn."""
+
+    party: str
+    workflow_id: str
+    epoch: str
+    now: float
+
+
+@dataclass(frozen=True)
+class ClockTurn:
+    """What a party learns when it waits on a logical clock: the cluster's fleet hour, whether its
+    own wait is over, and which other parties this call released (the caller tells them)."""
+
+    now: float
+    released: bool
+    others: tuple[ClockRelease, ...] = ()
+
+
 class ClusterBackend(Protocol):
     """One cluster at fleet hour ``now``: read hosts and jobs, act on hosts, append the record."""
 
@@ -205,9 +240,43 @@ class FleetBackend(Protocol):
         """Host -> (rack, zone), from the inventory (every cluster's when ``cluster`` is None)."""
         ...
 
-    def fleet_time(self, wall: datetime | None = None) -> float: ...
+    def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
+        """Fleet hours of ``cluster`` at the caller's ``wall`` (its workflow.now()). A scaled fleet
+        derives them from ``wall``; a logical (``max``) fleet keeps one clock per cluster."""
+        ...
 
-    def advance_clock(self, target_hours: float) -> float: ...
+    def advance_clock(self, cluster: str, target_hours: float) -> float:
+        """Move ``cluster``'s logical clock forward to ``target_hours`` (never back); its hour."""
+        ...
+
+    def clock_wait(
+        self,
+        cluster: str,
+        party: ClockMember,
+        epoch: str,
+        target_hours: float | None,
+        children: Sequence[str] | None = None,
+        wakes: Sequence[str] = (),
+        wall: datetime | None = None,
+    ) -> ClockTurn:
+        """Register that ``party`` waits for ``target_hours`` (None: for nothing) on ``cluster``'s
+        logical clock, then step the clock: it moves to the earliest instant any party waits
+        for, one party's turn at a time, only once no party of the cluster is acting. Calling
+        again with the same ``epoch`` only asks whether that wait is over. ``children`` (when
+        given) is every party ``party`` started that still runs: the others leave, missing ones
+        join as acting; ``wakes`` names waiting parties whose wait ends at the current instant."""
+        ...
+
+    def clock_leave(
+        self,
+        cluster: str,
+        party: str | None = None,
+        owner: str | None = None,
+        wall: datetime | None = None,
+    ) -> tuple[ClockRelease, ...]:
+        """Remove a party (or every party of ``owner``) from ``cluster``'s logical clock and step
+        it; the parties that released, whom the caller tells."""
+        ...
 
     def cluster(
         self, name: str, wall: datetime | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 
 from orchestrator.constants import LOGICAL_CLOCK
 from orchestrator.errors import FleetSchemaMismatch, NoFleet, UnknownCluster
+from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, Event, HostRec, JobRec
 from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
@@ -44,13 +45,24 @@ CREATE TABLE switches (
 CREATE TABLE events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, cluster TEXT NOT NULL,
     actor TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, detail TEXT NOT NULL);
+CREATE TABLE clocks (cluster TEXT PRIMARY KEY, now REAL NOT NULL);
+CREATE TABLE clock_parties (
+    cluster TEXT NOT NULL, party TEXT NOT NULL, workflow_id TEXT NOT NULL, owner TEXT NOT NULL,
+    parent TEXT, rank INTEGER NOT NULL, epoch TEXT NOT NULL, waiting INTEGER NOT NULL,
+    target REAL, seen REAL NOT NULL, PRIMARY KEY (cluster, party));
 """
 
 #: Version of the tables above. Bump it with every change to them and add the step from the
 #: previous version to ``_MIGRATIONS``; a fleet file newer than this code is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MAX_SPEED = LOGICAL_CLOCK  # stored speed meaning "every fleet-time wait is zero"
+
+#: A party of a logical clock that was given its turn and has not waited again for this long
+#: (wall seconds) is taken for gone (its workflow crashed or ended without leaving) and dropped,
+#: so it cannot hold its cluster's clock forever. Waiting parties never block a clock: one whose
+#: workflow is gone is dropped when its turn comes and nobody can be told.
+CLOCK_BUSY_TIMEOUT_SECONDS = 120.0
 
 #: The fastest wall-clock factor a fleet may run at: 1e6 fleet seconds per wall second (11.6
 #: fleet days). The fleet simulates every fleet hour that passes (about 3 ms per hour for a
@@ -197,7 +209,6 @@ class SqliteFleet:
                 "preset": preset.name,
                 "speed": speed,
                 "anchor_wall": wall.isoformat(),
-                "logical_now": 0.0,
                 "schema_version": SCHEMA_VERSION,
             }
             conn.executemany(
@@ -210,6 +221,7 @@ class SqliteFleet:
             )
             for cluster in preset.cluster_names():
                 _save(conn, build_cluster(preset, seed, cluster, topo), new=True)
+                conn.execute("INSERT INTO clocks VALUES (?, 0.0)", (cluster,))
             conn.execute("COMMIT")
             conn.close()
             os.replace(tmp, path)
@@ -221,24 +233,186 @@ class SqliteFleet:
         return cls(path)
 
     # -------------------------------------------------------------------- clock
-    def fleet_time(self, wall: datetime | None = None) -> float:
-        """Fleet hours at wall time ``wall`` (the caller's workflow.now()); one clock for all."""
-        if self.speed == MAX_SPEED:
-            row = self.conn.execute("SELECT value FROM meta WHERE key='logical_now'").fetchone()
+    @property
+    def logical(self) -> bool:
+        return self.speed == MAX_SPEED
+
+    def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
+        """Fleet hours of ``cluster`` at wall time ``wall`` (the caller's workflow.now()).
+
+        A scaled fleet has one clock derived from ``wall``; a logical fleet has one per cluster
+        (its row in ``clocks``), which only that cluster's parties move.
+        """
+        if self.logical:
+            if cluster is None:
+                raise ValueError("cluster: a fleet at speed max keeps one clock per cluster")
+            row = self.conn.execute("SELECT now FROM clocks WHERE cluster=?", (cluster,)).fetchone()
+            if row is None:
+                raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
             return float(row[0])
         wall = wall or datetime.now(UTC)
         return max(0.0, (wall - self.anchor_wall).total_seconds() * self.speed / 3600.0)
 
-    def advance_clock(self, target_hours: float) -> float:
-        """Move the logical clock of a ``max``-speed fleet forward to ``target_hours``."""
+    def advance_clock(self, cluster: str, target_hours: float) -> float:
+        """Move ``cluster``'s logical clock forward to ``target_hours``; the cluster's hour."""
         with self._tx():
-            now = self.fleet_time()
-            if self.speed == MAX_SPEED and target_hours > now:
-                self.conn.execute(
-                    "UPDATE meta SET value=? WHERE key='logical_now'", (repr(target_hours),)
-                )
+            now = self.fleet_time(cluster=cluster)
+            if self.logical and target_hours > now:
+                self._set_clock(cluster, target_hours)
                 return target_hours
             return now
+
+    def clock_wait(
+        self,
+        cluster: str,
+        party: ClockMember,
+        epoch: str,
+        target_hours: float | None,
+        children: Sequence[str] | None = None,
+        wakes: Sequence[str] = (),
+        wall: datetime | None = None,
+    ) -> ClockTurn:
+        """Register ``party``'s wait on ``cluster``'s logical clock and step it (see
+        ``FleetBackend.clock_wait``): one transaction, so two parties never both take a turn."""
+        seen = (wall or datetime.now(UTC)).timestamp()
+        with self._tx() as conn:
+            now = self.fleet_time(cluster=cluster)
+            if children is not None:
+                self._adopt(conn, cluster, party, children, seen)
+            row = conn.execute(
+                "SELECT epoch, waiting FROM clock_parties WHERE cluster=? AND party=?",
+                (cluster, party.key),
+            ).fetchone()
+            if epoch and row is not None and row[0] == epoch:
+                if not row[1]:  # released for this very wait: it is this party's turn
+                    return ClockTurn(now=now, released=True)
+                conn.execute(
+                    "UPDATE clock_parties SET seen=? WHERE cluster=? AND party=?",
+                    (seen, cluster, party.key),
+                )
+            else:
+                conn.execute(
+                    "INSERT OR REPLACE INTO clock_parties VALUES (?,?,?,?,?,?,?,1,?,?)",
+                    (
+                        cluster,
+                        party.key,
+                        party.workflow_id,
+                        party.owner,
+                        party.parent,
+                        party.rank,
+                        epoch,
+                        target_hours,
+                        seen,
+                    ),
+                )
+            for key in wakes:
+                conn.execute(
+                    "UPDATE clock_parties SET target=? WHERE cluster=? AND party=? AND waiting=1 "
+                    "AND target > ?",
+                    (now, cluster, key, now),
+                )
+            released = self._step(conn, cluster, now, seen)
+        mine = any(r.party == party.key and r.epoch == epoch for r in released)
+        now = max([now, *(r.now for r in released)])
+        others = tuple(r for r in released if r.party != party.key)
+        return ClockTurn(now=now, released=mine, others=others)
+
+    def clock_leave(
+        self,
+        cluster: str,
+        party: str | None = None,
+        owner: str | None = None,
+        wall: datetime | None = None,
+    ) -> tuple[ClockRelease, ...]:
+        """Remove ``party`` (or every party of ``owner``) from ``cluster``'s clock and step it."""
+        if not self.logical:
+            return ()
+        seen = (wall or datetime.now(UTC)).timestamp()
+        with self._tx() as conn:
+            if party is not None:
+                conn.execute(
+                    "DELETE FROM clock_parties WHERE cluster=? AND party=?", (cluster, party)
+                )
+            if owner is not None:
+                conn.execute(
+                    "DELETE FROM clock_parties WHERE cluster=? AND owner=?", (cluster, owner)
+                )
+            return tuple(self._step(conn, cluster, self.fleet_time(cluster=cluster), seen))
+
+    def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
+        """The parties of ``cluster``'s logical clock, in turn order (for status and tests)."""
+        cols = ("party", "workflow_id", "owner", "parent", "rank", "epoch", "waiting", "target")
+        rows = self.conn.execute(
+            f"SELECT {', '.join(cols)} FROM clock_parties WHERE cluster=? "
+            "ORDER BY waiting, target IS NULL, target, rank, party",
+            (cluster,),
+        )
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def _set_clock(self, cluster: str, hours: float) -> None:
+        self.conn.execute("UPDATE clocks SET now=? WHERE cluster=?", (hours, cluster))
+
+    def _adopt(
+        self,
+        conn: sqlite3.Connection,
+        cluster: str,
+        parent: ClockMember,
+        children: Sequence[str],
+        seen: float,
+    ) -> None:
+        """``children`` are every party ``parent`` started that still runs: others leave, and
+        missing ones join as acting (they hold the clock until they first wait)."""
+        known = {
+            r[0]
+            for r in conn.execute(
+                "SELECT party FROM clock_parties WHERE cluster=? AND parent=?",
+                (cluster, parent.key),
+            )
+        }
+        gone = known - set(children)
+        conn.executemany(
+            "DELETE FROM clock_parties WHERE cluster=? AND party=?",
+            [(cluster, k) for k in sorted(gone)],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO clock_parties VALUES (?,?,?,?,?,0,'',0,NULL,?)",
+            [(cluster, k, k, parent.owner, parent.key, seen) for k in children],
+        )
+
+    def _step(
+        self, conn: sqlite3.Connection, cluster: str, now: float, seen: float
+    ) -> list[ClockRelease]:
+        """Give the next turn if nobody is acting: to the party waiting for the earliest instant
+        (then the lower rank, then the name), moving the clock there. One turn at a time is how a
+        discrete-event simulator orders simultaneous events, so outcomes do not depend on which
+        worker thread ran first."""
+        stale = seen - CLOCK_BUSY_TIMEOUT_SECONDS
+        conn.execute(
+            "DELETE FROM clock_parties WHERE cluster=? AND waiting=0 AND seen < ?",
+            (cluster, stale),
+        )
+        acting = conn.execute(
+            "SELECT 1 FROM clock_parties WHERE cluster=? AND waiting=0 LIMIT 1", (cluster,)
+        ).fetchone()
+        if acting is not None:
+            return []
+        row = conn.execute(
+            "SELECT party, workflow_id, epoch, target FROM clock_parties "
+            "WHERE cluster=? AND waiting=1 AND target IS NOT NULL "
+            "ORDER BY target, rank, party LIMIT 1",
+            (cluster,),
+        ).fetchone()
+        if row is None:
+            return []
+        key, workflow_id, epoch, target = row
+        if target > now:
+            now = float(target)
+            self._set_clock(cluster, now)
+        conn.execute(
+            "UPDATE clock_parties SET waiting=0, seen=? WHERE cluster=? AND party=?",
+            (seen, cluster, key),
+        )
+        return [ClockRelease(party=key, workflow_id=workflow_id, epoch=epoch, now=now)]
 
     # ---------------------------------------------------------- transactions
     @contextmanager
@@ -257,7 +431,7 @@ class SqliteFleet:
         """Load ``name`` advanced to the caller's fleet time; changes commit on clean exit."""
         with self._tx() as conn:
             sim = self._load(conn, name)
-            sim.advance(self.fleet_time(wall))
+            sim.advance(self.fleet_time(wall, name))
             yield sim
             _save(conn, sim)
 
@@ -266,7 +440,7 @@ class SqliteFleet:
         self.conn.execute("BEGIN")
         try:
             sim = self._load(self.conn, name)
-            sim.advance(self.fleet_time(wall))
+            sim.advance(self.fleet_time(wall, name))
         finally:
             self.conn.execute("ROLLBACK")
         return sim
@@ -361,8 +535,22 @@ def _stamp_v2(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '2')")
 
 
+def _clocks_v3(conn: sqlite3.Connection) -> None:
+    """2 -> 3: the one logical clock (meta ``logical_now``) becomes one per cluster, each
+    starting where the fleet's clock stood, and the clocks' parties get their table."""
+    row = conn.execute("SELECT value FROM meta WHERE key='logical_now'").fetchone()
+    for statement in SCHEMA.split(";"):
+        if "CREATE TABLE clock" in statement:
+            conn.execute(statement)
+    conn.execute(
+        "INSERT INTO clocks SELECT name, ? FROM clusters", (float(row[0]) if row else 0.0,)
+    )
+    conn.execute("DELETE FROM meta WHERE key='logical_now'")
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '3')")
+
+
 #: version -> the step that takes a fleet file from that version to the next.
-_MIGRATIONS = {1: _stamp_v2}
+_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3}
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
