@@ -22,8 +22,7 @@ def test_boolean_train_counts_are_refused(field: str) -> None:
 def test_boolean_ops_counts_are_refused() -> None:
     """`max_failures: true` in an ops spec is refused naming the field."""
     text = (
-        'kind: cuda-upgrade\nscope: {cluster: c00}\ntargets: {cuda: "12.6"}\n'
-        "max_failures: true\n"
+        'kind: cuda-upgrade\nscope: {cluster: c00}\ntargets: {cuda: "12.6"}\nmax_failures: true\n'
     )
     with pytest.raises(ValueError, match="max_failures"):
         parse_spec_text(text)

@@ -8,11 +8,25 @@ obey them between waves. When one cluster fails (a wave rolled back), the others
 after their current wave and clusters not yet started never start: a bad build is stopped on a
 few hosts, not rolled over the fleet. A failed operation fails the workflow (red in the UI) with
 its final status as the error's details; an aborted one completes with state ``aborted``.
+
+It continues as new when the server suggests it or its history passes ``max_history_events``
+(the progress signals of long-running children are most of it), at a point where no child is
+being started and every handler has finished, carrying its status, the clusters not yet
+started, those still running, and the failure that stops the others. Running children live on:
+they are started with ``ParentClosePolicy.ABANDON`` (a parent close policy also applies when a
+parent continues as new), and the next run rejoins them by workflow id: controls go to them as
+signals through external handles, and each child's last act, after it has handed everything
+back, is a ``cluster_done`` signal with its outcome, which a signal by workflow id delivers to
+whichever run is current. A child that ends without that signal (terminated, say) is noticed
+by an hourly look at which children still run, and counts as failed. An operation that is
+cancelled cancels its running children itself, as ABANDON no longer does it. All of this is
+behind the ``ops-continue-as-new`` patch, so runs recorded before it replay unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -25,8 +39,10 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
+    from orchestrator.arbiter.types import HoldersRequest
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest
     from orchestrator.ops.spec import operation_id
     from orchestrator.ops.types import (
@@ -39,11 +55,19 @@ with workflow.unsafe.imports_passed_through():
         OpControl,
         OperationCheck,
         OperationInput,
+        OperationState,
         OperationStatus,
     )
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-    from workflows.cluster_operation import ClusterOperation
+    from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ClusterOperation
     from workflows.fleet_clock import fleet_options
+
+#: How often a run that rejoined running children checks that they still run (the fallback
+#: for a child that ends without its ``cluster_done`` signal).
+CHILD_CHECK = timedelta(hours=1)
+#: How often, and how many times, to look whether a child that reported has also completed.
+CLOSE_CHECK_INTERVAL = timedelta(seconds=1)
+CLOSE_CHECKS = 10
 
 _SUMS = (
     "waves_total",
@@ -60,16 +84,32 @@ _SUMS = (
 class BulkOperation:
     @workflow.init
     def __init__(self, inp: OperationInput) -> None:
-        spec = inp.spec
-        self.st = OperationStatus(
-            operation_id=operation_id(spec),
-            kind=spec.kind,
-            targets=dict(spec.targets),
-            consistency=spec.consistency,
+        spec, carried = inp.spec, inp.state
+        self.st = (
+            carried.status
+            if carried
+            else OperationStatus(
+                operation_id=operation_id(spec),
+                kind=spec.kind,
+                targets=dict(spec.targets),
+                consistency=spec.consistency,
+            )
         )
         self.children: dict[str, ChildWorkflowHandle[Any, ClusterProgress]] = {}
-        self.failed = ""
+        self.failed = carried.failed if carried else ""
         self.changed = False
+        # Continue as new when the history is full: a first run learns it from the patch in
+        # ``run``, a continued run is so already (updates may come before ``run`` starts).
+        self.bounded = carried is not None
+        self.max_history = inp.max_history_events
+        #: Clusters whose child runs: its task in this run, or None for a child rejoined by id.
+        self.running: dict[str, asyncio.Task[None] | None] = (
+            dict.fromkeys(carried.running) if carried else {}
+        )
+        self.starting: set[str] = set()  # start requested, not yet started: no continue-as-new
+        self.reported: dict[str, ClusterProgress] = {}  # ``cluster_done`` not yet taken in
+        self.failure_told = carried.failure_told if carried else False
+        self.seen_closed: set[str] = set()  # rejoined children once seen ended, unreported
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -86,6 +126,13 @@ class BulkOperation:
         if progress.cluster in self.st.clusters:
             self.st.clusters[progress.cluster] = progress
 
+    @workflow.signal(name="cluster_done")
+    def cluster_done(self, progress: ClusterProgress) -> None:
+        """A child has ended and handed everything back: its outcome, whichever run started it."""
+        if progress.cluster in self.st.clusters:
+            self.reported[progress.cluster] = progress
+            self.changed = True
+
     # ----------------------------------------------------------------- control
     def _set_state(self, state: str, reason: str) -> None:
         self.st.state, self.st.reason = state, reason
@@ -93,6 +140,10 @@ class BulkOperation:
         self.changed = True
 
     async def _tell_children(self, action: ControlAction, reason: str) -> None:
+        if self.bounded:
+            for name in [n for n in self.running if n not in self.starting]:
+                await self._tell(name, action, reason)
+            return
         for handle in list(self.children.values()):
             try:
                 await handle.signal(
@@ -102,6 +153,18 @@ class BulkOperation:
                 raise
             except Exception as err:  # it has just finished: nothing to tell
                 workflow.logger.info("control not delivered to %s: %s", handle.id, err)
+
+    async def _tell(self, name: str, action: ControlAction, reason: str) -> None:
+        """Signal one running child by workflow id (it may have been started by an earlier run)."""
+        wid = self.st.clusters[name].workflow_id
+        try:
+            await workflow.get_external_workflow_handle(wid).signal(
+                ClusterOperation.control, ClusterControl(action=action, reason=reason)
+            )
+        except (asyncio.CancelledError, CancelledError):
+            raise
+        except Exception as err:  # it has just finished: nothing to tell
+            workflow.logger.info("control not delivered to %s: %s", wid, err)
 
     def _require(self, allowed: tuple[str, ...], action: str) -> None:
         if self.st.state not in allowed:
@@ -142,72 +205,114 @@ class BulkOperation:
     # --------------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: OperationInput) -> OperationStatus:
+        self.bounded = workflow.patched(CONTINUE_AS_NEW_PATCH)
         spec, st = inp.spec, self.st
         workflow.upsert_search_attributes(
             [TRAIN_CAMPAIGN.value_set(st.operation_id), TRAIN_PHASE.value_set(st.state)]
         )
+        clock: ClockInfo
+        if inp.state is not None:  # a continued run: its running children were rejoined
+            clock, pending = inp.state.clock, list(inp.state.pending)
+        else:
+            try:
+                check: OperationCheck = await workflow.execute_activity_method(
+                    OpsActivities.check,
+                    CheckRequest(spec=spec, wall=workflow.now()),
+                    **fleet_options(),
+                )
+            except ActivityError as err:  # a scope that matches nothing, an unknown cluster
+                return await self._finish(f"refused: {getattr(err.cause, 'message', err)}")
+            if check.refused:
+                return await self._finish(f"refused: {check.refused}")
+            if len(check.clusters) == 1:
+                workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(check.clusters[0])])
+            clock = await workflow.execute_activity_method(
+                FleetActivities.fleet_info,
+                FleetInfoRequest(cluster=check.clusters[0]),
+                **fleet_options(),
+            )
+            st.clusters = {
+                c: ClusterProgress(
+                    cluster=c,
+                    workflow_id=f"{st.operation_id}-{c}",
+                    waves_total=check.cluster_waves.get(c, 0),
+                )
+                for c in check.clusters
+            }
+            pending = list(check.clusters)
         try:
-            check: OperationCheck = await workflow.execute_activity_method(
-                OpsActivities.check, CheckRequest(spec=spec, wall=workflow.now()), **fleet_options()
-            )
-        except ActivityError as err:  # a scope that matches nothing, an unknown cluster
-            return await self._finish(f"refused: {getattr(err.cause, 'message', err)}")
-        if check.refused:
-            return await self._finish(f"refused: {check.refused}")
-        if len(check.clusters) == 1:
-            workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(check.clusters[0])])
-        clock: ClockInfo = await workflow.execute_activity_method(
-            FleetActivities.fleet_info,
-            FleetInfoRequest(cluster=check.clusters[0]),
-            **fleet_options(),
-        )
-        st.clusters = {
-            c: ClusterProgress(
-                cluster=c,
-                workflow_id=f"{st.operation_id}-{c}",
-                waves_total=check.cluster_waves.get(c, 0),
-            )
-            for c in check.clusters
-        }
-        pending = list(check.clusters)
-        running: dict[str, asyncio.Task[None]] = {}
-        while True:
-            while pending and len(running) < inp.max_parallel_clusters and self._may_start():
-                name = pending.pop(0)
-                running[name] = asyncio.create_task(self._run_cluster(inp, name, clock, running))
-            if not running and (not pending or self.failed or st.state == "aborting"):
-                break
-            self.changed = False
-            await workflow.wait_condition(lambda: self.changed)
+            await self._run_clusters(inp, clock, pending)
+        except (asyncio.CancelledError, CancelledError):
+            if self.bounded:  # ABANDON does not cancel them: do it here
+                await self._cancel_children()
+            raise
         for name in pending:  # never started: aborted, or stopped by another cluster's failure
             st.clusters[name].state = "aborted"
             st.clusters[name].reason = "not started: " + (self.failed or st.reason)
         return await self._finish(self.failed)
 
+    async def _run_clusters(
+        self, inp: OperationInput, clock: ClockInfo, pending: list[str]
+    ) -> None:
+        """Start clusters a few at a time until all have ended (or must not start)."""
+        st = self.st
+        while True:
+            await self._take_reports()
+            if self.bounded and self.failed and not self.failure_told:
+                self.failure_told = True
+                await self._tell_children("abort", f"stopped: {self.failed}")
+            while pending and len(self.running) < inp.max_parallel_clusters and self._may_start():
+                name = pending.pop(0)
+                self.starting.add(name)
+                self.running[name] = asyncio.create_task(self._run_cluster(inp, name, clock))
+            if not self.running and (not pending or self.failed or st.state == "aborting"):
+                return
+            if self._may_continue():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                # A child that has reported goes with this run, not into the next one.
+                if await self._take_reports(every=True) or not self._may_continue():
+                    continue
+                workflow.continue_as_new(self._next_input(inp, clock, pending))
+            self.changed = False
+            rejoined = [n for n, task in self.running.items() if task is None]
+            try:
+                await workflow.wait_condition(
+                    lambda: self.changed or self._may_continue(),
+                    timeout=CHILD_CHECK if rejoined else None,
+                )
+            except TimeoutError:
+                await self._check_rejoined(rejoined)
+
     def _may_start(self) -> bool:
         return self.st.state == "running" and not self.failed
 
-    async def _run_cluster(
-        self, inp: OperationInput, name: str, clock: ClockInfo, running: dict[str, Any]
-    ) -> None:
+    async def _run_cluster(self, inp: OperationInput, name: str, clock: ClockInfo) -> None:
         st = self.st
         progress = st.clusters[name]
         try:
             handle = await workflow.start_child_workflow(
                 ClusterOperation.run,
                 ClusterOpInput(
-                    spec=inp.spec, operation_id=st.operation_id, cluster=name, clock=clock
+                    spec=inp.spec,
+                    operation_id=st.operation_id,
+                    cluster=name,
+                    clock=clock,
+                    max_history_events=inp.max_history_events,
                 ),
                 id=progress.workflow_id,
                 task_queue=workflow.info().task_queue,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                # A parent close policy applies on continue-as-new too: children must outlive
+                # a run of the operation (a cancelled operation cancels them itself).
+                parent_close_policy=(
+                    ParentClosePolicy.ABANDON if self.bounded else ParentClosePolicy.REQUEST_CANCEL
+                ),
                 static_summary=(
                     f"{st.kind} {st.targets} on {name}: waves of drain, change, verify"
                 ),
             )
             self.children[name] = handle
-            if st.state in ("paused", "aborting"):  # changed while the child was starting
-                await self._tell_children("pause" if st.state == "paused" else "abort", st.reason)
+            await self._catch_up(name)
+            self.starting.discard(name)
             st.clusters[name] = await handle
         except ChildWorkflowError as err:
             cause = err.cause
@@ -221,11 +326,121 @@ class BulkOperation:
             st.clusters[name] = progress
             if not self.failed:
                 self.failed = f"{name}: {progress.reason}"
-                await self._tell_children("abort", f"stopped: {self.failed}")
+                if not self.bounded:  # else the main loop tells them
+                    await self._tell_children("abort", f"stopped: {self.failed}")
         finally:
+            self.starting.discard(name)
             self.children.pop(name, None)
-            running.pop(name, None)
+            self.running.pop(name, None)
+            self.reported.pop(name, None)
             self.changed = True
+
+    async def _catch_up(self, name: str) -> None:
+        """Pass on a control that came while the child was starting."""
+        st = self.st
+        if st.state not in ("paused", "aborting"):
+            if self.bounded and self.failure_told:
+                await self._tell(name, "abort", f"stopped: {self.failed}")
+            return
+        action: ControlAction = "pause" if st.state == "paused" else "abort"
+        if self.bounded:
+            await self._tell(name, action, st.reason)
+        else:
+            await self._tell_children(action, st.reason)
+
+    # ----------------------------------------------------------- continue-as-new
+    def _may_continue(self) -> bool:
+        """The history is full and no child is being started (or every child is known)."""
+        if not self.bounded or self.starting:
+            return False
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.max_history
+        )
+
+    def _next_input(
+        self, inp: OperationInput, clock: ClockInfo, pending: list[str]
+    ) -> OperationInput:
+        state = OperationState(
+            status=self.st,
+            clock=clock,
+            pending=pending,
+            running=list(self.running),
+            failed=self.failed,
+            failure_told=self.failure_told,
+        )
+        return inp.model_copy(update={"state": state})
+
+    async def _take_reports(self, every: bool = False) -> bool:
+        """Settle rejoined clusters whose child said it has ended (``cluster_done``).
+
+        A child started by this run is settled through its handle, once it has completed, unless
+        ``every`` (the run is about to continue as new): True if any cluster was settled. A
+        child reports just before it completes; it is settled once its workflow has closed too
+        (within a few seconds at most), so an operation that has ended has no child running.
+        """
+        for name in [n for n in self.reported if n not in self.running]:
+            del self.reported[name]  # settled through its handle already
+        done = [n for n in self.reported if self.running[n] is None or every]
+        if not done:
+            return False
+        open_ids = {self.st.clusters[n].workflow_id for n in done}
+        for _ in range(CLOSE_CHECKS):
+            closed: list[str] = await workflow.execute_activity_method(
+                ArbiterActivities.closed_workflows,
+                HoldersRequest(holders=sorted(open_ids)),
+                **fleet_options(),
+            )
+            open_ids -= set(closed)
+            if not open_ids:
+                break
+            await workflow.sleep(CLOSE_CHECK_INTERVAL)
+        for name in done:
+            if name in self.reported and name in self.running:
+                self._settle(name, self.reported.pop(name))
+        return True
+
+    def _settle(self, name: str, progress: ClusterProgress) -> None:
+        if progress.state not in FINAL_STATES:
+            progress.state = "failed"
+        self.running.pop(name, None)
+        self.seen_closed.discard(name)
+        self.st.clusters[name] = progress
+        if progress.state == "failed" and not self.failed:
+            self.failed = f"{name}: {progress.reason}"
+        self.changed = True
+
+    async def _check_rejoined(self, rejoined: list[str]) -> None:
+        """Fallback for a rejoined child that ended without ``cluster_done``: it failed.
+
+        A child signals before it completes, so one seen ended twice, an hour apart, without
+        a signal never sent one.
+        """
+        ids = {self.st.clusters[n].workflow_id: n for n in rejoined}
+        closed: list[str] = await workflow.execute_activity_method(
+            ArbiterActivities.closed_workflows,
+            HoldersRequest(holders=sorted(ids)),
+            **fleet_options(),
+        )
+        for name in (ids[wid] for wid in closed if wid in ids):
+            if name not in self.running or name in self.reported:
+                continue
+            if name not in self.seen_closed:
+                self.seen_closed.add(name)
+                continue
+            progress = self.st.clusters[name].model_copy()
+            progress.state = "failed"
+            progress.reason = "its workflow ended without reporting an outcome (terminated?)"
+            self._settle(name, progress)
+
+    async def _cancel_children(self) -> None:
+        for name in list(self.running):
+            wid = self.st.clusters[name].workflow_id
+            try:
+                await workflow.get_external_workflow_handle(wid).cancel()
+            except Exception as err:  # it has just finished
+                workflow.logger.info("cancel not delivered to %s: %s", wid, err)
 
     async def _finish(self, failure: str) -> OperationStatus:
         st = self.status()

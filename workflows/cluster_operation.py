@@ -11,7 +11,15 @@ versions and the operation stops. Pause and abort are obeyed between waves, abor
 wave drains (nothing has changed yet, so it is released untouched). Whatever happens, the
 ``finally`` hands back anything still held, restores the fleet's targets unless the operation
 succeeded, and leaves the arbiter, so every host ends on its old or its new versions, in service
-or quarantined.
+or quarantined; then it tells the operation it is done (``cluster_done``), which is how an
+operation that has continued as new learns the outcome of a child it no longer holds a handle to.
+
+Between two waves (it holds no cordoned host then), once the server suggests it or the history
+passes ``max_history_events``, it continues as new, carrying its progress, the targets to
+restore, its place in the arbiter (kept: the arbiter knows holders by name and workflow id, which
+continue-as-new keeps), pause/abort and its back-off; the ``finally`` does not run for that. The
+next run re-plans the rest of the cluster and goes on with the next wave. Runs recorded before
+this existed replay unchanged: all of it is behind the ``ops-continue-as-new`` patch.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.ops.types import (
         ClusterControl,
         ClusterOpInput,
+        ClusterOpState,
         ClusterPlanView,
         ClusterProgress,
         TakenWave,
@@ -39,18 +48,25 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS, WaveSteps
 
+#: Guards continue-as-new and the final ``cluster_done`` signal (``BulkOperation`` uses it too).
+CONTINUE_AS_NEW_PATCH = "ops-continue-as-new"
+
 
 @workflow.defn(name="ClusterOperation")
 class ClusterOperation(WaveSteps):
     @workflow.init
     def __init__(self, inp: ClusterOpInput) -> None:
         self.inp = inp
-        self.p = ClusterProgress(cluster=inp.cluster)
-        self.paused = False
-        self.abort = ""
+        s = inp.state or ClusterOpState(progress=ClusterProgress(cluster=inp.cluster))
+        self.p = s.progress
+        self.paused = s.paused
+        self.abort = s.abort
         self.poked = False
-        self.in_arbiter = False
-        self.targets_set = False
+        self.in_arbiter = s.in_arbiter
+        self.targets_set = s.targets_set
+        self.idle = s.idle
+        self.bounded = False  # continue as new when the history is full (set by ``run``)
+        self.continuing = False
         self._published: dict[str, Any] = {}
 
     @workflow.query(name="status")
@@ -69,38 +85,29 @@ class ClusterOperation(WaveSteps):
     # --------------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: ClusterOpInput) -> ClusterProgress:
+        self.bounded = workflow.patched(CONTINUE_AS_NEW_PATCH)
         self.p.workflow_id = workflow.info().workflow_id
         workflow.upsert_search_attributes(
             [TRAIN_CLUSTER.value_set(inp.cluster), TRAIN_CAMPAIGN.value_set(inp.operation_id)]
         )
         succeeded = False
-        recorded: dict[str, str | None] = {}
+        recorded: dict[str, str | None] = dict(inp.state.recorded_targets) if inp.state else {}
         try:
-            await self._phase("planning")
-            view: ClusterPlanView = await self._call(OpsActivities.plan_cluster, self._req())
-            if view.refused:
-                raise ApplicationError(view.refused, type="OperationRefused", non_retryable=True)
-            self.p.hosts_in_scope, self.p.already_done = view.hosts_in_scope, view.already_done
-            recorded = view.recorded_targets
-            if inp.spec.targets:
-                self.targets_set = True
-                await self._call(
-                    OpsActivities.set_targets,
-                    TargetsRequest(
-                        cluster=inp.cluster,
-                        owner=inp.operation_id,
-                        wall=workflow.now(),
-                        targets=dict(inp.spec.targets),
-                    ),
-                )
-                await self._phase("prestaging")
-                await self._call(OpsActivities.prestage, self._req())
+            view: ClusterPlanView
+            if inp.state is not None:  # a continued run: planned, targets set, prestaged
+                view = await self._call(OpsActivities.plan_cluster, self._req())
+            else:
+                view = await self._start(recorded)
             failure = await self._waves(view)
             if failure:
                 raise ApplicationError(failure, type="WaveRolledBack", non_retryable=True)
-            succeeded = not self.abort
-            await self._phase("succeeded" if succeeded else "aborted", self.abort)
+            if self.continuing:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+            else:
+                succeeded = not self.abort
+                await self._phase("succeeded" if succeeded else "aborted", self.abort)
         except (asyncio.CancelledError, CancelledError):
+            self.continuing = False  # cancelled on the way out: close after all
             self.p.state, self.p.reason = "aborted", "cancelled"
             workflow.upsert_search_attributes([TRAIN_PHASE.value_set("aborted")])
             raise
@@ -113,13 +120,85 @@ class ClusterOperation(WaveSteps):
                 why, self.p.model_dump(mode="json"), type=kind, non_retryable=True
             ) from None
         finally:
-            await self._close(None if succeeded else recorded)
+            if not self.continuing:
+                await self._close(None if succeeded else recorded)
+                if self.bounded:
+                    await self._report_done()
+        if self.continuing:
+            workflow.continue_as_new(self._next_input(recorded))
         return self.p
+
+    async def _start(self, recorded: dict[str, str | None]) -> ClusterPlanView:
+        """Plan, record the targets (``recorded`` gets what they were before) and prestage."""
+        inp = self.inp
+        await self._phase("planning")
+        view: ClusterPlanView = await self._call(OpsActivities.plan_cluster, self._req())
+        if view.refused:
+            raise ApplicationError(view.refused, type="OperationRefused", non_retryable=True)
+        self.p.hosts_in_scope, self.p.already_done = view.hosts_in_scope, view.already_done
+        recorded.update(view.recorded_targets)
+        if inp.spec.targets:
+            self.targets_set = True
+            await self._call(
+                OpsActivities.set_targets,
+                TargetsRequest(
+                    cluster=inp.cluster,
+                    owner=inp.operation_id,
+                    wall=workflow.now(),
+                    targets=dict(inp.spec.targets),
+                ),
+            )
+            await self._phase("prestaging")
+            await self._call(OpsActivities.prestage, self._req())
+        return view
+
+    # ---------------------------------------------------------- continue-as-new
+    def _history_full(self) -> bool:
+        if not self.bounded:
+            return False
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.inp.max_history_events
+        )
+
+    def _next_input(self, recorded: dict[str, str | None]) -> ClusterOpInput:
+        state = ClusterOpState(
+            progress=self.p,
+            recorded_targets=recorded,
+            targets_set=self.targets_set,
+            in_arbiter=self.in_arbiter,
+            paused=self.paused,
+            abort=self.abort,
+            idle=self.idle,
+        )
+        return self.inp.model_copy(update={"state": state})
+
+    async def _report_done(self) -> None:
+        """Tell the operation this cluster has ended, after everything was handed back.
+
+        The operation may have continued as new since it started this child (and so no longer
+        holds its handle); a signal by workflow id reaches its current run.
+        """
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                "cluster_done", self.p
+            )
+        except (asyncio.CancelledError, CancelledError):
+            raise
+        except Exception as err:  # the operation has ended (terminated): nobody to tell
+            workflow.logger.warning("outcome not delivered: %s", err)
 
     async def _close(self, restore: dict[str, str | None] | None) -> None:
         """Hand back what is held (verifying touched hosts), restore targets, leave the arbiter."""
         i = self.inp
-        await self._call(FleetActivities.close_owner, self._hosts([], visit=False))
+        # The outcome goes into the record: the audit holds a succeeded operation to its scope.
+        await self._call(
+            FleetActivities.close_owner, self._hosts([], visit=False, reason=self.p.state)
+        )
         if restore is not None and self.targets_set:
             await self._call(
                 OpsActivities.set_targets,
@@ -137,8 +216,10 @@ class ClusterOperation(WaveSteps):
 
     # ------------------------------------------------------------------- waves
     async def _waves(self, view: ClusterPlanView) -> str:
-        """Run waves until nothing is left to change; '' or why the operation stopped."""
-        idle = 0
+        """Run waves until nothing is left to change; '' or why the operation stopped.
+
+        It also returns '' with ``continuing`` set when the history is full, between two waves.
+        """
         while True:
             self.p.fleet_hours = view.fleet_hours
             self.p.hosts_deferred = view.deferred - view.returning
@@ -150,6 +231,9 @@ class ClusterOperation(WaveSteps):
             if not view.refused and not view.work_left:
                 return ""
             if await self._between_waves():
+                return ""
+            if self._history_full():
+                self.continuing = True
                 return ""
             grant = await self._acquire(max(1, view.next_wave), view.limit)
             if grant:
@@ -164,16 +248,16 @@ class ClusterOperation(WaveSteps):
                     ),
                 )
                 if wave.hosts:
-                    idle = 0
+                    self.idle = 0
                     failure = await self._run_wave(wave)
                     if failure:
                         return failure
                 else:
-                    idle += 1
+                    self.idle += 1
                     self.p.waiting_for = wave.waiting_for
                     await self._phase("waiting", wave.waiting or view.refused or "")
                     self.p.fleet_hours = wave.fleet_hours
-                    backoff = min(MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS * 2**idle)
+                    backoff = min(MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS * 2**self.idle)
                     await self._poll(POLL_FLEET_HOURS if wave.waiting_for else backoff)
             view = await self._call(OpsActivities.plan_cluster, self._req())
 
@@ -189,8 +273,11 @@ class ClusterOperation(WaveSteps):
         return bool(self.abort)
 
     async def _acquire(self, want: int, limit: int) -> int:
-        """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop."""
-        while not (self.paused or self.abort):
+        """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop.
+
+        Also 0 once the history is full: the wait goes on in the next run, still queued.
+        """
+        while not (self.paused or self.abort or self._history_full()):
             self.in_arbiter = True  # before asking: a cancelled ask may still have joined
             grant: Grant = await self._call(
                 ArbiterActivities.acquire,

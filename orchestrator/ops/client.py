@@ -12,6 +12,11 @@ Every function takes a connected :class:`temporalio.client.Client` (made by
 importing ``workflows``, which import this package's messages: no import runs up a layer.
 Input the caller must fix (an unknown id, a control the operation refuses) raises a
 ``ValueError`` subclass whose message names the field, as the specs do.
+
+An operation continues as new as it goes, so it is one workflow id over several runs: handles
+looked up by id carry no run id (queries, updates and descriptions reach the current run),
+waiting follows the runs to the last one, and ``run_id`` is the first run's, the same for every
+call.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ class OperationStart(BaseModel):
     """What :func:`start_operation` found or did (a client-side result, not a message)."""
 
     operation_id: str
-    run_id: str
+    run_id: str  # its first run's id: stable while it continues as new
     started: bool  # this call started it
     already_running: bool  # the same request was running before this call
     status: OperationStatus | None = None  # the final status, if it ended or was waited for
@@ -87,7 +92,7 @@ def _failed_status(op_id: str, err: WorkflowFailureError) -> OperationStatus:
 async def final_status(handle: OperationHandle) -> OperationStatus:
     """Wait for the operation to end; its final status, failed ones included."""
     try:
-        result = await handle.result()
+        result = await handle.result(follow_runs=True)
         return (
             result
             if isinstance(result, OperationStatus)
@@ -124,19 +129,24 @@ async def start_operation(
     clusters: Sequence[str],
     task_queue: str,
     wait: bool = False,
+    max_history_events: int | None = None,
 ) -> OperationStart:
     """Start the operation of ``spec``, or join it if it runs, or report it if it has ended.
 
     The id comes from the spec, so the same request twice is one operation: a running one is
     joined (``already_running``), a finished one is never run again. ``clusters`` are those of
     its plan (one cluster is also tagged as a search attribute). With ``wait``, or once it has
-    ended, ``status`` is its final status.
+    ended, ``status`` is its final status. ``max_history_events`` overrides the history bound
+    past which its workflows continue as new (tests and benchmarks lower it).
     """
     op_id = operation_id(spec)
     handle = operation_handle(client, op_id)
     found = await _execution_status(handle)
     started = False
     if found is None:
+        inp = OperationInput(spec=spec)
+        if max_history_events is not None:
+            inp.max_history_events = max_history_events
         pairs = [
             SearchAttributePair(TRAIN_CAMPAIGN, op_id),
             SearchAttributePair(TRAIN_PHASE, "running"),
@@ -146,7 +156,7 @@ async def start_operation(
         try:
             handle = await client.start_workflow(
                 WORKFLOW_NAME,
-                OperationInput(spec=spec),
+                inp,
                 id=op_id,
                 task_queue=task_queue,
                 result_type=OperationStatus,
@@ -162,7 +172,8 @@ async def start_operation(
         except WorkflowAlreadyStartedError:  # it finished between our look and our start
             found = WorkflowExecutionStatus.COMPLETED
     running = found == WorkflowExecutionStatus.RUNNING
-    run_id = (await handle.describe()).run_id
+    desc = await handle.describe()
+    run_id = desc.raw_description.workflow_execution_info.first_run_id or desc.run_id
     return OperationStart(
         operation_id=op_id,
         run_id=run_id,

@@ -3,7 +3,8 @@
 One pydantic model per message, so signatures can grow (new fields get defaults). Host lists
 travel per wave, never per operation, so payloads stay small on a 3,072-host cluster. Fleet
 time is in hours; ``wall`` is the caller's ``workflow.now()``, from which the fleet derives its
-own time (one clock).
+own time (one clock). Both operation workflows continue as new before their histories grow
+large; what they carry into the next run is the ``state`` of their input.
 """
 
 from __future__ import annotations
@@ -22,11 +23,20 @@ FINAL_STATES = frozenset({"succeeded", "failed", "aborted"})
 
 
 # ------------------------------------------------------------------ workflows
+#: Continue as new past this many history events, even if the server has not suggested it
+#: (as ``TrainInput`` does); a run may overshoot by one wave.
+MAX_HISTORY_EVENTS = 8_000
+
+
 class OperationInput(BaseModel):
     """Input of ``BulkOperation``: the spec, and how many clusters may run side by side."""
 
     spec: OperationSpec
     max_parallel_clusters: int = Field(default=4, ge=1, le=100)
+    #: History bound of the operation and of each of its ``ClusterOperation`` children.
+    max_history_events: int = Field(default=MAX_HISTORY_EVENTS, ge=100)
+    #: Set when the operation continues as new: where the previous run stood.
+    state: OperationState | None = None
 
 
 class ClusterOpInput(BaseModel):
@@ -36,6 +46,9 @@ class ClusterOpInput(BaseModel):
     operation_id: str
     cluster: str
     clock: ClockInfo
+    max_history_events: int = Field(default=MAX_HISTORY_EVENTS, ge=100)
+    #: Set when the cluster's operation continues as new: where the previous run stood.
+    state: ClusterOpState | None = None
 
 
 class OpControl(BaseModel):
@@ -75,6 +88,23 @@ class ClusterProgress(BaseModel):
     fleet_hours: float = 0.0
 
 
+class ClusterOpState(BaseModel):
+    """What a ``ClusterOperation`` carries into its next run, between two waves.
+
+    It holds no cordoned host then; it may hold (or be queued for) the arbiter's exclusive
+    grant, which stays with it because the arbiter knows holders by name and workflow id.
+    """
+
+    progress: ClusterProgress
+    #: The cluster's targets before the operation: restored unless it succeeds.
+    recorded_targets: dict[str, str | None] = Field(default_factory=dict)
+    targets_set: bool = False  # the operation's targets are recorded in the fleet
+    in_arbiter: bool = False  # holding or queued for the arbiter's exclusive grant
+    paused: bool = False
+    abort: str = ""  # why it is aborting, if it is
+    idle: int = 0  # empty waves in a row (the waiting back-off)
+
+
 class OperationStatus(BaseModel):
     """What ``ops status`` prints and the operation's ``status`` query returns."""
 
@@ -94,6 +124,18 @@ class OperationStatus(BaseModel):
     jobs_interrupted: int = 0
     waiting_for: list[str] = Field(default_factory=list)
     clusters: dict[str, ClusterProgress] = Field(default_factory=dict)
+
+
+class OperationState(BaseModel):
+    """What a ``BulkOperation`` carries into its next run (continue-as-new)."""
+
+    status: OperationStatus
+    clock: ClockInfo
+    pending: list[str] = Field(default_factory=list)  # clusters not started yet, in order
+    #: Clusters whose ClusterOperation still runs: the next run rejoins them by workflow id.
+    running: list[str] = Field(default_factory=list)
+    failed: str = ""  # the first cluster failure, which stops the others
+    failure_told: bool = False  # the running clusters were told to abort because of it
 
 
 # ----------------------------------------------------------------- activities
