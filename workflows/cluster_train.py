@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         TrainInput,
         TrainStatus,
     )
+    from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
     from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
 
@@ -61,6 +62,8 @@ class ClusterTrain:
         self.in_flight: dict[str, list[str]] = {}
         self.wake = False
         self.clock_turns: int | None = None  # turns taken on a logical clock in this run
+        self.hosts_total = 0  # the cluster's size (for the UI's budget line)
+        self.speed: float | None = None  # fleet hours per wall hour, unless logical (for the UI)
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -87,6 +90,7 @@ class ClusterTrain:
             fleet_hours=st.counts.fleet_hours,
             last_cycle_fleet_hours=st.last_cycle_fleet_hours,
             last_cycle_wall_seconds=st.last_cycle_wall_seconds,
+            rollout=spec.rollout,
         )
 
     # ----------------------------------------------------------------- control
@@ -95,6 +99,20 @@ class ClusterTrain:
         self.inp.state.phase, self.inp.state.reason = phase, reason
         workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
         self.wake = True
+        self._show()
+
+    def _show(self) -> None:
+        """The train page's current details in the UI (not a command: replay ignores it)."""
+        assert self.inp is not None
+        workflow.set_current_details(
+            train_details(
+                self.inp.spec,
+                self.inp.state,
+                self.in_flight,
+                self.inp.spec.budget.limit(self.inp.state.counts.hosts_total or self.hosts_total),
+                self.speed,
+            )
+        )
 
     @workflow.signal(name="domain_progress")
     def domain_progress(self, progress: DomainProgress) -> None:
@@ -157,6 +175,10 @@ class ClusterTrain:
             spec.targets = {**spec.targets, **check_targets(change.targets, allow_upper=False)}
         if change.halt_after_failures is not None:
             spec.halt_after_failures = change.halt_after_failures
+        if change.clear_rollout:
+            spec.rollout = None
+        if change.rollout is not None:
+            spec.rollout = change.rollout
         self.wake = True
         return self.status()
 
@@ -184,8 +206,12 @@ class ClusterTrain:
             clock = await workflow.execute_activity_method(
                 FleetActivities.fleet_info,
                 FleetInfoRequest(cluster=spec.cluster),
+                summary=f"read the fleet clock and size of {spec.cluster}",
                 **fleet_options(),
             )
+        self.hosts_total = clock.hosts_total
+        self.speed = None if clock.logical else clock.speed
+        self._show()
         if clock.logical:
             # One logical clock per cluster: the train and its domains are parties of this one.
             clock = clock.model_copy(update={"cluster": spec.cluster})
@@ -298,6 +324,7 @@ class ClusterTrain:
                 holding=st.counts.in_flight,
                 limit=max(1, spec.budget.limit(clock.hosts_total)),
             ),
+            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} hosts",
             **fleet_options(),
         )
         if st.phase != "running":
@@ -315,28 +342,37 @@ class ClusterTrain:
                 policy=spec.policy,
                 targets=spec.targets,
                 in_flight=held,
+                rollout=spec.rollout,
+                rollout_only=spec.rollout_only,
+            ),
+            summary=(
+                f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
+                f"of {spec.cluster} within the budget"
             ),
             **fleet_options(),
         )
         st.counts = res.counts
-        c = res.counts
-        workflow.set_current_details(
-            f"**{st.phase}** cycle {st.cycle + 1}: {c.visited}/{c.hosts_total} visited, "
-            f"{c.in_flight} in maintenance, {c.quarantined} quarantined, {c.in_repair} in repair"
-            f"{'; waiting: ' + (grant.reason or res.waiting) if not res.hosts else ''}"
-        )
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
         if not res.hosts:
+            self._show()
             return
         st.domains_started += 1
         domain_id = f"{spec.workflow_id}-c{st.cycle}-d{st.domains_started}"
         self.in_flight[domain_id] = res.hosts
-        task = asyncio.create_task(self._run_domain(clock, domain_id, res.hosts))
+        self._show()
+        task = asyncio.create_task(self._run_domain(clock, domain_id, res.hosts, res.targets))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    async def _run_domain(self, clock: ClockInfo, domain_id: str, hosts: list[str]) -> None:
+    async def _run_domain(
+        self,
+        clock: ClockInfo,
+        domain_id: str,
+        hosts: list[str],
+        targets: dict[str, str] | None = None,
+    ) -> None:
+        """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
         spec = self.inp.spec
         try:
@@ -347,7 +383,7 @@ class ClusterTrain:
                     owner=spec.workflow_id,
                     domain_id=domain_id,
                     hosts=hosts,
-                    targets=dict(spec.targets),
+                    targets=dict(spec.targets if targets is None else targets),
                     max_wait_hours=spec.drain.max_wait_hours,
                     policy=spec.policy,
                     clock=clock,
@@ -355,12 +391,13 @@ class ClusterTrain:
                 id=domain_id,
                 task_queue=workflow.info().task_queue,
                 execution_timeout=timedelta(days=30),
-                static_summary=f"{len(hosts)} hosts of {spec.cluster}: drain, update, verify",
+                static_summary=domain_summary(spec.cluster, hosts, spec.targets),
             )
             self._record(result)
         finally:
             self.in_flight.pop(domain_id, None)
             self.wake = True
+            self._show()
 
     def _record(self, result: DomainResult) -> None:
         """Totals from a finished domain (its failures were counted batch by batch)."""
@@ -418,6 +455,7 @@ class ClusterTrain:
             ReleaseRequest(
                 cluster=spec.cluster, holder=spec.workflow_id, reason=self.inp.state.reason
             ),
+            summary=f"leave the capacity arbiter of {spec.cluster}",
             **fleet_options(),
         )
         await workflow.execute_activity_method(
@@ -429,5 +467,6 @@ class ClusterTrain:
                 wall=workflow.now(),
                 targets=spec.targets,
             ),
+            summary=f"hand back any host of {spec.cluster} still held by {spec.workflow_id}",
             **fleet_options(),
         )

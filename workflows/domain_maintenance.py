@@ -25,6 +25,8 @@ with workflow.unsafe.imports_passed_through():
         VerifyResult,
     )
     from orchestrator.train.types import DomainInput, DomainProgress, DomainResult
+    from orchestrator.train.ui import domain_details
+    from orchestrator.ui_text import at_hour, job_wait, names, plural, versions
     from workflows.fleet_clock import aside, clock_party, fleet_options, sleep_until, spawn, wake
 
 
@@ -33,10 +35,29 @@ class DomainMaintenance:
     def __init__(self) -> None:
         self.phase = "draining"
         self.waiting: dict[str, str] = {}
+        #: host -> (phase, what it waits for or how it ended): the UI's table, and the query's.
+        self.hosts: dict[str, tuple[str, str]] = {}
+        self.inp: DomainInput | None = None
 
     @workflow.query(name="phase")
     def current_phase(self) -> dict[str, object]:
-        return {"phase": self.phase, "waiting": self.waiting}
+        return {
+            "phase": self.phase,
+            "waiting": self.waiting,
+            "hosts": {h: f"{p}: {n}" for h, (p, n) in sorted(self.hosts.items())},
+        }
+
+    def _mark(self, hosts: list[str], phase: str, note: str) -> None:
+        for h in hosts:
+            self.hosts[h] = (phase, note)
+
+    def _show(self) -> None:
+        """This domain's page in the UI: every host's phase and wait (not a command)."""
+        inp = self.inp
+        if inp is not None:
+            workflow.set_current_details(
+                domain_details(inp.domain_id, inp.cluster, self.phase, inp.targets, self.hosts)
+            )
 
     def _req(self, inp: DomainInput, hosts: list[str], **kw: object) -> HostsRequest:
         return HostsRequest(
@@ -55,6 +76,9 @@ class DomainMaintenance:
         if inp.clock.logical:  # a party of its cluster's clock, acting from its start
             inp.clock = inp.clock.model_copy(update={"cluster": inp.cluster})
             clock_party(inp.clock, owner=inp.owner)
+        self.inp = inp
+        self._mark(inp.hosts, "cordoned", "cordoned; looking at its jobs")
+        self._show()
         result = DomainResult(domain_id=inp.domain_id)
         pending = list(inp.hosts)
         tasks: list[asyncio.Task[None]] = []
@@ -66,6 +90,7 @@ class DomainMaintenance:
                     self._req(
                         inp, pending, deadline_hours=tracker.deadline_hours if tracker else 0.0
                     ),
+                    summary=f"drain check of {plural(len(pending), 'host')} of {inp.cluster}",
                     **fleet_options(),
                 )
                 now = status.fleet_hours
@@ -74,6 +99,9 @@ class DomainMaintenance:
                     continue  # ask again with the real deadline
                 for host, why in status.lost.items():
                     result.lost_to_repair[host] = why
+                    self._mark([host], "in repair", f"left for repair: {why}")
+                for w in status.waits:
+                    self._mark(w.hosts, "draining", job_wait(w.job_id, w.action, w.at_hours, now))
                 for host in list(status.lost) + status.ready:
                     pending.remove(host)
                 if status.ready:
@@ -81,6 +109,10 @@ class DomainMaintenance:
                 decision = tracker.decide(status.waits, now)
                 if decision.evict:
                     self.phase = "evicting"
+                    for w in status.waits:
+                        if w.job_id in decision.evict:
+                            self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
+                    self._show()
                     res = await workflow.execute_activity_method(
                         FleetActivities.evict_jobs,
                         EvictRequest(
@@ -90,6 +122,7 @@ class DomainMaintenance:
                             wall=workflow.now(),
                             scheduled_hours=decision.scheduled_hours,
                         ),
+                        summary=f"evict job {names([str(j) for j in decision.evict])}",
                         **fleet_options(),
                     )
                     result.jobs_interrupted += res.interrupted
@@ -101,6 +134,7 @@ class DomainMaintenance:
                         str(w.job_id): f"{w.action} at fleet hour {w.at_hours:.2f}"
                         for w in status.waits
                     }
+                    self._show()
                     await sleep_until(inp.clock, decision.wake_at_hours, now)
             self.waiting = {}
             await aside(inp.clock, asyncio.gather(*tasks))
@@ -114,18 +148,33 @@ class DomainMaintenance:
             await self._hand_back(inp, result)
             raise
         self.phase = "done"
+        self._show()
         return result
 
     async def _maintain(self, inp: DomainInput, hosts: list[str], result: DomainResult) -> None:
         """Update, wait out the install in fleet time, verify, return or quarantine."""
         self.phase = "updating"
+        self._mark(hosts, "updating", f"installing {versions(inp.targets)}")
+        self._show()
         upd: UpdateResult = await workflow.execute_activity_method(
-            FleetActivities.apply_updates, self._req(inp, hosts), **fleet_options(heartbeat=True)
+            FleetActivities.apply_updates,
+            self._req(inp, hosts),
+            summary=f"update {plural(len(hosts), 'host')} ({names(hosts, 3)}) to "
+            f"{versions(inp.targets)}",
+            **fleet_options(heartbeat=True),
         )
+        for h, why in upd.failed.items():
+            self._mark([h], "quarantined", f"update failed: {why}")
+        if upd.updated:
+            done = upd.fleet_hours + upd.duration_hours
+            until = at_hour(done, upd.fleet_hours)
+            self._mark(upd.updated, "installing", f"install and reboot until {until}")
+        self._show()
         if upd.failed:
             q: VerifyResult = await workflow.execute_activity_method(
                 FleetActivities.quarantine_hosts,
                 self._req(inp, sorted(upd.failed), reason="update failed"),
+                summary=f"quarantine {names(sorted(upd.failed), 3)}: update failed",
                 **fleet_options(),
             )
             result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
@@ -135,9 +184,18 @@ class DomainMaintenance:
             return
         await sleep_until(inp.clock, upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
         self.phase = "verifying"
+        self._mark(upd.updated, "verifying", "diagnostics, bandwidth and version checks")
+        self._show()
         ver: VerifyResult = await workflow.execute_activity_method(
-            FleetActivities.verify_and_return, self._req(inp, upd.updated), **fleet_options()
+            FleetActivities.verify_and_return,
+            self._req(inp, upd.updated),
+            summary=f"verify {plural(len(upd.updated), 'host')} and return those that pass",
+            **fleet_options(),
         )
+        self._mark(ver.returned, "returned", "verified, back in service")
+        for h, why in ver.quarantined.items():
+            self._mark([h], "quarantined", f"verification failed: {why}")
+        self._show()
         result.returned += ver.returned
         result.quarantined.update(ver.quarantined)
         outcomes = [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
@@ -158,7 +216,14 @@ class DomainMaintenance:
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
         """Release untouched hosts and verify touched ones, so none is left cordoned."""
         back: VerifyResult = await workflow.execute_activity_method(
-            FleetActivities.release_hosts, self._req(inp, list(inp.hosts)), **fleet_options()
+            FleetActivities.release_hosts,
+            self._req(inp, list(inp.hosts)),
+            summary=f"hand back {plural(len(inp.hosts), 'host')} not yet done",
+            **fleet_options(),
         )
+        self._mark(back.returned, "released", "handed back to service")
+        for h, why in back.quarantined.items():
+            self._mark([h], "quarantined", why)
+        self._show()
         result.released += back.returned
         result.quarantined.update(back.quarantined)

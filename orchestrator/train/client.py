@@ -47,6 +47,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
 from orchestrator.train.spec import TrainSpec, train_workflow_id
 from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
+from orchestrator.train.ui import train_summary
 
 #: The name ``workflows.cluster_train.ClusterTrain`` is registered under.
 WORKFLOW_NAME = "ClusterTrain"
@@ -112,7 +113,7 @@ async def start_train(
                 SearchAttributePair(TRAIN_PHASE, "running"),
             ]
         ),
-        static_summary=f"Maintenance train of {spec.cluster}: {spec.targets}",
+        static_summary=train_summary(spec),
     )
 
 

@@ -1,0 +1,134 @@
+"""Markdown for the Temporal UI: summaries and current details written for the on-call engineer.
+
+The UI renders a workflow's summary and its current details as markdown (in a sandboxed frame),
+and each activity's and child's summary in the event history. On-call reads them, not queries,
+so they say in plain words what is happening and what it waits for, never a Python repr. The
+server caps user metadata (summaries a few hundred bytes, details tens of KiB), and a
+``meta-24k`` domain or wave can hold thousands of hosts, so everything here is bounded: tables
+stop after ``MAX_ROWS`` rows and say how many more there are, details stop at
+``DETAILS_LIMIT`` bytes. Pure functions over plain data, deterministic, so workflows call them
+freely (the module is passed through the sandbox) and a changed wording never changes a
+workflow's commands: the server keeps user metadata beside a command, not in what replay
+compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+#: Longest one-line summary (the server's default cap on a summary payload is 400 bytes).
+SUMMARY_LIMIT = 200
+#: Longest current details, in UTF-8 bytes (well inside the server's and the UI's limits).
+DETAILS_LIMIT = 16_000
+#: Rows of a host or cluster table before the rest is summarised in one line.
+MAX_ROWS = 40
+
+#: The planner's and the arbiter's short reasons, said so an on-call engineer understands them.
+_WAITS = {
+    "domain full": "the train already has as many hosts in maintenance as its domain size allows",
+    "no host due": "every host left this cycle is busy elsewhere (in maintenance or repair)",
+    "budget exhausted": "the capacity budget is used up: no host may leave service until one "
+    "comes back",
+    "gathering slots for a job worth evicting": "every host left runs a job; waiting until "
+    "enough maintenance slots free up that evicting one job frees many hosts at once",
+    "waiting": "no host fits the budget's per-rack or per-zone limits right now",
+}
+#: What a drain does about a job on a cordoned host (``JobWait.action``).
+_ACTIONS = {
+    "wait_end": "to end",
+    "evict_after_checkpoint": "to checkpoint, then evict it",
+    "evict_now": "to be evicted now",
+}
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 host``, ``2 hosts``; ``many`` for irregular plurals (``plural(2, "is", "are")``)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def one_line(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """A summary: one line, at most ``limit`` characters (cut with an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def bounded(markdown: str, limit: int = DETAILS_LIMIT) -> str:
+    """``markdown`` cut at a line boundary to at most ``limit`` UTF-8 bytes, saying so."""
+    if len(markdown.encode()) <= limit:
+        return markdown
+    note = "\n\n_(details cut here to stay within the UI's size limit; query the workflow)_"
+    out: list[str] = []
+    size = len(note.encode())
+    for line in markdown.split("\n"):
+        size += len(line.encode()) + 1
+        if size > limit:
+            break
+        out.append(line)
+    return "\n".join(out) + note
+
+
+def names(items: Sequence[str], limit: int = 6) -> str:
+    """``a, b and c``; past ``limit`` names, ``a, b, ... and 42 more``."""
+    items = list(items)
+    if not items:
+        return "none"
+    if len(items) > limit:
+        return ", ".join(items[:limit]) + f" and {len(items) - limit:,} more"
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def versions(targets: Mapping[str, str | None]) -> str:
+    """``os 6.8.0-45, bios 3.2`` (versions exactly as written)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(targets.items())) or "no version change"
+
+
+def explain_wait(reason: str) -> str:
+    """A planner's or arbiter's reason in plain words (unknown ones pass through)."""
+    if reason in _WAITS:
+        return _WAITS[reason]
+    if reason.startswith("handing over to "):
+        return f"handing the cluster over to {reason[16:]}, which must run alone on it"
+    if reason.startswith("serialised behind "):
+        return f"waiting for {reason[18:]} to hand back its hosts first"
+    if reason.startswith("budget shared with "):
+        return f"the capacity budget is shared with {reason[19:]}"
+    return reason
+
+
+def at_hour(at: float, now: float) -> str:
+    """``fleet hour 12.5 (in 2.3 h)``: when, and how far off, in fleet time."""
+    ahead = at - now
+    when = "now" if abs(ahead) < 0.05 else (f"in {ahead:.1f} h" if ahead > 0 else "overdue")
+    return f"fleet hour {at:.1f} ({when})"
+
+
+def job_wait(job_id: int, action: str, at: float, now: float) -> str:
+    """``waits for job 17 to end, by fleet hour 40.0 (in 3.1 h)``."""
+    return f"waits for job {job_id} {_ACTIONS.get(action, action)}, by {at_hour(at, now)}"
+
+
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[object]], what: str = "hosts"
+) -> list[str]:
+    """A markdown table, at most ``MAX_ROWS`` rows; past that one line says how many more."""
+    rows = list(rows)
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows[:MAX_ROWS]:
+        out.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    if len(rows) > MAX_ROWS:
+        out.append(f"\n_... and {len(rows) - MAX_ROWS:,} more {what} (query the workflow)_")
+    return out
+
+
+def _cell(value: object) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|") or "-"
+
+
+def tally(states: Iterable[str]) -> str:
+    """``5 updating, 2 draining, 1 quarantined`` (most first, then by name)."""
+    counts: dict[str, int] = {}
+    for s in states:
+        counts[s] = counts.get(s, 0) + 1
+    return ", ".join(
+        f"{n:,} {s}" for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
