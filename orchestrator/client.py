@@ -2,36 +2,60 @@
 
 Every client must use the pydantic data converter, or workflow inputs and results (pydantic models)
 would not round-trip; funnelling all connections through :func:`connect` makes that impossible to
-forget. The address and namespace follow the Temporal CLI's own environment variables, so one
-``export TEMPORAL_ADDRESS=...`` points both tools at the same cluster.
+forget. Where and how to connect (address, namespace, TLS/mTLS, API key) is resolved by
+:mod:`orchestrator.connection` from the ``temporalio.envconfig`` profile, ``TEMPORAL_*`` and
+flags, so one ``temporal.toml`` or ``export TEMPORAL_ADDRESS=...`` points both tools at the same
+cluster.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-DEFAULT_ADDRESS = "localhost:7233"
-DEFAULT_NAMESPACE = "default"
+from orchestrator.connection import (
+    DEFAULT_ADDRESS,
+    DEFAULT_NAMESPACE,
+    ConnectionOptions,
+    Resolved,
+    resolve,
+)
+
+__all__ = ["DEFAULT_ADDRESS", "DEFAULT_NAMESPACE", "connect", "connect_resolved", "resolve_address"]
 
 
 def resolve_address(address: str | None = None) -> str:
-    """Return ``address``, else ``$TEMPORAL_ADDRESS``, else ``localhost:7233``."""
-    return address or os.environ.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
+    """Return ``address``, else the profile's or ``$TEMPORAL_ADDRESS``, else ``localhost:7233``."""
+    try:
+        return resolve(ConnectionOptions(address=address)).address
+    except ValueError:
+        return address or DEFAULT_ADDRESS
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    options: ConnectionOptions | None = None,
+) -> Client:
     """Connect to Temporal with the pydantic data converter.
 
     Args:
-        address: ``host:port`` of the frontend; defaults to ``$TEMPORAL_ADDRESS`` or
-            ``localhost:7233``.
-        namespace: defaults to ``$TEMPORAL_NAMESPACE`` or ``default``.
+        address: ``host:port`` of the frontend; overrides ``options`` and the profile.
+        namespace: overrides ``options`` and the profile.
+        options: flags and profile choice (:class:`ConnectionOptions`); by default the
+            envconfig profile and ``TEMPORAL_*`` decide, then ``localhost:7233``/``default``.
     """
+    opts = options or ConnectionOptions()
+    opts = dataclasses.replace(
+        opts, address=address or opts.address, namespace=namespace or opts.namespace
+    )
+    return await connect_resolved(resolve(opts))
+
+
+async def connect_resolved(conn: Resolved) -> Client:
+    """Connect with settings already resolved (the CLI resolves first to report errors)."""
     return await Client.connect(
-        resolve_address(address),
-        namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE") or DEFAULT_NAMESPACE,
-        data_converter=pydantic_data_converter,
+        conn.address, data_converter=pydantic_data_converter, **conn.connect_kwargs()
     )

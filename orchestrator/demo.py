@@ -26,6 +26,7 @@ from temporalio.client import Client
 
 from orchestrator.audit import audit
 from orchestrator.client import connect
+from orchestrator.connection import ConnectionOptions
 from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.paths import trainctl_home
 from orchestrator.presets import get_preset
@@ -100,7 +101,8 @@ async def run_demo(
     db.unlink(missing_ok=True)
     config = DevServerConfig(port=free_port(port), ui_port=free_port(ui_port), db_filename=db)
     async with DevServer(config) as server:
-        client = await connect(server.address)
+        # The embedded server: the user's profile and TEMPORAL_* describe another cluster.
+        client = await connect(options=ConnectionOptions(address=server.address, local=True))
         url = f"{server.ui_url}/namespaces/default/workflows/{spec.workflow_id}"
         on_ui(url)
         async with build_worker(client, path):

@@ -291,17 +291,25 @@ CONNECT_TIMEOUT = 15.0
 
 
 async def connect_or_fail(address: str | None) -> Client:
-    """A client of Temporal at ``address``, or exit 1 naming ``address`` (never a hang)."""
+    """A client of Temporal at ``address`` (and the command's connection flags, profile and
+    ``TEMPORAL_*``), or exit 2 naming a bad setting, or exit 1 naming ``address`` (never a
+    hang). No message carries a secret (API key, gRPC metadata)."""
     import asyncio
 
-    from orchestrator.client import connect, resolve_address
+    from orchestrator.cli.connection import options_from_context
+    from orchestrator.client import connect_resolved
+    from orchestrator.connection import ConnectionError_, redact, resolve
 
     try:
-        return await asyncio.wait_for(connect(address), CONNECT_TIMEOUT)
+        conn = resolve(options_from_context(address))
+    except ConnectionError_ as err:
+        raise BadInput(str(err), field=err.field) from None
+    try:
+        return await asyncio.wait_for(connect_resolved(conn), CONNECT_TIMEOUT)
     except (RuntimeError, TimeoutError) as err:
-        why = str(err) or f"no answer within {CONNECT_TIMEOUT:g}s"
+        why = redact(str(err), conn.secrets) or f"no answer within {CONNECT_TIMEOUT:g}s"
         fail(
-            f"address: cannot reach Temporal at {resolve_address(address)} ({why}); "
+            f"address: cannot reach Temporal at {conn.address} ({why}); "
             "is `trainctl server` running?",
             field="address",
         )

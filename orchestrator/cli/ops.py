@@ -32,6 +32,7 @@ from orchestrator.cli.common import (
     open_fleet_or_fail,
     reason_option,
 )
+from orchestrator.cli.connection import connection_options
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops.client import (
     OperationStart,
@@ -44,9 +45,7 @@ from orchestrator.ops.types import FINAL_STATES, ControlAction, OperationStatus
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
 from orchestrator.worker import TASK_QUEUE
 
-address_option = click.option(
-    "--address", default=None, help="Temporal frontend (default $TEMPORAL_ADDRESS)."
-)
+address_option = connection_options
 id_option = click.option(
     "--id", "op_id", required=True, help="Operation id, ops-<request_id> (as `ops start` prints)."
 )

@@ -16,6 +16,7 @@ from orchestrator.cli.common import (
     json_option,
     open_fleet_or_fail,
 )
+from orchestrator.cli.connection import connection_options
 from orchestrator.constants import TASK_QUEUE
 from orchestrator.metrics import DEFAULT_METRICS_HOST
 from orchestrator.temporal_server import DevServer, DevServerConfig, DevServerError, serve_forever
@@ -71,7 +72,7 @@ def server(port: int, ui_port: int, headless: bool, as_json: bool) -> None:
     help="Address /metrics binds to; 0.0.0.0 lets another host or container scrape it.",
 )
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True)
-@click.option("--address", default=None, help="Temporal frontend (default $TEMPORAL_ADDRESS).")
+@connection_options
 @click.option("--log-json", is_flag=True, help="Structured JSON logs on stderr.")
 @json_option
 @handle_errors

@@ -25,6 +25,7 @@ from orchestrator.cli.common import (
     open_fleet_or_fail,
     reason_option,
 )
+from orchestrator.cli.connection import connection_options
 from orchestrator.models import check_targets
 from orchestrator.train.client import (
     TrainAction,
@@ -42,7 +43,7 @@ from orchestrator.train.types import TrainChange, TrainStatus
 from orchestrator.worker import TASK_QUEUE
 
 T = TypeVar("T")
-address_option = click.option("--address", default=None, help="Temporal frontend.")
+address_option = connection_options
 
 _CLUSTER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
