@@ -26,6 +26,8 @@ from orchestrator.execution.messages import (
     CLOCK_SIGNAL,
     AdvanceClockRequest,
     AdvanceClockResult,
+    AskRequest,
+    AskResult,
     ClockInfo,
     ClockReleased,
     DrainStatus,
@@ -39,6 +41,7 @@ from orchestrator.execution.messages import (
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.logging import get_logger
+from orchestrator.planning.rollout import RolloutScope, domain_targets, recorded_targets
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
 
 log = get_logger(__name__)
@@ -109,8 +112,12 @@ class FleetActivities(FleetAccess):
     @activity.defn(name="plan_domain")
     def plan_domain(self, req: PlanDomainRequest) -> PlanDomainResult:
         """Choose the next hosts with the shared planner and cordon them, atomically."""
+        scope = None
+        if req.rollout is not None:
+            r = req.rollout
+            scope = RolloutScope.of(r.targets, r.hosts, req.rollout_only)
         with self.cluster(req.cluster, req.wall) as b:
-            b.set_targets(req.targets, req.owner)
+            b.set_targets(recorded_targets(req.targets, scope), req.owner)
             taken = take_domain(
                 b,
                 req.owner,
@@ -120,9 +127,11 @@ class FleetActivities(FleetAccess):
                 req.max_wait_hours,
                 req.policy,
                 known=req.in_flight,
+                rollout=scope,
             )
         return PlanDomainResult(
             hosts=taken.hosts,
+            targets=domain_targets(req.targets, scope, True) if taken.rollout else None,
             waiting=taken.waiting,
             retry_at_hours=taken.retry_at_hours,
             limit=taken.limit,
@@ -142,6 +151,14 @@ class FleetActivities(FleetAccess):
             out = drain.evict_jobs(b, req.owner, req.job_ids, req.scheduled_hours, logical)
         metrics.JOBS_INTERRUPTED.labels(req.cluster).inc(out.interrupted)
         return out
+
+    @activity.defn(name="ask_jobs")
+    def ask_jobs(self, req: AskRequest) -> AskResult:
+        """Ask each job's owner before evicting it; the answers go into the event record."""
+        with self.cluster(req.cluster, req.wall) as b:
+            return drain.ask_jobs(
+                b, req.owner, req.planned, req.deadline_hours, req.max_refusals, req.refusals
+            )
 
     @activity.defn(name="apply_updates")
     def apply_updates(self, req: HostsRequest) -> UpdateResult:
@@ -206,6 +223,7 @@ class FleetActivities(FleetAccess):
             self.plan_domain,
             self.drain_status,
             self.evict_jobs,
+            self.ask_jobs,
             self.apply_updates,
             self.verify_and_return,
             self.quarantine_hosts,

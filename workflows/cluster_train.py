@@ -91,6 +91,7 @@ class ClusterTrain:
             last_cycle_fleet_hours=st.last_cycle_fleet_hours,
             last_cycle_wall_seconds=st.last_cycle_wall_seconds,
             rollout=spec.rollout,
+            negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
         )
 
     # ----------------------------------------------------------------- control
@@ -116,7 +117,12 @@ class ClusterTrain:
 
     @workflow.signal(name="domain_progress")
     def domain_progress(self, progress: DomainProgress) -> None:
-        """A domain finished a batch: count its failures now, and there may be room for more."""
+        """A domain finished a batch: count its failures now, and there may be room for more.
+        A negotiation-only message (its jobs' answers) is kept for status and wakes nobody."""
+        if progress.negotiations is not None:
+            assert self.inp is not None
+            self.inp.state.negotiations[progress.domain_id] = progress.negotiations
+            return
         self._count_outcomes(progress.outcomes)
         self.wake = True
 
@@ -322,7 +328,7 @@ class ClusterTrain:
                 kind="train",
                 want=spec.domain_size,
                 holding=st.counts.in_flight,
-                limit=max(1, spec.budget.limit(clock.hosts_total)),
+                limit=max(1, self._arbiter_budget(clock.hosts_total)),
             ),
             summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} hosts",
             **fleet_options(),
@@ -365,6 +371,15 @@ class ClusterTrain:
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
+    def _arbiter_budget(self, hosts_total: int) -> int:
+        """What the arbiter splits among the cluster's owners: the maintenance budget (planned
+        work of every owner together); the floor is the fleet's own check at each cordon."""
+        assert self.inp is not None
+        budget = self.inp.spec.budget
+        if workflow.patched("budget-maintenance"):
+            return budget.maintenance_limit(hosts_total)
+        return budget.limit(hosts_total)
+
     async def _run_domain(
         self,
         clock: ClockInfo,
@@ -387,6 +402,8 @@ class ClusterTrain:
                     max_wait_hours=spec.drain.max_wait_hours,
                     policy=spec.policy,
                     clock=clock,
+                    negotiate=spec.drain.negotiate,
+                    max_refusals=spec.drain.max_refusals,
                 ),
                 id=domain_id,
                 task_queue=workflow.info().task_queue,
@@ -396,6 +413,7 @@ class ClusterTrain:
             self._record(result)
         finally:
             self.in_flight.pop(domain_id, None)
+            self.inp.state.negotiations.pop(domain_id, None)
             self.wake = True
             self._show()
 

@@ -18,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.execution.drain import DrainTracker
     from orchestrator.execution.messages import (
+        AskRequest,
+        AskResult,
         DrainStatus,
         EvictRequest,
         HostsRequest,
@@ -95,7 +97,11 @@ class DomainMaintenance:
                 )
                 now = status.fleet_hours
                 if tracker is None:
-                    tracker = DrainTracker(now + inp.max_wait_hours)
+                    # Asking jobs first is a new step: histories from before it replay without.
+                    talks = inp.negotiate and workflow.patched("job-negotiation")
+                    tracker = DrainTracker(
+                        now + inp.max_wait_hours, negotiate=talks, max_refusals=inp.max_refusals
+                    )
                     continue  # ask again with the real deadline
                 for host, why in status.lost.items():
                     result.lost_to_repair[host] = why
@@ -128,12 +134,33 @@ class DomainMaintenance:
                     result.jobs_interrupted += res.interrupted
                     result.lost_gpu_hours += res.lost_gpu_hours
                     continue
+                if decision.ask:
+                    self.phase = "asking jobs"
+                    asked: AskResult = await workflow.execute_activity_method(
+                        FleetActivities.ask_jobs,
+                        AskRequest(
+                            cluster=inp.cluster,
+                            owner=inp.owner,
+                            wall=workflow.now(),
+                            planned=decision.ask,
+                            deadline_hours=tracker.deadline_hours,
+                            max_refusals=tracker.max_refusals,
+                            refusals={
+                                j: t.refusals for j, t in tracker.talks.items() if j in decision.ask
+                            },
+                        ),
+                        **fleet_options(),
+                    )
+                    tracker.heard(asked.answers, decision.ask, asked.fleet_hours)
+                    await self._show_talks(inp, tracker)
+                    continue
                 if decision.wake_at_hours is not None:
                     self.phase = "draining"
                     self.waiting = {
                         str(w.job_id): f"{w.action} at fleet hour {w.at_hours:.2f}"
                         for w in status.waits
                     }
+                    self.waiting.update(tracker.describe())
                     self._show()
                     await sleep_until(inp.clock, decision.wake_at_hours, now)
             self.waiting = {}
@@ -201,6 +228,19 @@ class DomainMaintenance:
         outcomes = [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
         result.outcomes += outcomes
         await self._tell_parent(inp, outcomes)
+
+    async def _show_talks(self, inp: DomainInput, tracker: DrainTracker) -> None:
+        """Each job's question, answer and resulting wait: in the ``phase`` query, the UI's
+        current details, and the train's status (a message that wakes nobody)."""
+        talks = tracker.describe()
+        self.waiting.update(talks)
+        lines = "\n".join(f"- job {j}: {line}" for j, line in talks.items())
+        workflow.set_current_details(f"**negotiating with jobs** ({inp.domain_id})\n{lines}")
+        parent = workflow.info().parent
+        if parent is not None:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                "domain_progress", DomainProgress(domain_id=inp.domain_id, negotiations=talks)
+            )
 
     async def _tell_parent(self, inp: DomainInput, outcomes: list[bool]) -> None:
         """Tell the train how a batch went, as it happens: it counts failures (and may halt)

@@ -2,11 +2,15 @@
 
 A wave arrives cordoned (``ops_take_wave``). It drains by the train's policy (reusing
 ``drain_status`` and ``evict_jobs``: wait for a job's end or its next checkpoint, up to
-``drain.max_wait``, then evict), changes every host at once, verifies them all without
-returning any, then either returns the verified hosts and quarantines the failed ones, or, past
-``max_failures``, reinstalls every changed host's previous versions, verifies and returns them
-(quarantining those that fail even that), and says why the operation must stop. An abort that
-arrives while the wave drains hands it back untouched: nothing has changed yet.
+``drain.max_wait``, then evict), checks every drained host's health before its change (a host
+already failing is quarantined and not counted against the change), changes the healthy ones at
+once, verifies them all without returning any, then either returns the verified hosts and
+quarantines the failed ones, or, when the build is judged bad, reinstalls every changed host's
+previous versions, verifies and returns them (quarantining those that fail even that), and says
+why the operation must stop. The build is bad past an explicit ``max_failures``; left out, when
+the failures among the cluster's changed hosts exceed the fleet's base rate significantly
+(``planning.failure_gate``), so one flaky host is quarantined and the wave goes on. An abort
+that arrives while the wave drains hands it back untouched: nothing has changed yet.
 
 Kept apart from the workflow's entity logic (``workflows.cluster_operation``) so each reads on
 its own; this module is passed through the sandbox like ``fleet_clock``.
@@ -25,12 +29,16 @@ from temporalio.exceptions import CancelledError
 
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
+from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.execution.drain import DrainTracker
 from orchestrator.execution.messages import (
+    AskRequest,
+    AskResult,
     DrainStatus,
     EvictRequest,
     EvictResult,
     HostsRequest,
+    JobWait,
     UpdateResult,
     VerifyOutcome,
     VerifyResult,
@@ -43,7 +51,10 @@ from orchestrator.ops.types import (
     TakenWave,
     VerifyRequest,
 )
+from orchestrator.ops.ui import cluster_details
+from orchestrator.planning.failure_gate import judge
 from orchestrator.search_attributes import TRAIN_PHASE
+from orchestrator.ui_text import at_hour, job_wait, names, plural, versions
 from workflows.fleet_clock import clock_party, fleet_hours_now, fleet_options, sleep_until
 
 #: Fleet hours between two looks at the arbiter or the budget while waiting (doubling, capped).
@@ -51,6 +62,9 @@ POLL_FLEET_HOURS = 0.25
 MAX_POLL_FLEET_HOURS = 2.0
 #: Never poll faster than this in wall time, however fast the fleet clock runs.
 MIN_POLL_WALL_SECONDS = 0.5
+#: Guards the health check before a wave's change and the bad-build rule
+#: (``planning.failure_gate``) that replaces ``max_failures: 0`` when the spec leaves it out.
+FAILURE_GATE_PATCH = "ops-failure-gate"
 
 
 class WaveSteps:
@@ -61,14 +75,36 @@ class WaveSteps:
     abort: str
     poked: bool
     _published: dict[str, Any]
+    #: host of the wave in progress -> (phase, what it waits for or how it ended), for the UI
+    wave_view: dict[str, tuple[str, str]]
 
     # ----------------------------------------------------------------- helpers
-    async def _call(self, fn: Callable[..., Any], arg: Any, heartbeat: bool = False) -> Any:
-        return await workflow.execute_activity_method(fn, arg, **fleet_options(heartbeat))
+    async def _call(
+        self, fn: Callable[..., Any], arg: Any, heartbeat: bool = False, summary: str | None = None
+    ) -> Any:
+        return await workflow.execute_activity_method(
+            fn, arg, summary=summary, **fleet_options(heartbeat)
+        )
+
+    def _show(self) -> None:
+        """This cluster's page in the UI: progress, waits, the wave's hosts (not a command)."""
+        workflow.set_current_details(
+            cluster_details(self.inp.spec, self.inp.operation_id, self.p, self.wave_view)
+        )
+
+    def _mark(self, hosts: list[str], phase: str, note: str) -> None:
+        for h in hosts:
+            self.wave_view[h] = (phase, note)
 
     def _req(self) -> OpsRequest:
         i = self.inp
-        return OpsRequest(spec=i.spec, cluster=i.cluster, owner=i.operation_id, wall=workflow.now())
+        return OpsRequest(
+            spec=i.spec,
+            cluster=i.cluster,
+            owner=i.operation_id,
+            wall=workflow.now(),
+            since_hours=self.p.started_hours,
+        )
 
     def _hosts(self, hosts: list[str], **kw: Any) -> HostsRequest:
         i = self.inp
@@ -89,6 +125,7 @@ class WaveSteps:
         if state != self.p.state:
             workflow.upsert_search_attributes([TRAIN_PHASE.value_set(state)])
         self.p.state = state
+        self._show()
         now = self.p.model_dump(exclude={"fleet_hours"})
         parent = workflow.info().parent
         if parent is None or now == self._published:
@@ -137,15 +174,28 @@ class WaveSteps:
     async def _drain(self, wave: TakenWave) -> list[str] | None:
         """Free the wave's hosts of jobs as the train does; None if aborted meanwhile."""
         pending, ready = list(wave.hosts), []
-        tracker = DrainTracker(wave.fleet_hours + self.inp.spec.drain.max_wait_hours)
+        drain = self.inp.spec.drain
+        tracker = DrainTracker(
+            wave.fleet_hours + drain.max_wait_hours,
+            # Asking jobs first is a new step: histories from before it replay without.
+            negotiate=drain.negotiate and workflow.patched("job-negotiation"),
+            max_refusals=drain.max_refusals,
+        )
         while pending:
             if self.abort:
                 return None
             st: DrainStatus = await self._call(
                 FleetActivities.drain_status,
                 self._hosts(pending, deadline_hours=tracker.deadline_hours),
+                summary=f"drain check of {plural(len(pending), 'host')} of {self.inp.cluster}",
             )
             now = self.p.fleet_hours = st.fleet_hours
+            for host, why in st.lost.items():
+                self._mark([host], "deferred", f"left for repair ({why}): takes the change there")
+            self._mark(st.ready, "ready", "free of jobs; waiting for the rest of the wave")
+            for w in st.waits:
+                self._mark(w.hosts, "draining", job_wait(w.job_id, w.action, w.at_hours, now))
+            self._show()
             for host in [*st.lost, *st.ready]:
                 pending.remove(host)  # lost ones went to repair: deferred
             ready += st.ready
@@ -158,66 +208,175 @@ class WaveSteps:
                     wall=workflow.now(),
                     scheduled_hours=decision.scheduled_hours,
                 )
-                res: EvictResult = await self._call(FleetActivities.evict_jobs, req)
+                for w in st.waits:
+                    if w.job_id in decision.evict:
+                        self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
+                res: EvictResult = await self._call(
+                    FleetActivities.evict_jobs,
+                    req,
+                    summary=f"evict job {names([str(j) for j in decision.evict])}",
+                )
                 self.p.jobs_interrupted += res.interrupted
+            elif decision.ask:
+                await self._ask(tracker, decision.ask, st.waits)
             elif decision.wake_at_hours is not None:
                 await self._wait_fleet(decision.wake_at_hours, now)
         return ready
+
+    async def _ask(
+        self, tracker: DrainTracker, planned: dict[int, float], waits: list[JobWait]
+    ) -> None:
+        """Ask the jobs before evicting them; show each one's answer and resulting wait."""
+        req = AskRequest(
+            cluster=self.inp.cluster,
+            owner=self.inp.operation_id,
+            wall=workflow.now(),
+            planned=planned,
+            deadline_hours=tracker.deadline_hours,
+            max_refusals=tracker.max_refusals,
+            refusals={j: t.refusals for j, t in tracker.talks.items() if j in planned},
+        )
+        asked: AskResult = await self._call(
+            FleetActivities.ask_jobs, req, summary=f"ask {plural(len(planned), 'job')} first"
+        )
+        tracker.heard(asked.answers, planned, asked.fleet_hours)
+        talks = tracker.describe()
+        for w in waits:
+            if str(w.job_id) in talks:
+                self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
+        self._show()
 
     async def _run_wave(self, wave: TakenWave) -> str:
         """Drain, change, verify and return (or roll back) one wave; '' or why to stop."""
         spec, p = self.inp.spec, self.p
         p.wave_hosts, p.fleet_hours, p.waiting_for = len(wave.hosts), wave.fleet_hours, []
+        self.wave_view = {}
+        self._mark(wave.hosts, "cordoned", "cordoned; looking at its jobs")
         await self._phase("draining", "")
         ready = await self._drain(wave)
         if ready is None:  # aborted before anything changed: hand the wave back untouched
-            await self._call(FleetActivities.release_hosts, self._hosts(wave.hosts, visit=False))
-            p.wave_hosts = 0
+            await self._call(
+                FleetActivities.release_hosts,
+                self._hosts(wave.hosts, visit=False),
+                summary=f"abort: hand back the {plural(len(wave.hosts), 'host')} of the wave",
+            )
+            p.wave_hosts, self.wave_view = 0, {}
             return ""
         if spec.kind == "drain-for-repair":
             why = f"drained for repair by {self.inp.operation_id}"
             q: VerifyResult = await self._call(
-                FleetActivities.quarantine_hosts, self._hosts(ready, reason=why)
+                FleetActivities.quarantine_hosts,
+                self._hosts(ready, reason=why),
+                summary=f"hand {plural(len(ready), 'host')} to repair",
             )
             p.hosts_changed += len(q.quarantined)
             p.waves_done, p.wave_hosts = p.waves_done + 1, 0
             return ""
+        checked = workflow.patched(FAILURE_GATE_PATCH)  # runs recorded before: neither step
+        if checked:
+            ready = await self._check_health(ready)
+        gate = checked and spec.max_failures is None
+        self._mark(ready, "changing", f"installing {versions(spec.targets)}")
         await self._phase("updating")
         upd: UpdateResult = await self._call(
             FleetActivities.apply_updates,
             self._hosts(ready, targets=spec.targets, visit=False),
             heartbeat=True,
+            summary=f"change {plural(len(ready), 'host')} ({names(ready, 3)}) to "
+            f"{versions(spec.targets)}",
         )
+        for h, why in upd.failed.items():
+            self._mark([h], "failed", f"install failed: {why}")
+        if upd.updated:
+            until = at_hour(upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
+            self._mark(upd.updated, "changing", f"install and reboot until {until}")
+        self._show()
         if upd.updated:
             await self._wait_fleet(upd.fleet_hours + upd.duration_hours, upd.fleet_hours, False)
+        self._mark(upd.updated, "verifying", "diagnostics, bandwidth and version checks")
         await self._phase("verifying")
         ver: VerifyOutcome = await self._call(
-            OpsActivities.verify, self._verify(upd.updated, targets=spec.targets)
+            OpsActivities.verify,
+            self._verify(upd.updated, targets=spec.targets),
+            summary=f"verify the wave's {plural(len(upd.updated), 'host')}",
         )
+        for h, why in ver.failed.items():
+            self._mark([h], "failed", f"verification failed: {why}")
+        self._mark(ver.passed, "verified", "passed; returns with the wave")
         failed = {**upd.failed, **ver.failed}
         p.failures += len(failed)
-        if p.failures > spec.max_failures:
-            return await self._roll_back(wave, upd, failed)
-        back: VerifyOutcome = await self._call(OpsActivities.return_hosts, self._verify(ver.passed))
+        over = self._judge(len(ready)) if gate else self._over_max_failures()
+        if over:
+            return await self._roll_back(wave, upd, failed, over)
+        back: VerifyOutcome = await self._call(
+            OpsActivities.return_hosts,
+            self._verify(ver.passed),
+            summary=f"return {plural(len(ver.passed), 'verified host')} to service",
+        )
+        self._mark(back.passed, "returned", "changed and verified, back in service")
+        for h, why in {**failed, **back.failed}.items():
+            self._mark([h], "quarantined", why)
         await self._quarantine({**failed, **back.failed}, "operation check failed")
         p.hosts_changed += len(back.passed)
         p.waves_done, p.wave_hosts = p.waves_done + 1, 0
         return ""
 
+    async def _check_health(self, ready: list[str]) -> list[str]:
+        """Check the drained hosts before their change; the healthy ones (the rest quarantined).
+
+        A host already failing diagnostics or bandwidth is its own failure, not the change's:
+        it is quarantined (repair takes it, and gives it the targets) and is not counted.
+        """
+        p, spec = self.p, self.inp.spec
+        self._mark(ready, "checking", "diagnostics and bandwidth before the change")
+        await self._phase("checking")
+        health: HealthBaseline = await self._call(
+            OpsActivities.check_health,
+            self._verify(ready, targets=spec.targets, reason=self.inp.operation_id),
+            summary=f"check {plural(len(ready), 'host')} before the change",
+        )
+        for h, why in health.unhealthy.items():
+            self._mark([h], "failed", why)
+        p.hosts_quarantined += len(health.unhealthy)
+        p.hosts_failing_before += len(health.unhealthy)
+        p.base_rate = health.base_rate
+        return health.healthy
+
+    def _over_max_failures(self) -> str:
+        """An explicit ``max_failures`` (0 in runs recorded before the gate): '' or why stop."""
+        limit = self.inp.spec.max_failures or 0
+        if self.p.failures > limit:
+            return f"{self.p.failures} failures above max_failures {limit}"
+        return ""
+
+    def _judge(self, changed: int) -> str:
+        """The bad-build rule over the cluster's changed hosts so far: '' or why stop."""
+        p = self.p
+        p.gate_changed += changed
+        verdict = judge(p.failures, p.gate_changed, p.base_rate)
+        p.gate_threshold, p.gate_reason = verdict.threshold, verdict.reason
+        return verdict.reason if verdict.bad else ""
+
     async def _quarantine(self, hosts: dict[str, str], why: str) -> None:
         if hosts:
             reason = f"{self.inp.operation_id}: {why}"
             await self._call(
-                FleetActivities.quarantine_hosts, self._hosts(sorted(hosts), reason=reason)
+                FleetActivities.quarantine_hosts,
+                self._hosts(sorted(hosts), reason=reason),
+                summary=f"quarantine {names(sorted(hosts), 3)}: {why}",
             )
             self.p.hosts_quarantined += len(hosts)
 
-    async def _roll_back(self, wave: TakenWave, upd: UpdateResult, failed: dict[str, str]) -> str:
+    async def _roll_back(
+        self, wave: TakenWave, upd: UpdateResult, failed: dict[str, str], over: str
+    ) -> str:
         """Put every changed host of the wave back on its previous versions; why we stop."""
-        p, spec = self.p, self.inp.spec
+        p = self.p
         await self._phase("rolling_back")
         await self._quarantine(upd.failed, "install failed")  # nothing installed on them
         previous = {h: wave.previous[h] for h in upd.updated}
+        self._mark(list(previous), "rolling back", "reinstalling its previous versions")
+        self._show()
         rb: UpdateResult = await self._call(
             OpsActivities.rollback,
             RollbackRequest(
@@ -227,6 +386,7 @@ class WaveSteps:
                 previous=previous,
             ),
             heartbeat=True,
+            summary=f"roll {plural(len(previous), 'host')} back to their previous versions",
         )
         if rb.updated:
             await self._wait_fleet(rb.fleet_hours + rb.duration_hours, rb.fleet_hours, False)
@@ -239,7 +399,11 @@ class WaveSteps:
                 quarantine_failed=True,
                 reason=f"{self.inp.operation_id}: failed after rollback",
             ),
+            summary=f"verify and return {plural(len(rb.updated), 'rolled-back host')}",
         )
+        self._mark(back.passed, "rolled back", "back on its previous versions, in service")
+        for h, why in back.failed.items():
+            self._mark([h], "quarantined", f"failed after rollback: {why}")
         p.hosts_quarantined += len(back.failed)
         await self._quarantine(rb.failed, "rollback failed")
         p.hosts_rolled_back += len(back.passed)
@@ -248,7 +412,7 @@ class WaveSteps:
         return (
             f"wave {p.waves_done + 1}: {len(failed)} of {len(wave.hosts)} "
             f"hosts failed ({sample}{'; ...' if len(failed) > 2 else ''}), "
-            f"{p.failures} failures above max_failures {spec.max_failures}; wave rolled back: "
+            f"{over}; wave rolled back: "
             f"{len(back.passed)} hosts back on their previous versions, "
             f"{len(back.failed) + len(rb.failed) + len(upd.failed)} quarantined"
         )

@@ -17,7 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.constants import HELD_STATES
-from orchestrator.execution.messages import DrainStatus, EvictResult, JobWait
+from orchestrator.execution import negotiation
+from orchestrator.execution.messages import (
+    AskResult,
+    DrainStatus,
+    EvictResult,
+    JobReply,
+    JobWait,
+)
 from orchestrator.fleet.backend import ClusterBackend
 from orchestrator.models import HostState
 from orchestrator.planning import train_plan
@@ -60,7 +67,8 @@ def evict_jobs(
     scheduled_hours: dict[int, float] | None = None,
     logical_clock: bool = False,
 ) -> EvictResult:
-    """Ask each job, then evict it; a job already gone is skipped (idempotent on retry).
+    """Evict each job; a job already gone is skipped (idempotent on retry). The question
+    comes first, in its own step (``ask_jobs``), when the drain negotiates.
 
     Only a job that still runs on a host ``owner`` holds is evicted: one evicted by another
     domain meanwhile may have been requeued and restarted elsewhere under the same id, and
@@ -75,12 +83,47 @@ def evict_jobs(
         if job is None or not any(b.host(h).owner == owner for h in job.hosts):
             continue  # ended, evicted by an earlier attempt, or restarted on others' hosts
         planned = (scheduled_hours or {}).get(job_id)
-        answer = b.ask_job(job_id, owner, b.now if planned is None else planned)
-        if answer.answer != "go":
-            out.deferred[job_id] = answer.reason or answer.answer
-            continue
         out.lost_gpu_hours += b.evict(job_id, owner, as_of=planned if logical_clock else None)
         out.interrupted += 1
+    return out
+
+
+def ask_jobs(
+    b: ClusterBackend,
+    owner: str,
+    planned: dict[int, float],
+    deadline_hours: float,
+    max_refusals: int,
+    refusals: dict[int, int] | None = None,
+) -> AskResult:
+    """Ask each job still running on ``owner``'s hosts before evicting it at its ``planned``
+    instant; record the question, the answer and what it leads to (``negotiation.resolve``)."""
+    out = AskResult(fleet_hours=b.now)
+    for job_id, at in sorted(planned.items()):
+        job = b.job(job_id)
+        if job is None or not any(b.host(h).owner == owner for h in job.hosts):
+            continue
+        a = b.ask_job(job_id, owner, at)
+        reply = JobReply(answer=a.answer, until_hours=a.until_hours, reason=a.reason)
+        before = negotiation.Talk(refusals=(refusals or {}).get(job_id, 0))
+        talk = negotiation.resolve(
+            before, a.answer, a.until_hours, a.reason, b.now, deadline_hours, max_refusals, at
+        )
+        b.record(
+            owner,
+            "job_asked",
+            None,
+            job=job_id,
+            hosts=len(job.hosts),
+            evict_at=round(at, 4),
+            answer=a.answer,
+            until=None if a.until_hours is None else round(a.until_hours, 4),
+            reason=a.reason,
+            refusals=talk.refusals,
+            then_evict_at=None if talk.evict_at is None else round(talk.evict_at, 4),
+            then_ask_at=None if talk.ask_at is None else round(talk.ask_at, 4),
+        )
+        out.answers[job_id] = reply
     return out
 
 
@@ -92,19 +135,47 @@ class DrainDecision:
     #: job -> the fleet hour the eviction was decided for (what ``evict_jobs`` takes)
     scheduled_hours: dict[int, float] = field(default_factory=dict)
     wake_at_hours: float | None = None
+    #: jobs to ask before evicting them (negotiating drains), with the planned instant told
+    ask: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
 class DrainTracker:
-    """Evictions decided so far for one set of held hosts with one drain deadline."""
+    """Evictions decided so far for one set of held hosts with one drain deadline.
+
+    A negotiating tracker (``negotiate``) asks each job before evicting it (``DrainDecision.ask``)
+    and folds the answers in with ``heard``, as ``negotiation.resolve`` says."""
 
     deadline_hours: float
     scheduled: dict[int, float] = field(default_factory=dict)
+    negotiate: bool = False
+    max_refusals: int = negotiation.DEFAULT_MAX_REFUSALS
+    talks: dict[int, negotiation.Talk] = field(default_factory=dict)
+
+    def heard(self, answers: dict[int, JobReply], planned: dict[int, float], now: float) -> None:
+        """Fold the answers to one round of questions into each job's negotiation."""
+        for job_id, a in answers.items():
+            talk = self.talks.get(job_id, negotiation.Talk())
+            self.talks[job_id] = negotiation.resolve(
+                talk,
+                a.answer,
+                a.until_hours,
+                a.reason,
+                now,
+                self.deadline_hours,
+                self.max_refusals,
+                planned.get(job_id, now),
+            )
+        for job_id in planned:  # gone before it could answer: nothing to wait for
+            self.talks.setdefault(job_id, negotiation.Talk(answer="gone", evict_at=now))
 
     def decide(self, waits: Sequence[JobWait], now: float) -> DrainDecision:
         """Evict what is due now; otherwise remember the planned evictions and say when to wake."""
         running = {w.job_id for w in waits}
         self.scheduled = {j: t for j, t in self.scheduled.items() if j in running}
+        if self.negotiate:
+            self.talks = {j: t for j, t in self.talks.items() if j in running}
+            return self._negotiated(waits, now)
         due = now + EPSILON_HOURS
         evict = [
             w.job_id
@@ -126,3 +197,41 @@ class DrainTracker:
             # (evict now, or, for slurm-asap, wait for the end however long).
             wake = min(wake, self.deadline_hours)
         return DrainDecision(wake_at_hours=max(wake, now + EPSILON_HOURS))
+
+    def _negotiated(self, waits: Sequence[JobWait], now: float) -> DrainDecision:
+        """``decide`` for a negotiating drain: a job the policy would evict is asked first
+        (told the policy's instant); its answer then sets when it is evicted or asked again."""
+        due = now + EPSILON_HOURS
+        evict: dict[int, float] = {}
+        ask: dict[int, float] = {}
+        wake = math.inf
+        for w in waits:
+            talk = self.talks.get(w.job_id)
+            if talk is None:
+                if w.action == "wait_end":  # it ends by itself in time: nothing to ask
+                    wake = min(wake, w.at_hours)
+                else:
+                    ask[w.job_id] = max(w.at_hours, now)
+            elif talk.evict_at is not None:
+                if talk.evict_at <= due:
+                    evict[w.job_id] = talk.evict_at
+                else:
+                    wake = min(wake, talk.evict_at)
+            elif talk.ask_at is not None:
+                if talk.ask_at <= due:
+                    ask[w.job_id] = max(w.at_hours, now)
+                else:
+                    wake = min(wake, talk.ask_at)
+        if evict:
+            return DrainDecision(evict=sorted(evict), scheduled_hours=evict)
+        if ask:
+            return DrainDecision(ask=ask)
+        if not waits:
+            return DrainDecision()
+        if self.deadline_hours > due:
+            wake = min(wake, self.deadline_hours)
+        return DrainDecision(wake_at_hours=max(wake, due))
+
+    def describe(self) -> dict[str, str]:
+        """job -> its negotiation in one line (for the UI, status queries and logs)."""
+        return {str(j): t.describe() for j, t in sorted(self.talks.items())}

@@ -112,6 +112,35 @@ class EvictRequest(BaseModel):
     scheduled_hours: dict[int, float] = Field(default_factory=dict)  # job -> planned stop time
 
 
+class AskRequest(BaseModel):
+    """Ask the owners of jobs on our hosts before evicting them (job negotiation).
+
+    ``planned`` is job -> the instant the drain would stop it; ``refusals`` what each job
+    refused so far this visit (for the record of what its answer leads to)."""
+
+    cluster: str
+    owner: str
+    wall: datetime
+    planned: dict[int, float]
+    deadline_hours: float
+    max_refusals: int = 2
+    refusals: dict[int, int] = Field(default_factory=dict)
+
+
+class JobReply(BaseModel):
+    """A job's answer: go, wait until ``until_hours``, or refuse (ask again then)."""
+
+    answer: str
+    until_hours: float | None = None
+    reason: str = ""
+
+
+class AskResult(BaseModel):
+    fleet_hours: float
+    #: job -> its answer (a job gone meanwhile, or on others' hosts, is left out)
+    answers: dict[int, JobReply] = Field(default_factory=dict)
+
+
 class EvictResult(BaseModel):
     interrupted: int = 0
     lost_gpu_hours: float = 0.0

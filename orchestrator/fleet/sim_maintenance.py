@@ -14,8 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestrator.constants import NO_OWNER, REPAIR_OWNER, UNTOUCHED_STATES
+from orchestrator.constants import (
+    HELD_STATES,
+    NO_OWNER,
+    NOT_MAINTENANCE_OWNERS,
+    PIGGYBACK_NOTE,
+    REPAIR_OWNER,
+    UNTOUCHED_STATES,
+)
 from orchestrator.fleet import dynamics as dyn
+from orchestrator.fleet import sim_negotiation
 from orchestrator.fleet.backend import InstallOutcome, JobAnswer, Verification
 from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_scheduler import JobScheduler
@@ -41,17 +49,23 @@ class MaintenanceOps(JobScheduler, HostInstall):
         limit: int,
         per_rack: int | None = None,
         per_zone: int | None = None,
+        maintenance: int | None = None,
+        piggyback: bool = False,
     ) -> bool:
         """Take a host out of scheduling for ``owner``, only if the budget still allows it.
 
-        The budget is checked here, in the same transaction as the change, counting every host
-        out of service for any reason, so a failure that landed since planning is respected.
+        The budget is checked here, in the same transaction as the change, so a failure that
+        landed since planning is respected: ``limit`` (the floor) counts every host out of
+        service for any reason, ``maintenance`` the hosts held for planned work by every owner
+        (``planned_count``). ``piggyback`` marks a host taken as a job's end or failure freed it.
         """
         h = self.hosts[name]
         if h.state != S.IN_SERVICE:
             return False
         down = self.out_of_service()
         if len(down) + 1 > limit:
+            return False
+        if maintenance is not None and self.planned_count() + 1 > maintenance:
             return False
         if per_rack is not None and sum(d.rack == h.rack for d in down) + 1 > per_rack:
             return False
@@ -62,13 +76,23 @@ class MaintenanceOps(JobScheduler, HostInstall):
             h,
             S.CORDONED,
             actor,
-            f"maintenance by {owner}",
+            f"maintenance by {owner}" + (f" ({PIGGYBACK_NOTE})" if piggyback else ""),
             owner=owner,
             limit=limit,
             per_rack=per_rack,
             per_zone=per_zone,
+            **({} if maintenance is None else {"maintenance": maintenance}),
+            **({"piggyback": True} if piggyback else {}),
         )
         return True
+
+    def planned_count(self) -> int:
+        """Hosts held for planned work (trains, operations, campaigns), whoever holds them."""
+        return sum(
+            1
+            for h in self.hosts.values()
+            if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS
+        )
 
     def unset_targets(self, components: Sequence[str], actor: str) -> None:
         """Forget recorded targets (an operation that stopped stops pushing its versions)."""
@@ -104,15 +128,26 @@ class MaintenanceOps(JobScheduler, HostInstall):
         self._log(actor, "fault_injected", None, component=component, version=version, rate=rate)
 
     def close_owner(self, owner: str, actor: str, outcome: str = "") -> None:
-        """Record that ``owner`` (a train or operation) holds nothing more and has ended."""
+        """Record that ``owner`` (a train or operation) holds nothing more and has ended (its
+        piggyback claim, if any, ends with it)."""
+        if self.state.piggyback.get("owner") == owner:
+            self.state.piggyback = {}
         if outcome:
             self._log(actor, "owner_closed", None, owner=owner, outcome=outcome)
         else:
             self._log(actor, "owner_closed", None, owner=owner)
 
     def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
-        """Simulated jobs do not negotiate yet: every job lets maintenance go ahead."""
-        return JobAnswer("go")
+        """The job's owner answers as its behaviour says (``sim_negotiation``); a job no longer
+        running has nothing to say against it."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != "running":
+            return JobAnswer("go", reason="not running")
+        pinned = self.state.job_behaviours.get(str(job_id))
+        behaviour = pinned or sim_negotiation.draw_behaviour(
+            self.seed, self.name, job_id, job.size
+        )
+        return sim_negotiation.answer(behaviour, job, self.now)
 
     def start_drain(self, name: str, actor: str) -> None:
         h = self.hosts[name]
@@ -140,7 +175,9 @@ class MaintenanceOps(JobScheduler, HostInstall):
         return InstallOutcome(out.ok, out.permanent, out.failed_component)
 
     def reboot(self, name: str, actor: str) -> None:
-        """A plain reboot: the simulated host comes back as it was."""
+        """A plain reboot: the simulated host comes back as it was, booted now."""
+        self.hosts[name].last_boot = self.now
+        self.dirty_hosts.add(name)
         self._log(actor, "rebooted", name)
 
     def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification:

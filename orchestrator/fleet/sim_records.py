@@ -29,6 +29,7 @@ class HostRec:
     last_visit: float | None = None
     verified: bool = False
     updates: int = 0
+    last_boot: float | None = None  # fleet hour of its last (re)boot, if known
 
 
 @dataclass
@@ -79,6 +80,10 @@ class ClusterState:
     targets: dict[str, str] = field(default_factory=dict)
     #: "component=version" -> probability that installing it leaves a host bad (a bad build)
     faults: dict[str, float] = field(default_factory=dict)
+    #: job id (as text) -> its pinned negotiation behaviour (``sim_negotiation.BEHAVIOURS``)
+    job_behaviours: dict[str, str] = field(default_factory=dict)
+    #: a train's standing claim on freed due hosts (``sim_piggyback.PiggybackClaim``), or empty
+    piggyback: dict[str, object] = field(default_factory=dict)
 
 
 #: One entry of the fleet's append-only record (the backend interface's shape).

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.execution.cycle import cycle_complete
-from orchestrator.execution.drain import DrainTracker, drain_status, evict_jobs
+from orchestrator.execution.drain import DrainTracker, ask_jobs, drain_status, evict_jobs
 from orchestrator.execution.halting import Counters, HaltRule
 from orchestrator.execution.install import install_hosts
 from orchestrator.execution.settle import (
@@ -48,6 +48,7 @@ from orchestrator.simulator.result import (
     lower_bound_after_outages_hours,
     lower_bound_hours,
     maintenance_work_hours,
+    visit_interval_summary,
 )
 
 #: The simulated campaign: a new kernel, BIOS and NIC firmware, so every host has work pending.
@@ -89,6 +90,9 @@ class SimConfig:
     """Which cluster of the preset to simulate (default: the first; clusters are alike)."""
     halt_after_failures: int = 3
     halt_failure_rate: float = 0.2
+    negotiate: bool = True
+    """Ask each job before evicting it (``drain.negotiate``); False: evict as the policy says."""
+    max_refusals: int = 2
 
 
 @dataclass
@@ -120,7 +124,9 @@ class Engine:
         self.sim, self.cfg = sim, cfg
         self.spec = get_policy(cfg.policy)
         n = len(sim.order)
-        self.limit = cfg.budget.require_hosts(n)  # a budget of no host never finishes
+        self.floor = cfg.budget.require_hosts(n)  # a budget of no host never finishes
+        # The maintenance budget: what the train's planned work may hold (``budget_hosts``).
+        self.limit = cfg.budget.maintenance_limit(n)
         self.domain_size = cfg.domain_size or self.limit
         if self.domain_size < 1:
             raise ValueError("domain_size: must be at least one host")
@@ -140,6 +146,11 @@ class Engine:
         self.others_out = 0
         self.outage_area = 0.0
         self.planner_calls = 0
+        #: job negotiation: answers heard by kind, and every maintenance eviction (t, job, lost)
+        self.answers: dict[str, int] = {}
+        self.evictions: list[tuple[float, int, float]] = []
+        self.piggybacked = 0
+        self.visit_hours: list[float] = []
         self.wake = True  # the train plans at the next instant
         self.tick_token = 0
         self.series: list[tuple[float, int, int]] = []
@@ -184,8 +195,10 @@ class Engine:
         waiting = sum(len(d.pending) for d in self.domains.values())
         self.idle_held += dt * held * GPUS_PER_HOST
         self.drain_wait += dt * waiting
-        # Budget taken by hosts down for other reasons (repair, quarantine, awaiting hand-back).
-        self.outage_area += dt * min(self.limit, self.others_out)
+        # Maintenance budget taken by hosts down for other reasons (repair, quarantine, awaiting
+        # hand-back): only those past the failure buffer between the floor and the budget.
+        spill = self.others_out - (self.floor - self.limit)
+        self.outage_area += dt * min(self.limit, max(0, spill))
 
     def _instant(self) -> None:
         now = self.sim.now
@@ -238,7 +251,12 @@ class Engine:
             if e.kind == "job_interrupted":
                 if str(e.detail.get("cause", "")).startswith("maintenance:"):
                     self.interruptions += 1
-                    self.lost_work += float(e.detail.get("lost_gpu_hours", 0.0))
+                    lost = float(e.detail.get("lost_gpu_hours", 0.0))
+                    self.lost_work += lost
+                    self.evictions.append((e.t, int(e.detail["job"]), lost))
+            elif e.kind == "job_asked":
+                answer = str(e.detail.get("answer"))
+                self.answers[answer] = self.answers.get(answer, 0) + 1
             elif e.kind == "failure" and e.host is not None:
                 until = self.sim.hosts[e.host].repair_until
                 if until is not None:
@@ -271,8 +289,11 @@ class Engine:
             known=known,
         )
         self.planner_calls += taken.asked
+        self.piggybacked += len(taken.piggybacked)
         out_after = sim.out_of_service_count()
-        if taken.hosts and out_after > out_before and out_after > self.limit:
+        if taken.hosts and out_after > out_before and out_after > self.floor:
+            self.violations += 1
+        if taken.hosts and sim.planned_count() > self.limit:
             self.violations += 1
         self._absorb()
         if taken.hosts:
@@ -281,7 +302,11 @@ class Engine:
                 self.domains_run,
                 list(taken.hosts),
                 list(taken.hosts),
-                DrainTracker(sim.now + cfg.max_wait_hours),
+                DrainTracker(
+                    sim.now + cfg.max_wait_hours,
+                    negotiate=cfg.negotiate,
+                    max_refusals=cfg.max_refusals,
+                ),
             )
             self.domains[d.id] = d
             self._look(d)
@@ -319,6 +344,15 @@ class Engine:
             decision = d.tracker.decide(st.waits, sim.now)
             if decision.evict:
                 evict_jobs(self._tx(), ACTOR, decision.evict, decision.scheduled_hours)
+                self._absorb()
+                continue
+            if decision.ask:
+                t = d.tracker
+                refusals = {j: t.talks[j].refusals for j in decision.ask if j in t.talks}
+                asked = ask_jobs(
+                    self._tx(), ACTOR, decision.ask, t.deadline_hours, t.max_refusals, refusals
+                )
+                t.heard(asked.answers, decision.ask, sim.now)
                 self._absorb()
                 continue
             if decision.wake_at_hours is not None:
@@ -374,6 +408,8 @@ class Engine:
 
     def _returned(self, hosts: list[str]) -> None:
         for name in hosts:
+            if name not in self.visited:
+                self.visit_hours.append(self.sim.now - self.cycle_started)
             self.visited.add(name)
             self.quarantined.discard(name)  # quarantined earlier, repaired and visited again
         if hosts:
@@ -417,6 +453,10 @@ class Engine:
             days=self.cfg.days,
             domain_size=self.domain_size,
             budget_hosts=self.limit,
+            max_unavailable_hosts=self.floor,
+            maintenance_work_host_hours=self.work,
+            piggybacked_hosts=self.piggybacked,
+            visit_interval_hours=visit_interval_summary(self.visit_hours),
             max_wait_hours=self.cfg.max_wait_hours,
             hosts_total=len(sim.order),
             hosts_visited=len(self.visited),

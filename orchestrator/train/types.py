@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.execution.messages import ClockInfo, CycleCounts
 from orchestrator.models import CapacityBudget
-from orchestrator.train.spec import TrainSpec
+from orchestrator.train.spec import Rollout, TrainSpec
 
 
 class PlanDomainRequest(BaseModel):
@@ -29,10 +29,14 @@ class PlanDomainRequest(BaseModel):
     policy: str = "job-aware"
     targets: dict[str, str] = Field(default_factory=dict)
     in_flight: list[str] = Field(default_factory=list)
+    rollout: Rollout | None = None
+    rollout_only: bool = False
 
 
 class PlanDomainResult(BaseModel):
     hosts: list[str] = Field(default_factory=list)
+    #: What these hosts get, when not the train's own targets (a campaign's rollout).
+    targets: dict[str, str] | None = None
     waiting: str = ""
     retry_at_hours: float | None = None  # the planner wants another look at this fleet hour
     limit: int = 0
@@ -49,6 +53,9 @@ class DomainInput(BaseModel):
     policy: str = "job-aware"
     clock: ClockInfo
     visit: bool = True
+    #: ask each job before evicting it (``drain.negotiate``), honouring this many refusals
+    negotiate: bool = False
+    max_refusals: int = 2
 
 
 class DomainResult(BaseModel):
@@ -67,6 +74,8 @@ class DomainProgress(BaseModel):
 
     domain_id: str
     outcomes: list[bool] = Field(default_factory=list)
+    #: job -> its negotiation in one line; set on a negotiation-only message (no outcomes)
+    negotiations: dict[str, str] | None = None
 
 
 class TrainState(BaseModel):
@@ -91,6 +100,8 @@ class TrainState(BaseModel):
     waiting: str = ""
     retry_at_hours: float | None = None
     counts: CycleCounts = Field(default_factory=CycleCounts)
+    #: domain -> job -> its negotiation (question, answer, wait) while the domain drains
+    negotiations: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
 class TrainInput(BaseModel):
@@ -123,6 +134,9 @@ class TrainStatus(BaseModel):
     fleet_hours: float = 0.0
     last_cycle_fleet_hours: float = 0.0
     last_cycle_wall_seconds: float = 0.0
+    rollout: Rollout | None = None
+    #: job -> its negotiation with the train's draining domains (question, answer, wait)
+    negotiations: dict[str, str] = Field(default_factory=dict)
 
 
 class TrainChange(BaseModel):
@@ -138,6 +152,10 @@ class TrainChange(BaseModel):
     budget: CapacityBudget | None = None
     targets: dict[str, str] | None = None
     halt_after_failures: int | None = Field(default=None, ge=1)
+    #: A campaign's stage to ride this train (replaces any earlier one).
+    rollout: Rollout | None = None
+    #: Drop the campaign's rollout (the campaign ended or moved its targets into ``targets``).
+    clear_rollout: bool = False
 
     @field_validator("domain_size", "halt_after_failures", mode="before")
     @classmethod

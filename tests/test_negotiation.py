@@ -1,0 +1,159 @@
+"""Job negotiation: a job asked before its eviction answers go, wait, or not now, and the drain
+obeys, the same way in the simulator and in a live train on the time-skipping server.
+
+Each scenario leaves one job due for maintenance on ``small`` (every other host counts as
+visited this cycle), pins that job's answer, and runs one cycle: the simulator's engine, then a
+live ``ClusterTrain`` over a real SQLite fleet at speed 1, built from the same seed.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from orchestrator.audit import audit
+from orchestrator.execution.drain import DrainTracker
+from orchestrator.execution.messages import JobReply, JobWait
+from orchestrator.execution.negotiation import Talk, resolve
+from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.build import build_cluster
+from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.models import CapacityBudget
+from orchestrator.presets import get_preset
+from orchestrator.simulator import SimConfig
+from orchestrator.simulator.engine import Engine
+from orchestrator.train.types import TrainInput
+from orchestrator.worker import build_worker
+from tests.train_helpers import TARGETS, make_fleet, spec
+from workflows.cluster_train import ClusterTrain
+
+SEED = 4
+MAX_WAIT = 3.0
+
+
+def test_refusals_are_bounded_then_the_deadline_rules():
+    """Two refusals with max_refusals 2: asked again after the first, evicted at the deadline."""
+    first = resolve(Talk(), "refuse", 0.5, "busy", 0.0, 3.0, 2, 0.0)
+    assert first.ask_at == 0.5 and first.evict_at is None
+    second = resolve(first, "refuse", 1.5, "busy", 0.5, 3.0, 2, 0.5)
+    assert second.evict_at == 3.0 and second.refusals == 2
+    assert resolve(Talk(), "wait", 9.0, "", 0.0, 3.0, 2, 0.0).evict_at == 3.0  # bounded
+    assert resolve(Talk(), "go", None, "", 1.0, 3.0, 2, 2.0).evict_at == 1.0  # at once
+    assert resolve(Talk(), "refuse", 4.0, "", 3.0, 3.0, 2, 3.0).evict_at == 3.0  # past deadline
+
+
+def test_tracker_asks_before_it_evicts():
+    """A negotiating tracker asks first, then evicts when the answer says, not before."""
+    t = DrainTracker(3.0, negotiate=True)
+    wait = [JobWait(job_id=7, hosts=["h"], action="evict_now", at_hours=0.0)]
+    d = t.decide(wait, 0.0)
+    assert d.ask == {7: 0.0} and not d.evict
+    t.heard({7: JobReply(answer="wait", until_hours=0.5)}, d.ask, 0.0)
+    assert t.decide(wait, 0.0).wake_at_hours == 0.5
+    assert t.decide(wait, 0.5).evict == [7]
+
+
+def _one_job_due(sim: ClusterSim, behaviour: str) -> tuple[int, list[str]]:
+    """Leave one mid-size job's hosts due (the rest visited at hour 0), with a known checkpoint
+    schedule (every hour, the next at 0.5) and a pinned answer."""
+    job = min(
+        (j for j in sim.jobs.values() if j.state == "running" and 2 <= j.size <= 8),
+        key=lambda j: j.id,
+    )
+    job.start, job.ckpt_hours, job.work_hours = -0.5, 1.0, 200.0
+    sim.dirty_jobs.add(job.id)
+    sim.state.job_behaviours[str(job.id)] = behaviour
+    for h in sim.hosts.values():
+        if h.name not in job.hosts:
+            h.last_visit = 0.0
+            sim.dirty_hosts.add(h.name)
+    return job.id, list(job.hosts)
+
+
+def _train_spec(policy: str):
+    return spec(
+        stop_after_cycles=1,
+        domain_size=8,
+        policy=policy,
+        drain={"max_wait": f"{MAX_WAIT}h", "max_refusals": 2},
+    )
+
+
+def _simulated(behaviour: str, policy: str) -> tuple[list[tuple[float, int, float]], dict, int]:
+    sim = build_cluster(get_preset("small"), SEED)
+    job_id, _ = _one_job_due(sim, behaviour)
+    s = _train_spec(policy)
+    engine = Engine(
+        sim,
+        SimConfig(
+            preset=get_preset("small"),
+            policy=policy,
+            budget=CapacityBudget.model_validate(s.budget.model_dump()),
+            domain_size=s.domain_size,
+            seed=SEED,
+            max_wait_hours=MAX_WAIT,
+            targets=dict(TARGETS),
+            max_refusals=2,
+        ),
+    )
+    assert engine.run().complete
+    return [e for e in engine.evictions if e[1] == job_id], engine.answers, job_id
+
+
+async def _live(env, tmp_home, task_queue, behaviour: str, policy: str):
+    now = await env.get_current_time()
+    path = make_fleet(tmp_home, 1.0, now, seed=SEED)
+    fleet = SqliteFleet(path)
+    with fleet.cluster("c00", now) as sim:
+        job_id, _ = _one_job_due(sim, behaviour)
+    async with build_worker(env.client, path, task_queue):
+        status = await env.client.execute_workflow(
+            ClusterTrain.run,
+            TrainInput(spec=_train_spec(policy)),
+            id=f"train-c00-neg-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
+    assert status.cycles_completed == 1
+    events = [ev for _, ev, _ in fleet.events()]
+    report = audit(fleet)
+    fleet.close()
+    assert report.ok, report.violations[:3]
+    asked = [e for e in events if e.kind == "job_asked" and e.detail["job"] == job_id]
+    evicted = [
+        (e.t, job_id, e.detail["lost_gpu_hours"])
+        for e in events
+        if e.kind == "job_interrupted" and e.detail["job"] == job_id
+    ]
+    return asked, evicted
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "policy"),
+    [("go", "job-aware"), ("checkpoint", "rolling-serial"), ("refuse", "job-aware")],
+)
+async def test_answer_in_simulator_and_live_train(
+    temporal_env, tmp_home, task_queue, behaviour, policy
+):
+    """go: evicted at once; checkpoint: right after its next checkpoint (0.5), not before;
+    refuse: asked twice, then evicted at the drain deadline; simulator and live train agree."""
+    sim_evicted, sim_answers, _ = _simulated(behaviour, policy)
+    asked, live_evicted = await _live(temporal_env, tmp_home, task_queue, behaviour, policy)
+    assert len(sim_evicted) == len(live_evicted) == 1
+    (t_sim, _, lost_sim), (t_live, _, lost_live) = sim_evicted[0], live_evicted[0]
+    assert t_live == pytest.approx(t_sim, abs=0.01)
+    assert lost_live == pytest.approx(lost_sim, abs=0.5)
+    cordoned = asked[0].t
+    if behaviour == "go":
+        assert [a.detail["answer"] for a in asked] == ["go"]
+        assert t_live == pytest.approx(cordoned, abs=1e-3)  # at once, before its checkpoint
+        assert lost_live > 0  # its owner accepted losing the work since the last checkpoint
+    elif behaviour == "checkpoint":
+        assert [a.detail["answer"] for a in asked] == ["wait"]
+        assert 0.5 <= t_live <= 0.5 + 0.01  # right after the checkpoint, not before
+        assert lost_live < 0.1
+    else:
+        assert [a.detail["answer"] for a in asked] == ["refuse", "refuse"]
+        assert asked[1].t == pytest.approx(0.5, abs=0.01)  # asked again after its checkpoint
+        assert sim_answers.get("refuse") == 2
+        assert t_live == pytest.approx(cordoned + MAX_WAIT, abs=0.01)  # at the deadline
