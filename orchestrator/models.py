@@ -151,73 +151,107 @@ class Update(BaseModel):
         return check_version("target", v)
 
 
-class CapacityBudget(BaseModel):
-    """How many hosts may be out of service at once, counting hosts down for any reason.
+def _host_limit(v: object, field: str) -> int | str:
+    """A host count (>= 1) or a percentage string like ``"3%"``, normalised; errors name
+    ``field``."""
+    if isinstance(v, bool):
+        raise ValueError(f"{field} must be a host count or a percentage like '3%'")
+    if isinstance(v, int | float):
+        if v != int(v) or v < 1:
+            raise ValueError(f"{field} must be at least one host")
+        return int(v)
+    text = str(v).strip()
+    if text.endswith("%"):
+        try:
+            pct = float(text[:-1])
+        except ValueError:
+            raise ValueError(f"{field}: {text!r} is not a percentage") from None
+        if not 0 < pct <= 100:
+            raise ValueError(f"{field} must be above 0% and at most 100%")
+        return f"{pct:g}%"
+    try:
+        count = int(text)
+    except ValueError:
+        raise ValueError(f"{field}: {text!r} is neither a host count nor a percentage") from None
+    if count < 1:
+        raise ValueError(f"{field} must be at least one host")
+    return count
 
-    ``max_unavailable`` is a host count or a percentage string such as ``"3%"``; the per-domain
-    limits cap hosts out of service within one rack or zone (failure domains).
+
+def _hosts_of(value: int | str, hosts_total: int) -> int:
+    """A count capped at the cluster size, or a percentage floored exactly."""
+    if isinstance(value, int):
+        return max(0, min(value, hosts_total))
+    return max(0, math.floor(hosts_total * Fraction(value[:-1]) / 100))
+
+
+class CapacityBudget(BaseModel):
+    """Two limits on hosts out of service in a cluster, and per failure domain.
+
+    ``max_unavailable`` is the availability floor: the most hosts out of service for any reason
+    (maintenance, failures, repair, quarantine). ``maintenance`` is the most hosts out for planned
+    work by every train, operation and campaign of the cluster together; the gap between the two
+    is the failure buffer, so failures landing on the fleet do not eat the maintenance budget
+    (Meta's OpsPlanner keeps the two buffers apart). Left out, ``maintenance`` is
+    ``max_unavailable`` (what a budget meant before the split). Both are a host count or a
+    percentage string such as ``"3%"``; ``per_rack``/``per_zone`` cap hosts out of service within
+    one rack or zone. A new cordon needs room under both limits; work in flight finishes.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     max_unavailable: int | str = "3%"
+    maintenance: int | str | None = None
     per_rack: Count | None = Field(default=None, ge=1)
     per_zone: Count | None = Field(default=None, ge=1)
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
     def _max_unavailable(cls, v: object) -> int | str:
-        if isinstance(v, bool):
-            raise ValueError("max_unavailable must be a host count or a percentage like '3%'")
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            if v != int(v) or v < 1:
-                raise ValueError("max_unavailable must be at least one host")
-            return int(v)
-        text = str(v).strip()
-        if text.endswith("%"):
-            try:
-                pct = float(text[:-1])
-            except ValueError:
-                raise ValueError(f"max_unavailable: {text!r} is not a percentage") from None
-            if not 0 < pct <= 100:
-                raise ValueError("max_unavailable must be above 0% and at most 100%")
-            return f"{pct:g}%"
-        try:
-            count = int(text)
-        except ValueError:
-            raise ValueError(
-                f"max_unavailable: {text!r} is neither a host count nor a percentage"
-            ) from None
-        if count < 1:
-            raise ValueError("max_unavailable must be at least one host")
-        return count
+        return _host_limit(v, "max_unavailable")
+
+    @field_validator("maintenance", mode="before")
+    @classmethod
+    def _maintenance(cls, v: object) -> int | str | None:
+        return None if v is None else _host_limit(v, "maintenance")
 
     def limit(self, hosts_total: int) -> int:
-        """The host count this budget allows out of service in a cluster of ``hosts_total``.
+        """The floor: hosts this budget allows out of service, for any reason, in a cluster of
+        ``hosts_total``.
 
         A count is capped at the cluster size; a percentage is floored exactly (``3%`` of 128
         is 3, ``0.5%`` of 128 is 0). The result may be 0: whoever needs at least one host says
         so, with :meth:`require_hosts` (refuse) or an explicit ``max(1, ...)``.
         """
-        if isinstance(self.max_unavailable, int):
-            return max(0, min(self.max_unavailable, hosts_total))
-        pct = Fraction(self.max_unavailable[:-1])
-        return max(0, math.floor(hosts_total * pct / 100))
+        return _hosts_of(self.max_unavailable, hosts_total)
+
+    def maintenance_limit(self, hosts_total: int) -> int:
+        """Hosts all planned work together may hold out of service: ``maintenance``, never more
+        than the floor; ``max_unavailable`` when the spec names no maintenance budget."""
+        floor = self.limit(hosts_total)
+        if self.maintenance is None:
+            return floor
+        return min(floor, _hosts_of(self.maintenance, hosts_total))
 
     def require_hosts(self, hosts_total: int, field: str = "budget.max_unavailable") -> int:
         """:meth:`limit`, or ValueError naming ``field`` when it allows no host at all.
 
         The one check of a budget against a cluster size (train spec, ``train reconfigure``,
-        simulator), so each refuses the same budgets with the same message.
+        simulator), so each refuses the same budgets with the same message. A maintenance budget
+        that allows no host is refused the same way (naming ``budget.maintenance``).
         """
         limit = self.limit(hosts_total)
-        if limit >= 1:
+        if limit >= 1 and (self.maintenance is None or self.maintenance_limit(hosts_total) >= 1):
             return limit
         if hosts_total < 1:
             raise ValueError(f"{field}: the cluster has no hosts")
         least = math.ceil(Fraction(10_000, hosts_total)) / 100
+        value = self.max_unavailable
+        if limit >= 1:  # the floor allows hosts, the maintenance budget none
+            prefix, _, _ = field.rpartition(".")
+            field, value = (f"{prefix}." if prefix else "") + "maintenance", self.maintenance
         raise ValueError(
-            f"{field}: {self.max_unavailable} of {hosts_total} hosts is below one host; "
+            f"{field}: {value} of {hosts_total} hosts is below one host; "
             f'allow at least one (e.g. "{least:g}%" or 1)'
         )
 
@@ -249,6 +283,10 @@ class DrainPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     max_wait_hours: DurationHours = Field(default=4.0, alias="max_wait")
+    #: Ask each job before evicting it (go / wait for my checkpoint or end / not now).
+    negotiate: bool = True
+    #: "Not now" answers one visit honours per job; then the deadline rules.
+    max_refusals: Count = Field(default=2, ge=0, le=100)
 
     @field_validator("max_wait_hours", mode="before")
     @classmethod

@@ -32,7 +32,7 @@ CREATE TABLE hosts (
     name TEXT PRIMARY KEY, cluster TEXT NOT NULL, zone TEXT NOT NULL, rack TEXT NOT NULL,
     state TEXT NOT NULL, versions TEXT NOT NULL, job_id INTEGER, reason TEXT NOT NULL,
     owner TEXT NOT NULL, repair_until REAL, defect TEXT, last_visit REAL,
-    verified INTEGER NOT NULL, updates INTEGER NOT NULL);
+    verified INTEGER NOT NULL, updates INTEGER NOT NULL, last_boot REAL);
 CREATE INDEX hosts_cluster ON hosts(cluster);
 CREATE TABLE jobs (
     cluster TEXT NOT NULL, id INTEGER NOT NULL, size INTEGER NOT NULL, work REAL NOT NULL,
@@ -54,7 +54,7 @@ CREATE TABLE clock_parties (
 
 #: Version of the tables above. Bump it with every change to them and add the step from the
 #: previous version to ``_MIGRATIONS``; a fleet file newer than this code is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MAX_SPEED = LOGICAL_CLOCK  # stored speed meaning "every fleet-time wait is zero"
 
@@ -465,6 +465,7 @@ class SqliteFleet:
                 r[11],
                 bool(r[12]),
                 r[13],
+                r[14],
             )
             # By name (= topology order): INSERT OR REPLACE gives a saved row a new rowid, so
             # rowid order would depend on which transactions touched which hosts.
@@ -549,8 +550,17 @@ def _clocks_v3(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '3')")
 
 
+def _boots_v4(conn: sqlite3.Connection) -> None:
+    """3 -> 4: hosts remember when they last booted (a reboot operation changes each host once);
+    hosts of an older file have no known boot."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(hosts)")}
+    if "last_boot" not in columns:
+        conn.execute("ALTER TABLE hosts ADD COLUMN last_boot REAL")
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '4')")
+
+
 #: version -> the step that takes a fleet file from that version to the next.
-_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3}
+_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3, 3: _boots_v4}
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
@@ -596,13 +606,15 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
                     "queue": s.queue,
                     "targets": s.targets,
                     "faults": s.faults,
+                    "job_behaviours": s.job_behaviours,
+                    "piggyback": s.piggyback,
                 }
             ),
         ),
     )
     names = sim.order if new else sorted(sim.dirty_hosts)
     conn.executemany(
-        "INSERT OR REPLACE INTO hosts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT OR REPLACE INTO hosts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
             (
                 h.name,
@@ -619,6 +631,7 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
                 h.last_visit,
                 int(h.verified),
                 h.updates,
+                h.last_boot,
             )
             for h in (sim.hosts[n] for n in names)
         ],
