@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from orchestrator.cli import audit, demo, fleet, ops, server, simulate, train
+from orchestrator.cli import audit, demo, fleet, lab, ops, server, simulate, train
 from orchestrator.cli.common import TrainctlGroup
 
 
@@ -17,7 +17,7 @@ def main() -> None:
     """Maintenance trains and bulk operations for GPU fleets, on Temporal."""
 
 
-for _module in (fleet, server, train, demo, ops, simulate, audit):
+for _module in (fleet, server, train, demo, ops, simulate, audit, lab):
     for _cmd in _module.COMMANDS:
         main.add_command(_cmd)
 

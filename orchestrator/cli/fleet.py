@@ -21,7 +21,16 @@ def fleet() -> None:
 
 
 @fleet.command("init")
-@click.option("--preset", required=True, help=f"Fleet shape: {', '.join(PRESETS)}.")
+@click.option(
+    "--backend",
+    type=click.Choice(["sim", "slurm"]),
+    default="sim",
+    show_default=True,
+    help="The simulated fleet, or a real Slurm cluster (--slurm-conf).",
+)
+@click.option("--preset", default=None, help=f"Fleet shape (sim): {', '.join(PRESETS)}.")
+@click.option("--slurm-conf", default=None, help="slurm.conf of the cluster (slurm).")
+@click.option("--backend-config", default=None, help="Hooks, health command, naming (slurm).")
 @click.option(
     "--seed",
     type=click.IntRange(0, MAX_SEED),
@@ -38,8 +47,25 @@ def fleet() -> None:
 @click.option("--force", is_flag=True, help="Replace an existing fleet.")
 @json_option
 @handle_errors
-def init(preset: str, seed: int, speed: str, force: bool, as_json: bool) -> None:
-    """Build a fleet from a preset (atomically: a failed init leaves nothing behind)."""
+def init(
+    backend: str,
+    preset: str | None,
+    slurm_conf: str | None,
+    backend_config: str | None,
+    seed: int,
+    speed: str,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Build a fleet from a preset, or record a Slurm cluster (atomically: a failed init
+    leaves nothing behind)."""
+    if backend == "slurm":
+        from orchestrator.cli.fleet_slurm import init_slurm
+
+        init_slurm(slurm_conf, backend_config, force, as_json)
+        return
+    if preset is None:
+        raise BadInput("preset: required for the simulated fleet (--preset)", field="preset")
     shape = get_preset(preset)
     factor = parse_speed(speed)
     path = fleet_path()

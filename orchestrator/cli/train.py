@@ -97,12 +97,12 @@ def check_cluster_in_fleet(cluster: str) -> None:
     Without a fleet here (the CLI may steer trains of workers elsewhere) there is nothing to
     check against, and the train's own answer decides.
     """
-    from orchestrator.fleet import SqliteFleet, fleet_path
+    from orchestrator.fleet import fleet_path, open_fleet
 
     path = fleet_path()
     if not path.exists():
         return
-    fleet = SqliteFleet(path)
+    fleet = open_fleet()
     try:
         names = fleet.cluster_names()
     finally:

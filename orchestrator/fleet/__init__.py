@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from orchestrator.errors import NoFleet
 from orchestrator.fleet.backend import ClusterBackend, FleetBackend
@@ -18,13 +19,34 @@ def fleet_path(home: Path | None = None) -> Path:
 
 
 def open_fleet(home: Path | None = None) -> SqliteFleet:
-    """The fleet under ``TRAINCTL_HOME``; FileNotFoundError if none was initialised."""
-    return SqliteFleet(fleet_path(home))
+    """The fleet under ``TRAINCTL_HOME``; FileNotFoundError if none was initialised.
+
+    A fleet initialised with ``--backend slurm`` opens as a ``SlurmFleet``, which offers what
+    the command line reads of the simulated fleet (``preset``, ``seed``, ``events``, cluster
+    sessions with ``hosts`` and ``jobs``), so every command works on either unchanged.
+    """
+    path = fleet_path(home)
+    if _is_slurm(path):
+        from orchestrator.fleet.slurm import SlurmFleet
+
+        return cast(SqliteFleet, SlurmFleet(path))
+    return SqliteFleet(path)
+
+
+def _is_slurm(path: Path) -> bool:
+    from orchestrator.fleet.slurm.store import BACKEND, backend_of
+
+    return path.is_file() and backend_of(path) == BACKEND
 
 
 def open_backend(path: Path) -> FleetBackend:
-    """The fleet backend stored at ``path`` (today: the simulated fleet); NoFleet if none."""
+    """The fleet backend stored at ``path`` (the simulated fleet, or Slurm when the fleet was
+    initialised with ``--backend slurm``); NoFleet if none."""
     try:
+        if _is_slurm(path):
+            from orchestrator.fleet.slurm import SlurmFleet
+
+            return SlurmFleet(path)
         return SqliteFleet(path)
     except FileNotFoundError as err:
         raise NoFleet(str(err)) from None

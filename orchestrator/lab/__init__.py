@@ -1,0 +1,1 @@
+"""Local practice clusters (``trainctl lab``)."""
