@@ -128,7 +128,12 @@ class FleetActivities(FleetAccess):
                 req.policy,
                 known=req.in_flight,
                 rollout=scope,
+                switch_target=req.targets.get("switch_firmware"),
             )
+        metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
+        metrics.record_cycle(
+            req.cluster, taken.counts, req.cycle_started_hours, req.cycle_target_hours
+        )
         return PlanDomainResult(
             hosts=taken.hosts,
             targets=domain_targets(req.targets, scope, True) if taken.rollout else None,

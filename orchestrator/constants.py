@@ -25,6 +25,9 @@ QUARANTINE_OWNER = "quarantine"
 #: of planned work and never hand a host over by ending.
 NOT_MAINTENANCE_OWNERS = frozenset({NO_OWNER, REPAIR_OWNER, QUARANTINE_OWNER})
 
+#: Reason suffix of a cordon the fleet made for a train's piggyback claim (``sim_piggyback``).
+PIGGYBACK_NOTE = "piggybacked: its job ended or failed"
+
 #: States of a host held for maintenance by a train or an operation.
 HELD_STATES = frozenset(
     {HostState.CORDONED, HostState.DRAINING, HostState.IN_MAINTENANCE, HostState.VERIFYING}

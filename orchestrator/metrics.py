@@ -7,13 +7,16 @@ the fleet on each scrape by a collector, so every worker reports the same truth.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import REGISTRY, Counter, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from orchestrator.execution.cycle import project_cycle_end
+from orchestrator.execution.messages import CycleCounts
 
 VISITS = Counter("trainctl_host_visits", "Hosts updated, verified and returned", ["cluster"])
 QUARANTINES = Counter("trainctl_host_quarantines", "Hosts quarantined by maintenance", ["cluster"])
@@ -22,7 +25,38 @@ UPDATE_FAILURES = Counter(
     "trainctl_update_failures", "Failed component installs", ["cluster", "component"]
 )
 
+PIGGYBACKED = Counter(
+    "trainctl_hosts_piggybacked",
+    "Due hosts taken as a job's end or failure freed them (no extra interruption)",
+    ["cluster"],
+)
+CYCLE_PROJECTED = Gauge(
+    "trainctl_cycle_projected_hours",
+    "Projected length of the current visit cycle at its pace so far, in fleet hours",
+    ["cluster"],
+)
+CYCLE_TARGET = Gauge(
+    "trainctl_cycle_target_hours", "The train's cycle_target, in fleet hours", ["cluster"]
+)
+CYCLE_OFF_TRACK = Gauge(
+    "trainctl_cycle_off_track",
+    "1 when the current cycle is projected to end past its cycle_target, else 0",
+    ["cluster"],
+)
+
 _MAINTENANCE = ("cordoned", "draining", "in_maintenance", "verifying")
+
+
+def record_cycle(
+    cluster: str, counts: CycleCounts, cycle_started_hours: float, target_hours: float | None
+) -> None:
+    """Set the cycle gauges from a plan's counts (``execution.cycle.project_cycle_end``)."""
+    end, on_track = project_cycle_end(counts, cycle_started_hours, target_hours)
+    if end is not None:
+        CYCLE_PROJECTED.labels(cluster).set(end - cycle_started_hours)
+    if target_hours is not None:
+        CYCLE_TARGET.labels(cluster).set(target_hours)
+        CYCLE_OFF_TRACK.labels(cluster).set(1 if on_track is False else 0)
 
 
 class FleetCollector(Collector):
@@ -90,3 +124,53 @@ def serve_metrics(port: int, fleet_path: Path, host: str = DEFAULT_METRICS_HOST)
     else:
         _collector.fleet_path = fleet_path
     return server[0] if isinstance(server, tuple) else server
+
+
+# ------------------------------------------------------------------------------ campaigns
+# Gauges set by the campaign activities as they look (each worker reports what it last saw).
+CAMPAIGN_STAGE_CHANGED = Gauge(
+    "trainctl_campaign_stage_hosts_changed",
+    "Hosts of a campaign stage on the campaign's targets",
+    ["campaign", "stage", "cluster"],
+)
+CAMPAIGN_STAGE_FAILURES = Gauge(
+    "trainctl_campaign_stage_failures",
+    "Hosts of a campaign stage that failed (quarantined, or in repair after the change)",
+    ["campaign", "stage", "cluster"],
+)
+CAMPAIGN_STAGE_LIMIT = Gauge(
+    "trainctl_campaign_stage_failure_limit",
+    "The most failures a campaign stage's gate allows now",
+    ["campaign", "stage"],
+)
+CAMPAIGN_STATE = Gauge(
+    "trainctl_campaign_state",
+    "1 for a campaign's current state (running, held, paused, succeeded, failed, aborted)",
+    ["campaign", "state"],
+)
+CAMPAIGN_HOSTS = Gauge(
+    "trainctl_campaign_hosts",
+    "Distinct hosts of a campaign by outcome (changed, quarantined, rolled_back)",
+    ["campaign", "outcome"],
+)
+CAMPAIGN_STATES = ("running", "held", "paused", "succeeded", "failed", "rolled_back", "aborted")
+
+
+def campaign_stage(
+    campaign: str, stage: str, cluster: str, changed: int, failed: Sized
+) -> None:
+    """One look at a campaign stage's cluster."""
+    CAMPAIGN_STAGE_CHANGED.labels(campaign, stage, cluster).set(changed)
+    CAMPAIGN_STAGE_FAILURES.labels(campaign, stage, cluster).set(len(failed))
+
+
+def campaign_report(
+    campaign: str, state: str, stage: str, limit: int | None, hosts: dict[str, int]
+) -> None:
+    """A campaign's state and totals, as its workflow last reported them."""
+    for s in CAMPAIGN_STATES:
+        CAMPAIGN_STATE.labels(campaign, s).set(1 if s == state else 0)
+    if stage and limit is not None:
+        CAMPAIGN_STAGE_LIMIT.labels(campaign, stage).set(limit)
+    for outcome, n in hosts.items():
+        CAMPAIGN_HOSTS.labels(campaign, outcome).set(n)

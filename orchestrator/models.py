@@ -246,7 +246,7 @@ class CapacityBudget(BaseModel):
         if hosts_total < 1:
             raise ValueError(f"{field}: the cluster has no hosts")
         least = math.ceil(Fraction(10_000, hosts_total)) / 100
-        value = self.max_unavailable
+        value: int | str | None = self.max_unavailable
         if limit >= 1:  # the floor allows hosts, the maintenance budget none
             prefix, _, _ = field.rpartition(".")
             field, value = (f"{prefix}." if prefix else "") + "maintenance", self.maintenance

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
-    from orchestrator.execution.cycle import cycle_complete
+    from orchestrator.execution.cycle import cycle_complete, project_cycle_end
     from orchestrator.execution.halting import HaltRule
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
     from orchestrator.models import check_targets
@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
     from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
+    from workflows.train_windows import TrainWindows, train_windows
 
 #: How often (in fleet time) a waiting train looks again when nothing wakes it.
 POLL_FLEET_HOURS = 1.0
@@ -62,6 +63,7 @@ class ClusterTrain:
         self.in_flight: dict[str, list[str]] = {}
         self.wake = False
         self.clock_turns: int | None = None  # turns taken on a logical clock in this run
+        self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
         self.speed: float | None = None  # fleet hours per wall hour, unless logical (for the UI)
 
@@ -70,7 +72,15 @@ class ClusterTrain:
     def status(self) -> TrainStatus:
         assert self.inp is not None
         spec, st = self.inp.spec, self.inp.state
+        target = spec.cycle_target_hours
+        end, on_track = project_cycle_end(st.counts, st.cycle_started_hours, target)
+        total = st.counts.hosts_total
         return TrainStatus(
+            cycle_target_hours=spec.cycle_target_hours,
+            cycle_projected_end_hours=None if end is None else round(end, 3),
+            cycle_on_track=on_track,
+            max_unavailable_hosts=spec.budget.limit(total),
+            maintenance_hosts=spec.budget.maintenance_limit(total),
             cluster=spec.cluster,
             state=st.phase,
             reason=st.reason,
@@ -92,6 +102,9 @@ class ClusterTrain:
             last_cycle_wall_seconds=st.last_cycle_wall_seconds,
             rollout=spec.rollout,
             negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
+            window_state=st.window_state,
+            next_window_start=st.next_window_start if st.window_state != "open" else None,
+            window_closes_at=st.window_closes_at if st.window_state == "open" else None,
         )
 
     # ----------------------------------------------------------------- control
@@ -225,12 +238,16 @@ class ClusterTrain:
             self.clock_turns = 0
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
+        self.windows = train_windows(spec.schedule, clock, st)
         tasks: set[asyncio.Task[None]] = set()
         try:
             while True:
                 if st.phase == "stopping" or self._history_full():
                     if not self.in_flight:
                         break
+                elif st.phase == "running" and self.windows and not self.windows.allows():
+                    self.windows.closed(tasks)  # no new hosts; with hard_stop, hand back
+                    self._show()
                 elif st.phase == "running":
                     await self._plan_more(clock, tasks)
                     if self._cycle_done():
@@ -283,12 +300,16 @@ class ClusterTrain:
         target = now + POLL_FLEET_HOURS
         if st.retry_at_hours is not None and now < st.retry_at_hours < target:
             target = st.retry_at_hours
+        floor: float | None = None
+        if self.windows is not None:  # a window edge may come first
+            now, target, floor = self.windows.timer(now, target)
         if clock.logical:
             await self._idle_logical(clock, target)
             return
         if self.wake:
             return
-        timeout = max(MIN_POLL_SECONDS, wall_seconds(clock, target - now))
+        floor = MIN_POLL_SECONDS if floor is None else floor
+        timeout = max(floor, wall_seconds(clock, target - now))
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
 
@@ -348,6 +369,7 @@ class ClusterTrain:
                 policy=spec.policy,
                 targets=spec.targets,
                 in_flight=held,
+                cycle_target_hours=spec.cycle_target_hours,
                 rollout=spec.rollout,
                 rollout_only=spec.rollout_only,
             ),

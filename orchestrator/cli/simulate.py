@@ -24,8 +24,10 @@ from orchestrator.cli.common import (
 from orchestrator.fleet.sqlite_fleet import MAX_SEED
 from orchestrator.models import CapacityBudget, parse_duration_hours
 from orchestrator.presets import PRESETS, get_preset
+from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.engine import SimConfig
 from orchestrator.simulator.engine import simulate as run_simulation
+from orchestrator.simulator.fleet_sim import simulate_fleet
 from orchestrator.simulator.policies import POLICY_SPECS, get_policy
 from orchestrator.simulator.sweep import SWEEP_KEYS, parse_sweep, plot, run_sweep, sweep_configs
 
@@ -79,6 +81,16 @@ def _print_run(o: dict[str, Any]) -> None:
     con.print(t)
 
 
+def _print_fleet(o: dict[str, Any]) -> None:
+    con = Console()
+    title = f"{o['policy']} on every cluster of {o['preset']}"
+    t = Table(*(c[0] for c in _COLUMNS[1:]), title=title)
+    t.add_column("cluster")
+    for row in [*o["clusters"], {**o["totals"], "cluster": "fleet"}]:
+        t.add_row(*(_cell(k, row.get(k)) for _, k in _COLUMNS[1:]), str(row.get("cluster")))
+    con.print(t)
+
+
 def _cell(key: str, v: object) -> str:
     if not isinstance(v, float):
         return str(v)
@@ -104,7 +116,24 @@ def _print_sweep(o: dict[str, Any]) -> None:
     help=f"Drain policy: {', '.join(POLICY_SPECS)}.",
 )
 @click.option("--domain-size", type=str, default=None, help="Hosts in flight (default: budget).")
-@click.option("--budget", default="3%", show_default=True, help="Max hosts out: count or %.")
+@click.option(
+    "--budget",
+    default="3%",
+    show_default=True,
+    help="Maintenance budget: most hosts out for planned work (count or %).",
+)
+@click.option(
+    "--max-unavailable",
+    default=None,
+    help="Availability floor: most hosts out for any reason (default: the budget + 2 points).",
+)
+@click.option(
+    "--halt-after-failures",
+    type=click.IntRange(1, 1_000_000),
+    default=3,
+    show_default=True,
+    help="The train's halt_after_failures (hosts failing in a row halt the cycle).",
+)
 @click.option("--days", type=str, default="30", show_default=True, help="Fleet days to run.")
 @click.option(
     "--seed",
@@ -114,6 +143,11 @@ def _print_sweep(o: dict[str, Any]) -> None:
     help="Fleet and trace seed.",
 )
 @click.option("--max-wait", default="4h", show_default=True, help="Drain deadline per host.")
+@click.option(
+    "--cluster",
+    default=None,
+    help="One cluster of a multi-cluster preset (default: every cluster, with fleet totals).",
+)
 @click.option("--series", is_flag=True, help="Include hosts out of service over time.")
 @click.option("--sweep", default=None, help=f"KEY=V1,V2,... with KEY in {', '.join(SWEEP_KEYS)}.")
 @click.option(
@@ -130,9 +164,12 @@ def simulate(
     policy: str,
     domain_size: str | None,
     budget: str,
+    max_unavailable: str | None,
+    halt_after_failures: int,
     days: str,
     seed: int,
     max_wait: str,
+    cluster: str | None,
     series: bool,
     sweep: str | None,
     plot_path: Path | None,
@@ -141,6 +178,17 @@ def simulate(
     """Run a maintenance campaign on a simulated cluster in virtual time (no Temporal)."""
     want_series = series or plot_path is not None
     cfg = _config(preset, policy, domain_size, budget, days, seed, max_wait, want_series)
+    cfg.budget = _budget(budget, max_unavailable, cfg.preset.hosts_per_cluster)
+    cfg.halt_after_failures = halt_after_failures
+    if cluster is not None:
+        if cluster not in cfg.preset.cluster_names():
+            raise BadInput(f"cluster: unknown cluster {cluster!r} in preset {cfg.preset.name}")
+        cfg.cluster = cluster
+    elif sweep is None and cfg.preset.clusters > 1:
+        if plot_path is not None or series:
+            raise BadInput("cluster: --plot and --series need one cluster (--cluster c00)")
+        emit(simulate_fleet(cfg), as_json, _print_fleet)
+        return
     if sweep is None:
         res = run_simulation(cfg)
         if plot_path is not None:
@@ -173,6 +221,16 @@ def simulate(
         as_json,
         _print_sweep,
     )
+
+
+def _budget(budget: str, max_unavailable: str | None, hosts: int) -> CapacityBudget:
+    try:
+        return sim_budget(budget, max_unavailable, hosts)
+    except pydantic.ValidationError as err:
+        field = "max_unavailable" if max_unavailable is not None else "budget"
+        raise BadInput(f"{field}: {describe_validation_error(err)}") from None
+    except ValueError as err:
+        raise BadInput(str(err)) from None
 
 
 def _check_domain_size(size: int | None) -> None:

@@ -46,3 +46,23 @@ def cycle_complete(counts: CycleCounts, domains_in_flight: int) -> bool:
         and counts.in_flight == 0
         and domains_in_flight == 0
     )
+
+
+def project_cycle_end(
+    counts: CycleCounts, cycle_started_hours: float, target_hours: float | None = None
+) -> tuple[float | None, bool | None]:
+    """The fleet hour the current cycle should end at this pace, and whether that meets
+    ``target_hours`` (the spec's ``cycle_target``; None: no target, no verdict).
+
+    The pace is the hosts settled so far (visited, quarantined, in repair) over the hours since
+    the cycle began, extrapolated to every host. Nothing settled yet means no projection (None);
+    a finished cycle projects its own end.
+    """
+    done = counts.visited + counts.quarantined + counts.in_repair
+    elapsed = counts.fleet_hours - cycle_started_hours
+    if counts.hosts_total <= 0 or done <= 0 or elapsed <= 0:
+        return None, None
+    end = cycle_started_hours + elapsed * max(counts.hosts_total, done) / done
+    if target_hours is None:
+        return end, None
+    return end, end - cycle_started_hours <= target_hours

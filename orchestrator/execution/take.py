@@ -1,9 +1,12 @@
 """Taking the next hosts for a train: ask the shared planner, cordon what it chose, atomically.
 
 Run inside one backend transaction, so every cordon re-checks the budget against the cluster as
-it is now (a failure that landed since the snapshot is respected). Hosts the owner holds but its
-caller does not know about (a retried activity that had committed before its worker died) are
-handed back to the caller first, never forgotten.
+it is now (a failure that landed since the snapshot is respected): the floor (hosts out for any
+reason) and the maintenance budget (hosts held for planned work by every owner). Hosts the owner
+holds but its caller does not know about (a retried activity that had committed before its
+worker died, or hosts the fleet piggybacked for it when a job's end or failure freed them) are
+handed back to the caller first, never forgotten. A job-aware train leaves its piggyback claim
+with the fleet in the same transaction, renewed each time it plans.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from orchestrator.constants import HELD_STATES, UNTOUCHED_STATES
+from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, UNTOUCHED_STATES
 from orchestrator.execution.cycle import cycle_counts
 from orchestrator.execution.messages import CycleCounts
-from orchestrator.fleet.backend import ClusterBackend
+from orchestrator.execution.take_rack import take_rack
+from orchestrator.fleet.backend import ClusterBackend, PiggybackClaim
 from orchestrator.models import CapacityBudget
 from orchestrator.planning import train_plan
+from orchestrator.planning.rollout import RolloutScope, apply_rollout
 
 
 @dataclass
@@ -27,6 +32,17 @@ class Taken:
     limit: int = 0
     counts: CycleCounts = field(default_factory=CycleCounts)
     asked: bool = False  # whether the planner was asked (there was room for more)
+    maintenance: int = 0
+    piggybacked: list[str] = field(default_factory=list)
+    """Of ``hosts``, those the fleet had cordoned for the owner as a job freed them."""
+    rollout: bool = False  # the hosts taken get a campaign rollout's targets
+
+
+#: A piggyback claim lapses this long after the plan that left it (the live train plans at
+#: least once per fleet hour while it runs), so a train that stopped planning takes no more.
+PIGGYBACK_CLAIM_HOURS = 1.0
+#: Policies that piggyback: the baselines model tools that do not.
+PIGGYBACK_POLICIES = frozenset({"job-aware"})
 
 
 def take_domain(
@@ -38,11 +54,18 @@ def take_domain(
     max_wait_hours: float,
     policy: str,
     known: Collection[str] = (),
+    rollout: RolloutScope | None = None,
+    switch_target: str | None = None,
 ) -> Taken:
-    """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them."""
+    """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
+
+    With a campaign's ``rollout`` the planner sees as due what the rollout says
+    (``planning.rollout``), and ``rollout`` in the result says the hosts get its targets.
+    """
     names = b.host_names()
     limit = max(1, budget.limit(len(names)))  # as the arbiter's grant (cluster_train)
-    out = Taken(limit=limit)
+    maintenance = max(1, budget.maintenance_limit(len(names)))
+    out = Taken(limit=limit, maintenance=maintenance)
     orphans = []
     held = 0
     for n in names:
@@ -52,22 +75,49 @@ def take_domain(
             if h.state in UNTOUCHED_STATES and n not in known:
                 orphans.append(n)
     slots = max_held - held
+    if switch_target is not None and any(
+        v != switch_target for v in b.rack_switches().values()
+    ):  # racks first, each whole (take_rack); hosts alone once every switch is on target
+        out.asked, out.hosts = True, orphans
+        if not orphans and max_held >= 1:
+            rack = take_rack(
+                b, owner, switch_target, limit, maintenance, held, max_held, max_wait_hours
+            )
+            out.hosts, out.waiting = rack.hosts, rack.waiting
+        out.counts = cycle_counts(b, cycle_started_hours, owner)
+        return out
     if slots > 0:
         out.asked = True
         snap = b.snapshot(cycle_started_hours)
+        ruled = apply_rollout(snap.hosts, rollout)
+        out.rollout = ruled.rollout
         plan = train_plan.choose_domain(
-            snap.hosts,
+            ruled.hosts,
             snap.jobs,
             snap.now,
-            train_plan.BudgetView(limit, budget.per_rack, budget.per_zone),
+            train_plan.BudgetView(limit, budget.per_rack, budget.per_zone, maintenance),
             slots,
             max_wait_hours,
             policy,
         )
         for name in plan.hosts:
-            if b.cordon(name, owner, owner, limit, budget.per_rack, budget.per_zone):
+            if b.cordon(name, owner, owner, limit, budget.per_rack, budget.per_zone, maintenance):
                 out.hosts.append(name)
         out.waiting, out.retry_at_hours = plan.waiting, plan.retry_at_hours
+    if policy in PIGGYBACK_POLICIES and rollout is None:
+        b.set_piggyback(
+            PiggybackClaim(
+                owner,
+                cycle_started_hours,
+                max_held,
+                limit,
+                maintenance,
+                budget.per_rack,
+                budget.per_zone,
+                b.now + PIGGYBACK_CLAIM_HOURS,
+            )
+        )
+    out.piggybacked = [n for n in orphans if b.host(n).reason.endswith(f"({PIGGYBACK_NOTE})")]
     out.hosts = orphans + out.hosts
     out.counts = cycle_counts(b, cycle_started_hours, owner)
     return out

@@ -12,9 +12,9 @@ which appends to the backend's append-only record (``record``), which the audit 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -51,6 +51,29 @@ class InstallOutcome:
     ok: bool
     permanent: bool
     failed_component: str | None
+    #: Fleet hours the install and reboot still take after this call returns; None: the
+    #: model's estimate (``updates.maintenance_hours``). A real backend whose install ran for
+    #: real says 0: the time has already passed.
+    duration_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class PiggybackClaim:
+    """A train's standing claim on freed due hosts, with the limits its plan was held to."""
+
+    owner: str
+    cycle_started_hours: float
+    max_held: int
+    """Hosts the owner may hold in all (its domain size within the arbiter's grant)."""
+    limit: int
+    maintenance: int | None = None
+    per_rack: int | None = None
+    per_zone: int | None = None
+    until_hours: float = 0.0
+    """Fleet hour the claim lapses (the train renews it each time it plans)."""
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
 
 
 class Verification(NamedTuple):
@@ -160,9 +183,26 @@ class ClusterBackend(Protocol):
         limit: int,
         per_rack: int | None = None,
         per_zone: int | None = None,
+        maintenance: int | None = None,
+        piggyback: bool = False,
     ) -> bool:
         """Take a host out of scheduling for ``owner`` if the budget still allows it, checked in
-        the same transaction; a repaired host waiting for updates is handed over instead."""
+        the same transaction: at most ``limit`` hosts out for any reason (the floor) and, if
+        given, ``maintenance`` hosts held for planned work by every owner together."""
+        ...
+
+    def set_piggyback(self, claim: PiggybackClaim | None) -> None:
+        """Leave (None: withdraw) a train's standing claim: due hosts a job's end or failure
+        frees are cordoned for it, within the claim's limits, before any job is placed on them."""
+        ...
+
+    def rack_switches(self) -> Mapping[str, str]:
+        """rack -> the firmware of its rack switch."""
+        ...
+
+    def update_switch(self, rack: str, version: str, actor: str) -> str:
+        """Install ``version`` on ``rack``'s switch once every host below it is out of service
+        (``actor``'s free of jobs); '' when done, else why it was refused."""
         ...
 
     def start_drain(self, name: str, actor: str) -> None:
@@ -198,6 +238,15 @@ class ClusterBackend(Protocol):
     def reboot(self, name: str, actor: str) -> None: ...
 
     def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification: ...
+
+    def health_check(self, name: str, actor: str) -> Verification:
+        """Diagnostics and bandwidth of a held host before its change (recorded, no state
+        change), so a defect it already had is not blamed on the change."""
+        ...
+
+    def change_failure_rate(self, components: Iterable[str]) -> float:
+        """The fleet's base rate: the chance a change of ``components`` fails on a healthy host."""
+        ...
 
     def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
         """Uncordon a verified host; ``visit`` records a train's visit."""

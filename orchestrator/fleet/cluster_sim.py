@@ -14,17 +14,22 @@ parts live beside it, each with one job:
 - ``sim_core``: ``SimCore``, the records held, the event log, ``_set_state`` and the reads;
 - ``sim_scheduler``: ``JobScheduler``, trace draws, gang placement, backfill, job end/interrupt;
 - ``sim_repair``: ``RepairPipeline``, failures, quarantine triage, repair and the way back;
-- ``sim_maintenance``: ``MaintenanceOps``, the changes of the ``ClusterBackend`` Protocol.
+- ``sim_maintenance``: ``MaintenanceOps``, the changes of the ``ClusterBackend`` Protocol;
+- ``sim_health``: ``HealthChecks``, a host's health before its change, the base failure rate;
+- ``sim_piggyback``: ``PiggybackOps``, a train's claim on due hosts a job's end or failure freed;
+- ``sim_switches``: ``SwitchOps``, rack-switch firmware and its update (a whole rack drained).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.fleet.sim_maintenance import MaintenanceOps
+from orchestrator.fleet.sim_health import HealthChecks
+from orchestrator.fleet.sim_piggyback import PiggybackOps
 from orchestrator.fleet.sim_records import ClusterState, Event, HostRec, JobRec
 from orchestrator.fleet.sim_repair import QUARANTINE_TRIAGE_HOURS, RepairPipeline
 from orchestrator.fleet.sim_scheduler import RESERVE_AFTER_HOURS
+from orchestrator.fleet.sim_switches import SwitchOps
 
 if TYPE_CHECKING:
     from orchestrator.fleet.backend import ClusterBackend
@@ -40,7 +45,7 @@ __all__ = [
 ]
 
 
-class ClusterSim(RepairPipeline, MaintenanceOps):
+class ClusterSim(RepairPipeline, PiggybackOps, HealthChecks, SwitchOps):
     """One cluster's hosts and jobs, advanced through fleet time."""
 
     def __init__(

@@ -16,6 +16,8 @@ from typing import Any
 
 from orchestrator.fleet.sim_records import ClusterState, Event, HostRec, JobRec
 from orchestrator.models import UPPER_LAYER, HostState
+from orchestrator.presets import INITIAL_SWITCH_FIRMWARE
+from orchestrator.topology import rack_switch
 from orchestrator.views import ClusterSnapshot, HostView, JobView, is_due
 
 S = HostState
@@ -45,9 +47,15 @@ class SimCore:
         self.events: list[Event] = []
         self.dirty_hosts: set[str] = set()
         self.dirty_jobs: set[int] = set()
+        self.freed: list[str] = []  # hosts jobs left since the scheduler last placed (piggyback)
         self._racks: dict[str, list[str]] = defaultdict(list)
         for h in hosts:
             self._racks[h.rack].append(h.name)
+        #: rack switch name -> its firmware (as built; ``SqliteFleet`` loads the stored ones)
+        self.switches: dict[str, str] = {
+            rack_switch(r): INITIAL_SWITCH_FIRMWARE for r in sorted(self._racks)
+        }
+        self.dirty_switches: set[str] = set()
 
     # ------------------------------------------------------------------ clock
     @property
@@ -106,6 +114,7 @@ class SimCore:
                 c is not None and is_due(h, c),
                 h.versions,
                 h.last_visit,
+                h.last_boot,
             )
             for h in (self.hosts[n] for n in self.order)
         )

@@ -22,6 +22,7 @@ from orchestrator.constants import (
     REPAIR_OWNER,
     UNTOUCHED_STATES,
 )
+from orchestrator.errors import BadSpec
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet import sim_negotiation
 from orchestrator.fleet.backend import InstallOutcome, JobAnswer, Verification
@@ -171,6 +172,12 @@ class MaintenanceOps(JobScheduler, HostInstall):
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str
     ) -> InstallOutcome:
+        if "switch_firmware" in targets:  # a host-level switch target: switches are not hosts
+            raise BadSpec(
+                "switch_firmware: a rack switch's firmware, not a host's; a train with a "
+                "switch_firmware target updates the rack switch (the whole rack drained)",
+                field="switch_firmware",
+            )
         out = self.apply_updates(name, dict(targets), actor, attempt)
         return InstallOutcome(out.ok, out.permanent, out.failed_component)
 

@@ -37,6 +37,11 @@ class JobScheduler(SimCore):
             if h.job_id == job.id:
                 h.job_id = None
                 self.dirty_hosts.add(name)
+                self.freed.append(name)
+
+    def _before_placing(self) -> None:
+        """A hook run before placing: maintenance may take freed hosts first (piggybacking)."""
+        self.freed.clear()
 
     def _interrupt(self, job: JobRec, cause: str, actor: str, as_of: float | None = None) -> float:
         """Stop a running job; it loses the work since its last checkpoint and is requeued.
@@ -75,6 +80,8 @@ class JobScheduler(SimCore):
 
     def _fill_and_place(self) -> None:
         """Keep the cluster busy: draw jobs from the trace while below target, place what fits."""
+        if self.freed:
+            self._before_placing()
         goal = self.target_utilisation * len(self.order)
         while True:
             busy = sum(1 for h in self.hosts.values() if h.job_id is not None)

@@ -479,7 +479,7 @@ class SqliteFleet:
                 "SELECT * FROM jobs WHERE cluster=? AND state!='done' ORDER BY id", (name,)
             )
         }
-        return ClusterSim(
+        sim = ClusterSim(
             name,
             self.seed,
             hosts,
@@ -488,6 +488,11 @@ class SqliteFleet:
             self.preset.max_job_hosts,
             self.preset.target_utilisation,
         )
+        rows = conn.execute(
+            "SELECT name, firmware FROM switches WHERE cluster=? AND tier='rack'", (name,)
+        )
+        sim.switches.update(dict(rows.fetchall()))
+        return sim
 
     # ------------------------------------------------------------------ reads
     def cluster_names(self) -> list[str]:
@@ -657,6 +662,11 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
             for j in (sim.jobs[i] for i in job_ids)
         ],
     )
+    conn.executemany(
+        "UPDATE switches SET firmware=? WHERE name=?",
+        [(sim.switches[n], n) for n in sorted(sim.dirty_switches)],
+    )
+    sim.dirty_switches.clear()
     conn.executemany(
         "INSERT INTO events (t, cluster, actor, kind, host, detail) VALUES (?,?,?,?,?,?)",
         [(e.t, sim.name, e.actor, e.kind, e.host, json.dumps(e.detail)) for e in sim.events],

@@ -35,11 +35,14 @@ CHECKPOINT_SLACK_HOURS = 1.0 / 3600.0
 
 @dataclass(frozen=True)
 class BudgetView:
-    """Limits in force: hosts out of service in the cluster, per rack and per zone."""
+    """Limits in force: hosts out of service in the cluster for any reason (``limit``, the
+    floor), hosts held for planned work by every owner (``maintenance``; None: only the floor),
+    per rack and per zone."""
 
     limit: int
     per_rack: int | None = None
     per_zone: int | None = None
+    maintenance: int | None = None
 
 
 @dataclass
@@ -65,15 +68,26 @@ class _Room:
         self.budget = budget
         down = [h for h in hosts if h.state != IN_SERVICE]
         self.total = len(down)
+        self.planned = sum(
+            1 for h in down if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS
+        )
         self.rack = Counter(h.rack for h in down)
         self.zone = Counter(h.zone for h in down)
+
+    def free(self) -> int:
+        """Hosts that may still be taken out under both the floor and the maintenance budget."""
+        b = self.budget
+        room = b.limit - self.total
+        if b.maintenance is not None:
+            room = min(room, b.maintenance - self.planned)
+        return max(0, room)
 
     def fits(self, h: HostView) -> bool:
         if h.state != IN_SERVICE:
             return True  # already out of service: taking it costs no extra budget
         b = self.budget
         return (
-            self.total < b.limit
+            self.free() > 0
             and (b.per_rack is None or self.rack[h.rack] < b.per_rack)
             and (b.per_zone is None or self.zone[h.zone] < b.per_zone)
         )
@@ -81,6 +95,7 @@ class _Room:
     def take(self, h: HostView) -> None:
         if h.state == IN_SERVICE:
             self.total += 1
+            self.planned += 1
             self.rack[h.rack] += 1
             self.zone[h.zone] += 1
 
@@ -178,7 +193,7 @@ def _job_aware(
     if later:
         plan.retry_at_hours = min(jobs[j].end_hours for j in later) - window
     in_flight = held + len(plan.hosts)
-    cap = in_flight + min(slots - len(plan.hosts), max(0, room.budget.limit - room.total))
+    cap = in_flight + min(slots - len(plan.hosts), room.free())
     if in_flight:
         for j in later:
             del groups[j]
@@ -197,7 +212,7 @@ def _job_aware(
         return max(0.0, j.next_checkpoint_hours - now)
 
     while groups:
-        free = min(slots - len(plan.hosts), room.budget.limit - room.total)
+        free = min(slots - len(plan.hosts), room.free())
         if free <= 0:
             break
         best = max(groups, key=lambda j: (min(len(groups[j]), free), -wait(j), -j))

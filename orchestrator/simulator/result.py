@@ -112,6 +112,16 @@ class SimResult:
     domains: int = 0
     """Maintenance domains run (each a ``DomainMaintenance`` of the live train)."""
     series: list[tuple[float, int, int]] | None = None
+    max_unavailable_hosts: int = 0
+    """The floor: hosts out of service for any reason the budget allows (``budget_hosts`` is
+    the maintenance budget, what planned work may hold; the gap is the failure buffer)."""
+    maintenance_work_host_hours: float = 0.0
+    """The campaign's work at its start (``lower_bound_hours`` = this / ``budget_hosts``)."""
+    piggybacked_hosts: int = 0
+    """Hosts the fleet cordoned for the train as a job's end or failure freed them."""
+    visit_interval_hours: dict[str, float] | None = None
+    """Hours from the cycle's start to each host's visit: p50, p90, p99, max (see
+    ``visit_interval_summary``)."""
 
     @property
     def lost_gpu_hours(self) -> float:
@@ -142,6 +152,7 @@ class SimResult:
         for k in (
             "lower_bound_hours",
             "lower_bound_after_outages_hours",
+            "maintenance_work_host_hours",
             "outage_budget_hosts_mean",
             "lost_work_gpu_hours",
             "idle_held_gpu_hours",
@@ -156,6 +167,23 @@ class SimResult:
                 for t, o, m in self.series
             ]
         return out
+
+
+def visit_interval_summary(hours: list[float]) -> dict[str, float] | None:
+    """Percentiles of the hours from the cycle's start to each host's visit.
+
+    With the cycle restarting as soon as it completes, a host visited at ``t`` in this cycle
+    and at ``t'`` in the next waits ``makespan - t + t'``: this distribution and the makespan
+    bound every host's interval between visits (at most twice the makespan).
+    """
+    if not hours:
+        return None
+    xs = sorted(hours)
+
+    def q(p: float) -> float:
+        return round(xs[min(len(xs) - 1, int(p * len(xs)))], 3)
+
+    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(xs[-1], 3)}
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:

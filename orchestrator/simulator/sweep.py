@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from orchestrator.models import CapacityBudget, parse_duration_hours
+from orchestrator.models import parse_duration_hours
+from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.engine import SimConfig, simulate
 from orchestrator.simulator.policies import get_policy
 from orchestrator.simulator.result import SimResult
@@ -47,7 +48,9 @@ def sweep_configs(base: SimConfig, key: str, values: Sequence[str]) -> list[SimC
                 raise ValueError("domain_size: must be at least one host")
             cfg = dataclasses.replace(base, domain_size=n)
         elif key == "budget":
-            cfg = dataclasses.replace(base, budget=CapacityBudget(max_unavailable=v))
+            # The swept value is the maintenance budget; the floor stays 2 points above it.
+            hosts = base.preset.hosts_per_cluster
+            cfg = dataclasses.replace(base, budget=sim_budget(v, None, hosts))
         elif key == "max-wait":
             cfg = dataclasses.replace(base, max_wait_hours=parse_duration_hours(v, "max_wait"))
         else:

@@ -11,8 +11,16 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.models import CapacityBudget, Count, DrainPolicy, check_targets
+from orchestrator.models import (
+    CapacityBudget,
+    Count,
+    DrainPolicy,
+    DurationHours,
+    check_targets,
+    parse_duration_hours,
+)
 from orchestrator.planning.train_plan import POLICIES
+from orchestrator.schedule_window import Schedule
 from orchestrator.specs import load_spec
 
 if TYPE_CHECKING:
@@ -20,11 +28,35 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DrainPolicy",
+    "Rollout",
     "TrainSpec",
     "check_train_change",
     "load_train_spec",
     "train_workflow_id",
 ]
+
+
+class Rollout(BaseModel):
+    """A campaign's change handed to a train: ``targets`` on ``hosts`` only (None: every host).
+
+    While some of those hosts lack the targets the train visits only them (the campaign's stage
+    waits for them); the targets reach the cluster's recorded targets (what repair reimages a
+    host with) only when the rollout covers every host, so a canary stays a canary.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    campaign: str
+    stage: str
+    targets: dict[str, str]
+    hosts: list[str] | None = None
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _targets(cls, v: object) -> dict[str, str]:
+        if not isinstance(v, dict):
+            raise ValueError("rollout.targets must map components to versions")
+        return check_targets(v, allow_upper=False)
 
 
 class TrainSpec(BaseModel):
@@ -42,6 +74,15 @@ class TrainSpec(BaseModel):
     policy: str = "job-aware"
     campaign: str = ""
     stop_after_cycles: Count | None = Field(default=None, ge=1)
+    #: Maintenance windows and blackouts in fleet time (``orchestrator.schedule_window``).
+    schedule: Schedule | None = None
+    #: Every host visited within this long (``7d``): status projects the current cycle's end and
+    #: says whether it is on track; ``trainctl_cycle_off_track`` (an alert rule) when not.
+    cycle_target_hours: DurationHours | None = Field(default=None, alias="cycle_target")
+    #: A campaign's stage riding this train (see ``Rollout``).
+    rollout: Rollout | None = None
+    #: Visit only the rollout's hosts (a train a campaign started where none ran).
+    rollout_only: bool = False
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -49,6 +90,16 @@ class TrainSpec(BaseModel):
         if not isinstance(v, dict):
             raise ValueError("targets must map components to versions")
         return check_targets(v, allow_upper=False)
+
+    @field_validator("cycle_target_hours", mode="before")
+    @classmethod
+    def _cycle_target(cls, v: object) -> float | None:
+        if v is None:
+            return None
+        hours = parse_duration_hours(v, "cycle_target")
+        if hours <= 0:
+            raise ValueError("cycle_target: must be above 0 (e.g. 7d)")
+        return hours
 
     @field_validator("policy")
     @classmethod

@@ -29,6 +29,7 @@ class PlanDomainRequest(BaseModel):
     policy: str = "job-aware"
     targets: dict[str, str] = Field(default_factory=dict)
     in_flight: list[str] = Field(default_factory=list)
+    cycle_target_hours: float | None = None  # the spec's cycle_target: the projection's gauge
     rollout: Rollout | None = None
     rollout_only: bool = False
 
@@ -100,6 +101,10 @@ class TrainState(BaseModel):
     waiting: str = ""
     retry_at_hours: float | None = None
     counts: CycleCounts = Field(default_factory=CycleCounts)
+    #: With a ``schedule``: open | waiting | blackout, and the next edge (fleet datetimes).
+    window_state: str = ""
+    next_window_start: datetime | None = None
+    window_closes_at: datetime | None = None
     #: domain -> job -> its negotiation (question, answer, wait) while the domain drains
     negotiations: dict[str, dict[str, str]] = Field(default_factory=dict)
 
@@ -134,6 +139,20 @@ class TrainStatus(BaseModel):
     fleet_hours: float = 0.0
     last_cycle_fleet_hours: float = 0.0
     last_cycle_wall_seconds: float = 0.0
+    cycle_target_hours: float | None = None
+    cycle_projected_end_hours: float | None = None
+    """Fleet hour the current cycle ends at its pace so far (``cycle.project_cycle_end``)."""
+    cycle_on_track: bool | None = None
+    """Whether that projection meets ``cycle_target`` (None: no target or no pace yet)."""
+    max_unavailable_hosts: int = 0
+    maintenance_hosts: int = 0
+    """The two limits as hosts of this cluster: the floor and the maintenance budget."""
+    window_state: str = ""
+    """With a ``schedule``: open, waiting (between windows) or blackout; "" without one."""
+    next_window_start: datetime | None = None
+    """While waiting: when (fleet time) the next window opens."""
+    window_closes_at: datetime | None = None
+    """While open: when (fleet time) this window closes."""
     rollout: Rollout | None = None
     #: job -> its negotiation with the train's draining domains (question, answer, wait)
     negotiations: dict[str, str] = Field(default_factory=dict)

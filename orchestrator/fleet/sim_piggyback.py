@@ -1,0 +1,62 @@
+"""Failure piggybacking: due hosts a job's end or failure freed go to maintenance first.
+
+Every unexpected failure already interrupts a job, and a job that ends frees its hosts: for a
+moment those hosts run nothing. A train leaves a standing claim with the fleet (``set_piggyback``,
+renewed each time it plans, lapsing an hour of fleet time later so a train that stopped planning
+takes nothing more); when hosts come free, the fleet cordons the claim's due ones for the train,
+in the same transaction and through the same ``cordon`` budget check (floor, maintenance budget,
+per rack/zone, the train's own grant), *before* the scheduler places the next job on them. The
+train finds them held for it at its next plan (``take_domain`` hands held hosts it did not know
+about back to it first) and maintains them with no extra interruption. It is what Slurm's
+``scontrol update state=DRAIN`` does for a node whose job runs: no new job once it is free.
+"""
+
+from __future__ import annotations
+
+from orchestrator.constants import HELD_STATES
+from orchestrator.fleet.backend import PiggybackClaim
+from orchestrator.fleet.sim_maintenance import MaintenanceOps
+from orchestrator.models import HostState
+from orchestrator.views import is_due
+
+S = HostState
+
+
+class PiggybackOps(MaintenanceOps):
+    """The fleet side of piggybacking: the claim, and the take before placing."""
+
+    def set_piggyback(self, claim: PiggybackClaim | None) -> None:
+        """Leave (or with None withdraw) the standing claim of a train on freed due hosts."""
+        self.state.piggyback = {} if claim is None else claim.to_json()
+
+    def _before_placing(self) -> None:
+        freed, self.freed[:] = list(self.freed), []
+        raw = self.state.piggyback
+        if not freed or not raw:
+            return
+        claim = PiggybackClaim(**raw)  # type: ignore[arg-type]
+        if claim.until_hours < self.now:
+            self.state.piggyback = {}
+            return
+        held = sum(
+            1 for h in self.hosts.values() if h.owner == claim.owner and h.state in HELD_STATES
+        )
+        for name in dict.fromkeys(freed):
+            if held >= claim.max_held:
+                break
+            h = self.hosts[name]
+            if h.state != S.IN_SERVICE or h.job_id is not None:
+                continue
+            if not is_due(h, claim.cycle_started_hours):
+                continue
+            if self.cordon(
+                name,
+                claim.owner,
+                claim.owner,
+                claim.limit,
+                claim.per_rack,
+                claim.per_zone,
+                claim.maintenance,
+                piggyback=True,
+            ):
+                held += 1
