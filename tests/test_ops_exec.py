@@ -349,7 +349,8 @@ async def test_abort_midway_leaves_every_host_old_or_new(temporal_env, tmp_home,
 
 # ------------------------------------------------------------------ dev server
 async def test_repeated_request_id_is_one_operation(dev_env, tmp_home, monkeypatch):
-    """`ops start` twice with one request_id reports the running operation instead of a second."""
+    """`ops start` twice with one request_id reports the running operation instead of a second;
+    the same request_id with a different spec exits 2 naming ``request_id``."""
     make_fleet(tmp_home, 36000.0)
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
     spec_file = write_spec(tmp_home / "s.json", op_spec(request_id="ticket-4711"))
@@ -364,6 +365,21 @@ async def test_repeated_request_id_is_one_operation(dev_env, tmp_home, monkeypat
         assert one["run_id"] == two["run_id"]
         desc = await dev_env.client.get_workflow_handle("ops-ticket-4711").describe()
         assert desc.run_id == one["run_id"]  # still the first and only run
+        # With no worker on its queue, status and control say so instead of hanging.
+        for cmd in (("status",), ("pause", "--reason", "test")):
+            code4, four, _ = await trainctl("ops", *cmd, "--id", "ops-ticket-4711", "--json")
+            assert code4 == 1 and "trainctl worker" in four["error"], (cmd, four)
+        # The same request_id with another spec is refused, naming request_id, while the
+        # operation runs and after it has ended; nothing new is started.
+        other = op_spec(request_id="ticket-4711", targets={"gpu_driver": "570.1.2", "cuda": "12.8"})
+        other_args = ("ops", "start", "--spec", str(write_spec(tmp_home / "o.json", other)))
+        for _ in ("running", "ended"):
+            code3, three, _ = await trainctl(*other_args, "--task-queue", "no-worker", "--json")
+            assert code3 == 2 and three["field"] == "request_id", three
+            assert three["exit_code"] == 2 and "targets" in three["error"], three
+            await _terminate(dev_env, "ops-ticket-4711")
+        desc = await dev_env.client.get_workflow_handle("ops-ticket-4711").describe()
+        assert desc.run_id == one["run_id"]
     finally:
         await _terminate(dev_env, "ops-ticket-4711")
 

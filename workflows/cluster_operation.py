@@ -68,6 +68,7 @@ class ClusterOperation(WaveSteps):
         self.bounded = False  # continue as new when the history is full (set by ``run``)
         self.continuing = False
         self._published: dict[str, Any] = {}
+        self.wave_view: dict[str, tuple[str, str]] = {}
 
     @workflow.query(name="status")
     def status(self) -> ClusterProgress:
@@ -132,10 +133,15 @@ class ClusterOperation(WaveSteps):
         """Plan, record the targets (``recorded`` gets what they were before) and prestage."""
         inp = self.inp
         await self._phase("planning")
-        view: ClusterPlanView = await self._call(OpsActivities.plan_cluster, self._req())
+        view: ClusterPlanView = await self._call(
+            OpsActivities.plan_cluster,
+            self._req(),
+            summary=f"plan the waves of {inp.cluster}",
+        )
         if view.refused:
             raise ApplicationError(view.refused, type="OperationRefused", non_retryable=True)
         self.p.hosts_in_scope, self.p.already_done = view.hosts_in_scope, view.already_done
+        self.p.started_hours = view.fleet_hours
         recorded.update(view.recorded_targets)
         if inp.spec.targets:
             self.targets_set = True
@@ -149,7 +155,11 @@ class ClusterOperation(WaveSteps):
                 ),
             )
             await self._phase("prestaging")
-            await self._call(OpsActivities.prestage, self._req())
+            await self._call(
+                OpsActivities.prestage,
+                self._req(),
+                summary=f"pre-stage packages on {inp.cluster}'s hosts in service",
+            )
         return view
 
     # ---------------------------------------------------------- continue-as-new
@@ -197,7 +207,9 @@ class ClusterOperation(WaveSteps):
         i = self.inp
         # The outcome goes into the record: the audit holds a succeeded operation to its scope.
         await self._call(
-            FleetActivities.close_owner, self._hosts([], visit=False, reason=self.p.state)
+            FleetActivities.close_owner,
+            self._hosts([], visit=False, reason=self.p.state),
+            summary=f"hand back any host of {i.cluster} still held ({self.p.state})",
         )
         if restore is not None and self.targets_set:
             await self._call(
@@ -211,7 +223,11 @@ class ClusterOperation(WaveSteps):
 
     async def _release(self, reason: str) -> None:
         req = ReleaseRequest(cluster=self.inp.cluster, holder=self.inp.operation_id, reason=reason)
-        await self._call(ArbiterActivities.release, req)
+        await self._call(
+            ArbiterActivities.release,
+            req,
+            summary=f"leave {self.inp.cluster}'s capacity arbiter ({reason})",
+        )
         self.in_arbiter = False
 
     # ------------------------------------------------------------------- waves
@@ -245,7 +261,9 @@ class ClusterOperation(WaveSteps):
                         owner=self.inp.operation_id,
                         wall=workflow.now(),
                         max_hold=grant,
+                        since_hours=self.p.started_hours,
                     ),
+                    summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
                 )
                 if wave.hosts:
                     self.idle = 0
@@ -259,7 +277,11 @@ class ClusterOperation(WaveSteps):
                     self.p.fleet_hours = wave.fleet_hours
                     backoff = min(MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS * 2**self.idle)
                     await self._poll(POLL_FLEET_HOURS if wave.waiting_for else backoff)
-            view = await self._call(OpsActivities.plan_cluster, self._req())
+            view = await self._call(
+                OpsActivities.plan_cluster,
+                self._req(),
+                summary=f"plan what is left of {self.inp.cluster}",
+            )
 
     async def _between_waves(self) -> bool:
         """Obey pause (handing the budget back meanwhile) and abort; True to stop here."""
@@ -291,6 +313,7 @@ class ClusterOperation(WaveSteps):
                     limit=limit,
                     exclusive=True,
                 ),
+                summary=f"ask {self.inp.cluster}'s capacity arbiter to run alone ({want} hosts)",
             )
             self.p.waiting_for = grant.waiting_for
             if grant.granted:

@@ -31,6 +31,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -43,7 +44,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.ops.spec import OperationSpec, operation_id
 from orchestrator.ops.types import ControlAction, OpControl, OperationInput, OperationStatus
+from orchestrator.ops.ui import operation_summary
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+from orchestrator.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
 
 #: The name ``workflows.bulk_operation.BulkOperation`` is registered under.
 WORKFLOW_NAME = "BulkOperation"
@@ -61,6 +64,10 @@ class OperationEnded(ValueError):
 
 class ControlRefused(ValueError):
     """The operation refused a pause, resume or abort (its validator said why)."""
+
+
+class RequestConflict(ValueError):
+    """The request_id is taken by an operation of a different spec."""
 
 
 class OperationStart(BaseModel):
@@ -164,7 +171,7 @@ async def start_operation(
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes(pairs),
-                static_summary=f"{spec.kind} {dict(spec.targets)} over {spec.scope.cluster}",
+                static_summary=operation_summary(spec.kind, spec.targets, spec.scope.cluster),
             )
             response = getattr(handle, "_start_workflow_response", None)
             started = bool(getattr(response, "started", True))
@@ -174,6 +181,8 @@ async def start_operation(
     running = found == WorkflowExecutionStatus.RUNNING
     desc = await handle.describe()
     run_id = desc.raw_description.workflow_execution_info.first_run_id or desc.run_id
+    if not started:
+        await _require_same_spec(client, op_id, run_id, spec)
     return OperationStart(
         operation_id=op_id,
         run_id=run_id,
@@ -181,6 +190,29 @@ async def start_operation(
         already_running=running and not started,
         status=await final_status(handle) if wait or not running else None,
     )
+
+
+async def _require_same_spec(
+    client: Client, op_id: str, first_run_id: str, spec: OperationSpec
+) -> None:
+    """Raise ``RequestConflict`` unless the operation ``op_id`` was started with ``spec``.
+
+    The spec it runs is the input of its first run (later runs carry the same spec), read from
+    the first event of that run's history, so a finished operation is checked as well.
+    """
+    handle = client.get_workflow_handle(op_id, run_id=first_run_id)
+    async for event in handle.fetch_history_events():
+        attrs = event.workflow_execution_started_event_attributes
+        [inp] = await client.data_converter.decode(attrs.input.payloads, [OperationInput])
+        theirs, ours = inp.spec.model_dump(mode="json"), spec.model_dump(mode="json")
+        differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+        if differ:
+            raise RequestConflict(
+                f"request_id: {spec.request_id!r} is already operation {op_id}, started with a "
+                f"different spec ({', '.join(differ)} differ); give this request a new "
+                "request_id, or repeat the original spec to join it"
+            )
+        return
 
 
 async def wait_for_operation(client: Client, op_id: str) -> OperationStatus:
@@ -194,7 +226,12 @@ async def operation_status(client: Client, op_id: str) -> OperationStatus:
     handle, running = await find_operation(client, op_id)
     if not running:
         return await final_status(handle)
-    return await handle.query("status", result_type=OperationStatus)
+    try:
+        return await handle.query("status", result_type=OperationStatus, rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as err:
+        if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise await not_answering(handle, "status query", QUERY_TIMEOUT) from None
+        raise
 
 
 async def control_operation(
@@ -207,7 +244,12 @@ async def control_operation(
         raise OperationEnded(f"{action}: operation {handle.id} has ended ({state})")
     try:
         return await handle.execute_update(
-            action, OpControl(reason=reason), result_type=OperationStatus
+            action,
+            OpControl(reason=reason),
+            result_type=OperationStatus,
+            rpc_timeout=UPDATE_TIMEOUT,
         )
     except WorkflowUpdateFailedError as err:
         raise ControlRefused(f"{action}: {getattr(err.cause, 'message', err.cause)}") from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise await not_answering(handle, f"{action} request", UPDATE_TIMEOUT) from None

@@ -69,7 +69,7 @@ class ClusterProgress(BaseModel):
 
     cluster: str
     workflow_id: str = ""
-    #: pending | planning | prestaging | waiting | draining | updating | verifying |
+    #: pending | planning | prestaging | waiting | draining | checking | updating | verifying |
     #: rolling_back | paused | succeeded | failed | aborted
     state: str = "pending"
     reason: str = ""
@@ -86,6 +86,16 @@ class ClusterProgress(BaseModel):
     jobs_interrupted: int = 0
     waiting_for: list[str] = Field(default_factory=list)
     fleet_hours: float = 0.0
+    #: Fleet hour it began (its first plan): what a reboot counts as done from.
+    started_hours: float | None = None
+    #: The bad-build rule (when ``max_failures`` is left out): the hosts it counts as changed
+    #: (healthy before their change), the fleet's base rate, the most failures that still
+    #: mean bad hosts rather than a bad build, and its last verdict in words.
+    gate_changed: int = 0
+    base_rate: float = 0.0
+    gate_threshold: int = 0
+    gate_reason: str = ""
+    hosts_failing_before: int = 0  # quarantined before their change: not counted against it
 
 
 class ClusterOpState(BaseModel):
@@ -146,6 +156,8 @@ class OpsRequest(BaseModel):
     cluster: str
     owner: str  # the operation id: owner of its hosts in the fleet
     wall: datetime
+    #: Fleet hour the cluster's operation began: a reboot is done where a host booted since.
+    since_hours: float | None = None
 
 
 class CheckRequest(BaseModel):
@@ -210,6 +222,7 @@ class TakeWaveRequest(BaseModel):
     owner: str
     wall: datetime
     max_hold: int = Field(ge=1)  # the arbiter's grant
+    since_hours: float | None = None  # as in ``OpsRequest``
 
 
 class TakenWave(BaseModel):

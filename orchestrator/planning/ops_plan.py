@@ -60,9 +60,9 @@ class _ClusterResult:
 
 
 def _plan_cluster(
-    spec: OperationSpec, snap: ClusterSnapshot, scoped: list[HostView]
+    spec: OperationSpec, snap: ClusterSnapshot, scoped: list[HostView], since: float | None
 ) -> _ClusterResult:
-    done, deferred, todo = classify(spec, scoped)
+    done, deferred, todo = classify(spec, scoped, since)
     down = [h for h in snap.hosts if h.state != IN_SERVICE]
     budget = spec.budget
     if spec.window is not None:
@@ -109,8 +109,12 @@ def plan_operation(
     spec: OperationSpec,
     clusters: Mapping[str, ClusterSnapshot],
     holders: Iterable[Holder] = (),
+    since: float | None = None,
 ) -> OperationPlan:
     """Plan ``spec`` over the snapshots of the clusters its scope names.
+
+    ``since`` is the fleet hour at which a running operation began: hosts a reboot operation
+    has rebooted since then are done (see ``ops_scope.classify``).
 
     Raises ValueError naming ``scope`` when the scope (or one of its zone/rack/host patterns)
     matches no host. A plan that cannot be carried out is returned with ``refused`` set and no
@@ -122,7 +126,9 @@ def plan_operation(
     scope.check(clusters)
     if not any(scoped.values()):
         raise ValueError(f"scope: matches no host in {', '.join(sorted(clusters)) or 'no cluster'}")
-    results = [_plan_cluster(spec, clusters[n], hosts) for n, hosts in scoped.items() if hosts]
+    results = [
+        _plan_cluster(spec, clusters[n], hosts, since) for n, hosts in scoped.items() if hosts
+    ]
     refusals = [r.summary.refused for r in results if r.summary.refused]
     refused = None
     if refusals:

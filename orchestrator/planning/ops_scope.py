@@ -489,9 +489,13 @@ class ScopeFilter:
 
 
 def classify(
-    spec: OperationSpec, scoped: Sequence[HostView]
+    spec: OperationSpec, scoped: Sequence[HostView], since: float | None = None
 ) -> tuple[list[str], list[str], list[HostView]]:
-    """Split the scope into already done, deferred (out for repair) and still to change."""
+    """Split the scope into already done, deferred (out for repair) and still to change.
+
+    A version change is done where the versions are already there; a reboot, where the host
+    has booted since fleet hour ``since`` (when the operation began; None: nothing is done yet).
+    """
     done: list[str] = []
     deferred: list[str] = []
     todo: list[HostView] = []
@@ -499,7 +503,15 @@ def classify(
         repairing = h.state in _REPAIR_STATES
         if spec.kind == "drain-for-repair":
             (done.append(h.name) if h.state in _REPAIR_STATES else todo.append(h))
-        elif spec.kind != "reboot" and all(h.versions.get(c) == v for c, v in spec.targets.items()):
+        elif spec.kind == "reboot":
+            booted = since is not None and h.last_boot is not None and h.last_boot >= since
+            if booted and not repairing:
+                done.append(h.name)
+            elif repairing:
+                deferred.append(h.name)
+            else:
+                todo.append(h)
+        elif all(h.versions.get(c) == v for c, v in spec.targets.items()):
             done.append(h.name)
         elif repairing:
             deferred.append(h.name)

@@ -48,6 +48,12 @@ from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_
 from orchestrator.train.spec import TrainSpec, train_workflow_id
 from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.train.ui import train_summary
+from orchestrator.worker_answers import (  # noqa: F401 (WorkerNotAnswering: re-exported)
+    QUERY_TIMEOUT,
+    UPDATE_TIMEOUT,
+    WorkerNotAnswering,
+    not_answering,
+)
 
 #: The name ``workflows.cluster_train.ClusterTrain`` is registered under.
 WORKFLOW_NAME = "ClusterTrain"
@@ -56,10 +62,6 @@ TrainHandle = WorkflowHandle[Any, TrainStatus]
 TrainAction = Literal["pause", "resume", "stop"]
 
 
-#: How long a ``status`` query may wait for a worker to answer.
-QUERY_TIMEOUT = timedelta(seconds=5)
-#: How long a control or a change may wait for a worker to accept it.
-UPDATE_TIMEOUT = timedelta(seconds=10)
 #: The type of the error the train's ``stop`` validator raises once the train has stopped.
 ALREADY_STOPPED = "TrainAlreadyStopped"
 
@@ -76,10 +78,6 @@ class TrainRefused(ValueError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
-
-
-class WorkerNotAnswering(RuntimeError):
-    """The train exists, but no worker answered in time (is ``trainctl worker`` running?)."""
 
 
 def train_handle(client: Client, cluster: str) -> TrainHandle:
@@ -124,19 +122,6 @@ def settled(status: TrainStatus) -> TrainStatus:
     return status
 
 
-async def _not_answering(handle: TrainHandle, what: str, timeout: timedelta) -> WorkerNotAnswering:
-    """The error for a train whose worker did not answer, saying whether the train runs."""
-    try:
-        desc = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
-        state = desc.status.name.lower() if desc.status is not None else "unknown"
-    except RPCError:
-        state = "in an unknown state"
-    return WorkerNotAnswering(
-        f"{handle.id} is {state}, but no worker answered its {what} within "
-        f"{timeout.total_seconds():g}s; is `trainctl worker` running?"
-    )
-
-
 async def train_status(
     client: Client, cluster: str, *, timeout: timedelta = QUERY_TIMEOUT
 ) -> TrainStatus:
@@ -148,7 +133,7 @@ async def train_status(
         if err.status == RPCStatusCode.NOT_FOUND:
             raise TrainNotFound(f"no train {handle.id}: {err.message}") from None
         if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
-            raise await _not_answering(handle, "status query", timeout) from None
+            raise await not_answering(handle, "status query", timeout) from None
         raise TrainNotFound(f"{handle.id}: status query failed: {err.message}") from None
     except WorkflowQueryFailedError as err:  # asked before the train's first task ran
         raise TrainNotFound(f"{handle.id}: status query failed: {err}") from None
@@ -197,7 +182,7 @@ async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> Tr
         m = _FIELD.match(text)
         raise TrainRefused(f"{name}: {text}", field=m.group(1) if m else None) from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
-        raise await _not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
+        raise await not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND and "completed" in err.message:
             final = await _final_status(handle) if name == "stop" else None
@@ -205,7 +190,7 @@ async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> Tr
                 return final  # a second stop: the train has stopped, as asked
             raise TrainNotFound(f"{handle.id} has ended: {err.message}") from None
         if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
-            raise await _not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
+            raise await not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
         raise TrainNotFound(f"no running train {handle.id}: {err.message}") from None
 
 
