@@ -1,0 +1,111 @@
+"""A train's maintenance windows inside its workflow: when it may take hosts, and its timers.
+
+The train asks :meth:`TrainWindows.allows` before it plans; outside its windows (or inside a
+blackout) it takes no new hosts, and with ``hard_stop`` it cancels its domains, whose
+cancellation hands their hosts back (``DomainMaintenance``'s hand-back). Its idle timer then
+runs to the next window edge (:meth:`TrainWindows.timer`), computed by the pure
+``orchestrator.planning.windows`` from the cron in fleet time: ``workflow.now()`` through the
+fleet's clock on scaled clocks, the cluster's hour on a logical one. Nothing else changes, so
+the cycle carries on where it stopped when the next window opens.
+
+Trains recorded before windows existed replay unchanged: the behaviour is behind
+``workflow.patched(WINDOWS_PATCH)``, asked only by trains whose spec has a ``schedule``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.execution.messages import ClockInfo
+    from orchestrator.planning.windows import (
+        WindowState,
+        fleet_datetime,
+        fleet_hours_at,
+        window_state,
+    )
+    from orchestrator.schedule_window import Schedule
+    from orchestrator.train.types import TrainState
+    from workflows.fleet_clock import clock_party, fleet_hours_now
+
+WINDOWS_PATCH = "train-schedule-windows"
+#: The shortest timer to a window edge (wall seconds): edges are exact, unlike polls.
+EDGE_MIN_SECONDS = 0.01
+#: Timers to an edge end this far past it (fleet hours), so the look after them is past it.
+EDGE_PAST_HOURS = 1e-6
+#: When no window opens within the planner's horizon, look again after this many fleet hours.
+NEVER_HOURS = 24.0
+
+
+class TrainWindows:
+    """The schedule of one train run, evaluated at the train's fleet time."""
+
+    def __init__(self, schedule: Schedule, clock: ClockInfo, state: TrainState) -> None:
+        self.schedule = schedule
+        self.clock = clock
+        self.state = state
+        self._cancelled: set[asyncio.Task[None]] = set()
+
+    def fleet_now(self) -> float:
+        """The train's fleet hour now (deterministic: from workflow time or the cluster clock)."""
+        if self.clock.logical:
+            return max(self.state.counts.fleet_hours, clock_party(self.clock).now)
+        return fleet_hours_now(self.clock)
+
+    def look(self) -> WindowState:
+        """The window state now, recorded in the train's state for ``status``."""
+        at = fleet_datetime(self.clock.anchor_wall, self.fleet_now())
+        ws = window_state(self.schedule, at)
+        st = self.state
+        st.window_state = ws.state
+        st.next_window_start = ws.next_start
+        st.window_closes_at = ws.closes_at
+        return ws
+
+    def allows(self) -> bool:
+        """Whether the train may take hosts now."""
+        return self.look().open
+
+    def closed(self, domains: set[asyncio.Task[None]]) -> None:
+        """Outside the windows: say so, and with ``hard_stop`` hand the domains' hosts back."""
+        st = self.state
+        when = st.next_window_start
+        why = "a blackout" if st.window_state == "blackout" else "its maintenance window"
+        st.waiting = f"waiting for {why} to " + (
+            f"{'end' if st.window_state == 'blackout' else 'open'} at "
+            f"{when:%Y-%m-%d %H:%M} fleet time"
+            if when
+            else "open (none within 400 days)"
+        )
+        if self.schedule.hard_stop:
+            for task in list(domains):
+                if task not in self._cancelled:
+                    self._cancelled.add(task)
+                    task.cancel()  # the domain hands its hosts back, then ends
+            self._cancelled &= domains
+
+    def timer(self, now: float, target: float) -> tuple[float, float, float | None]:
+        """``(now, target, min_seconds)`` for the idle timer: the planner's look at ``target``,
+        unless a window edge comes first (or, while closed, the next start instead); a
+        ``min_seconds`` of None keeps the train's usual floor between polls."""
+        now = self.fleet_now()
+        ws = self.look()
+        edge = ws.closes_at if ws.open else ws.next_start
+        if edge is None:
+            return (now, target, None) if ws.open else (now, now + NEVER_HOURS, None)
+        edge_hours = fleet_hours_at(self.clock.anchor_wall, edge) + EDGE_PAST_HOURS
+        if not ws.open or edge_hours <= target:
+            return (now, max(edge_hours, now), EDGE_MIN_SECONDS)
+        return (now, target, None)
+
+
+def train_windows(
+    schedule: Schedule | None, clock: ClockInfo, state: TrainState
+) -> TrainWindows | None:
+    """The train's windows, if its spec has a schedule (and this run is past the patch)."""
+    if schedule is None or not workflow.patched(WINDOWS_PATCH):
+        state.window_state = ""
+        return None
+    return TrainWindows(schedule, clock, state)
