@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestrator.cli.common import emit, fail, handle_errors, json_option
+from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
 from orchestrator.fleet.sqlite_fleet import parse_speed
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.train.types import TrainStatus
@@ -99,8 +99,18 @@ def _print(o: dict[str, Any]) -> None:
 )
 @click.option("--domain-size", type=int, default=None, help="Hosts in maintenance at once.")
 @click.option("--budget", default="10%", show_default=True, help="Max hosts out of service.")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="COMPONENT=VERSION",
+    help="Update this instead of the demo's targets (repeatable; switch_firmware: rack switches).",
+)
 @click.option("--port", type=int, default=7233, show_default=True)
 @click.option("--ui-port", type=int, default=8233, show_default=True)
+@click.option(
+    "--force", is_flag=True, help="Replace the fleet of TRAINCTL_HOME if there is one already."
+)
 @json_option
 @handle_errors
 def demo(
@@ -111,12 +121,27 @@ def demo(
     clusters: int,
     domain_size: int | None,
     budget: str,
+    targets: tuple[str, ...],
     port: int,
     ui_port: int,
+    force: bool,
     as_json: bool,
 ) -> None:
-    """Run a maintenance train on a fresh simulated fleet, with the Temporal UI."""
+    """Run a maintenance train on a fresh simulated fleet, with the Temporal UI.
+
+    The demo builds its fleet in TRAINCTL_HOME; like `fleet init`, it refuses to replace one
+    that is there (another fleet's state and record would be lost) unless given --force.
+    """
     from orchestrator.demo import run_demo
+    from orchestrator.fleet import fleet_path
+
+    existing = fleet_path()
+    if existing.exists() and not force:
+        raise BadInput(
+            f"force: a fleet already exists at {existing}; pass --force to replace it "
+            "(or point TRAINCTL_HOME elsewhere)",
+            field="force",
+        )
 
     shape = get_preset(preset)
     factor = parse_speed(speed)
@@ -141,6 +166,7 @@ def demo(
                 on_ui=bar.ui,
                 on_status=bar.status,
                 clusters=clusters,
+                targets=_targets(targets),
             )
         )
     except KeyboardInterrupt:
@@ -155,3 +181,14 @@ def demo(
 
 
 COMMANDS = [demo]
+
+
+def _targets(pairs: tuple[str, ...]) -> dict[str, str] | None:
+    """``COMPONENT=VERSION`` options as a target mapping (None: the demo's own targets)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        comp, sep, version = pair.partition("=")
+        if not sep or not comp.strip():
+            raise click.BadParameter(f"{pair!r} is not COMPONENT=VERSION", param_hint="target")
+        out[comp.strip()] = version.strip()
+    return out or None
