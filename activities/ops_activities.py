@@ -24,7 +24,8 @@ from activities.fleet_access import FleetAccess, as_application_error
 from orchestrator import metrics
 from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.errors import BadSpec
-from orchestrator.execution import install, settle
+from orchestrator.execution import baseline, install, settle
+from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.execution.messages import UpdateResult, VerifyOutcome
 from orchestrator.models import HostState
 from orchestrator.ops.spec import OperationSpec, resolve_clusters
@@ -46,10 +47,13 @@ from orchestrator.views import ClusterSnapshot
 S = HostState
 
 
-def plan_one(spec: OperationSpec, snap: ClusterSnapshot) -> OperationPlan | None:
-    """Plan ``spec`` on one cluster; None when none of the scope's hosts are in it."""
+def plan_one(
+    spec: OperationSpec, snap: ClusterSnapshot, since: float | None = None
+) -> OperationPlan | None:
+    """Plan ``spec`` on one cluster (begun at fleet hour ``since``); None when none of the
+    scope's hosts are in it."""
     try:
-        return plan_operation(spec, {snap.name: snap})
+        return plan_operation(spec, {snap.name: snap}, since=since)
     except ValueError:
         return None  # the scope's zone/rack/host patterns name nothing here
 
@@ -106,7 +110,7 @@ class OpsActivities(FleetAccess):
     def plan_cluster(self, req: OpsRequest) -> ClusterPlanView:
         """The rest of one cluster's plan as of now, in figures (read-only)."""
         b = self.peek(req.cluster, req.wall)
-        plan = plan_one(req.spec, b.snapshot())
+        plan = plan_one(req.spec, b.snapshot(), req.since_hours)
         if plan is None:
             return ClusterPlanView(fleet_hours=b.now)
         c = plan.clusters[0]
@@ -164,7 +168,7 @@ class OpsActivities(FleetAccess):
         with self.cluster(req.cluster, req.wall) as b:
             snap = b.snapshot()
             spec, per_rack, per_zone = effective_spec(req.spec, snap, req.max_hold)
-            plan = plan_one(spec, snap)
+            plan = plan_one(spec, snap, req.since_hours)
             out = TakenWave(fleet_hours=b.now)
             if plan is None:
                 return out
@@ -215,6 +219,19 @@ class OpsActivities(FleetAccess):
                 metrics.QUARANTINES.labels(req.cluster).inc(len(out.failed))
             return out
 
+    @activity.defn(name="ops_check_health")
+    def check_health(self, req: VerifyRequest) -> HealthBaseline:
+        """Check held hosts before their change; quarantine those already failing.
+
+        Also says the fleet's base rate of failures for changing ``req.targets``' components,
+        which the bad-build rule judges the wave's failures against.
+        """
+        with self.cluster(req.cluster, req.wall) as b:
+            out = baseline.check_before_change(b, req.owner, req.hosts, req.reason)
+            out.base_rate = b.change_failure_rate(req.targets)
+            metrics.QUARANTINES.labels(req.cluster).inc(len(out.unhealthy))
+            return out
+
     @activity.defn(name="ops_return_hosts")
     def return_hosts(self, req: VerifyRequest) -> VerifyOutcome:
         """Put verified hosts back into service (no train visit is recorded)."""
@@ -241,6 +258,7 @@ class OpsActivities(FleetAccess):
             self.prestage,
             self.take_wave,
             self.verify,
+            self.check_health,
             self.return_hosts,
             self.rollback,
         ]

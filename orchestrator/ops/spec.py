@@ -148,7 +148,16 @@ class OperationSpec(BaseModel):
         default_factory=dict, validate_default=True, description="component -> target version"
     )
     consistency: Consistency = "job"
-    max_failures: Count = Field(default=0, ge=0)
+    max_failures: Count | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "failures (counted over a cluster) the operation tolerates before it rolls its wave "
+            "back and stops; left out, the bad-build rule decides: it stops only when failures "
+            "among the changed hosts exceed the fleet's base failure rate significantly "
+            "(orchestrator.planning.failure_gate), so a host failing alone is quarantined"
+        ),
+    )
     request_id: str | None = Field(
         default=None, pattern=_REQUEST_ID, description="idempotency key: [A-Za-z0-9._-]"
     )
