@@ -10,7 +10,8 @@ thousand events take seconds.
 Violation kinds:
 
 - ``budget_exceeded``: right after a cordon that carried a budget (``limit``, ``per_rack``,
-  ``per_zone``), more hosts of the cluster, rack or zone are out of service than it allowed.
+  ``per_zone``), more hosts of the cluster, rack or zone are out of service than it allowed, or
+  (``maintenance``) more hosts are held for planned work by every owner together than it allowed.
 - ``mixed_versions``: a job started on hosts whose ``gpu_driver``/``cuda`` differ, or an update
   changed ``gpu_driver``/``cuda`` under a running job.
 - ``unverified_return``: a host returned to service after maintenance (from ``in_maintenance``
@@ -37,11 +38,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from orchestrator.constants import HELD_STATES, UNTOUCHED_STATES
+from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, UNTOUCHED_STATES
 from orchestrator.fleet.backend import FleetBackend
 from orchestrator.fleet.backend import RecordEntry as Event
 from orchestrator.models import HostState
 from orchestrator.presets import INITIAL_VERSIONS
+from orchestrator.updates import host_targets
 
 IN_SERVICE = HostState.IN_SERVICE
 IN_REPAIR = HostState.IN_REPAIR
@@ -104,6 +106,7 @@ class _ClusterReplay:
         self.domains = domains
         self.hosts: dict[str, _Host] = {}
         self.down = 0
+        self.planned: set[str] = set()  # held for planned work (a train's, an operation's, ...)
         self.down_rack: dict[str, int] = {}
         self.down_zone: dict[str, int] = {}
         # Running jobs' host sets, and upper-layer versions of hosts that left INITIAL_UPPER:
@@ -196,6 +199,7 @@ class _ClusterReplay:
                         "verification after its last update",
                     )
             h.holder, h.updated_since_out, h.verified_ok = None, False, False
+            self.planned.discard(name)
             return
         if after == "cordoned" and d.get("owner"):
             h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
@@ -203,12 +207,18 @@ class _ClusterReplay:
             h.holder, h.hold_seq, h.hold_t = after, seq, ev.t
         elif not was_down:
             h.holder, h.hold_seq, h.hold_t = None, seq, ev.t  # taken out with no owner
+        if after in HELD_STATES and h.holder not in (None, *NOT_MAINTENANCE_OWNERS):
+            self.planned.add(name)
+        else:
+            self.planned.discard(name)
         if d.get("limit") is not None:
             self._check_budget(seq, ev, name, d)
 
     def _missing(self, name: str, targets: Mapping[str, str]) -> list[str]:
         have = self.versions.get(name, INITIAL_VERSIONS)
-        return sorted(f"{c}={v}" for c, v in targets.items() if have.get(c) != v)
+        # switch_firmware is the rack switch's: a host never carries it (see switch_updated)
+        wanted = host_targets(targets)
+        return sorted(f"{c}={v}" for c, v in wanted.items() if have.get(c) != v)
 
     def _check_return(self, seq: int, ev: Event, name: str, h: _Host, before: str) -> None:
         """A host going back to service carries what its returner was bound to give it."""
@@ -253,6 +263,7 @@ class _ClusterReplay:
             ("cluster", self.name, self.down, d.get("limit")),
             ("rack", rack, self.down_rack.get(rack, 0), d.get("per_rack")),
             ("zone", zone, self.down_zone.get(zone, 0), d.get("per_zone")),
+            ("planned work of", self.name, len(self.planned), d.get("maintenance")),
         )
         for level, scope, count, limit in checks:
             if isinstance(limit, int | float) and count > limit:

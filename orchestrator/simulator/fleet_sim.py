@@ -13,7 +13,6 @@ import dataclasses
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
 from typing import Any
 
 from orchestrator.fleet.build import build_cluster
@@ -41,9 +40,14 @@ SUMMED = (
 )
 
 
-@lru_cache(maxsize=2)
+_TOPOLOGIES: dict[str, Topology] = {}
+
+
 def _topology(preset: Preset) -> Topology:
-    return Topology(preset)
+    """The preset's topology, built once per worker process (its later clusters reuse it)."""
+    if preset.name not in _TOPOLOGIES:
+        _TOPOLOGIES[preset.name] = Topology(preset)
+    return _TOPOLOGIES[preset.name]
 
 
 def _run_one(cfg: SimConfig) -> SimResult:
