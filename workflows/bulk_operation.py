@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         OperationState,
         OperationStatus,
     )
+    from orchestrator.ops.ui import cluster_summary, operation_details
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ClusterOperation
     from workflows.fleet_clock import fleet_options
@@ -89,7 +90,9 @@ class BulkOperation:
             carried.status
             if carried
             else OperationStatus(
-                operation_id=operation_id(spec),
+                # A scheduled run is one operation of many: its own workflow id names it. Only
+                # inputs recorded after schedules existed say so, so old histories replay as is.
+                operation_id=workflow.info().workflow_id if inp.scheduled else operation_id(spec),
                 kind=spec.kind,
                 targets=dict(spec.targets),
                 consistency=spec.consistency,
@@ -120,11 +123,16 @@ class BulkOperation:
         st.waiting_for = sorted({w for c in st.clusters.values() for w in c.waiting_for})
         return st
 
+    def _show(self) -> None:
+        """The operation's page in the UI: totals and one row per cluster (not a command)."""
+        workflow.set_current_details(operation_details(self.status()))
+
     @workflow.signal(name="cluster_progress")
     def cluster_progress(self, progress: ClusterProgress) -> None:
         """A child moved on: keep its figures for the status query."""
         if progress.cluster in self.st.clusters:
             self.st.clusters[progress.cluster] = progress
+            self._show()
 
     @workflow.signal(name="cluster_done")
     def cluster_done(self, progress: ClusterProgress) -> None:
@@ -132,12 +140,14 @@ class BulkOperation:
         if progress.cluster in self.st.clusters:
             self.reported[progress.cluster] = progress
             self.changed = True
+            self._show()
 
     # ----------------------------------------------------------------- control
     def _set_state(self, state: str, reason: str) -> None:
         self.st.state, self.st.reason = state, reason
         workflow.upsert_search_attributes([TRAIN_PHASE.value_set(state)])
         self.changed = True
+        self._show()
 
     async def _tell_children(self, action: ControlAction, reason: str) -> None:
         if self.bounded:
@@ -240,6 +250,7 @@ class BulkOperation:
                 for c in check.clusters
             }
             pending = list(check.clusters)
+        self._show()
         try:
             await self._run_clusters(inp, clock, pending)
         except (asyncio.CancelledError, CancelledError):
@@ -306,9 +317,7 @@ class BulkOperation:
                 parent_close_policy=(
                     ParentClosePolicy.ABANDON if self.bounded else ParentClosePolicy.REQUEST_CANCEL
                 ),
-                static_summary=(
-                    f"{st.kind} {st.targets} on {name}: waves of drain, change, verify"
-                ),
+                static_summary=cluster_summary(st.kind, st.targets, name),
             )
             self.children[name] = handle
             await self._catch_up(name)
@@ -334,6 +343,7 @@ class BulkOperation:
             self.running.pop(name, None)
             self.reported.pop(name, None)
             self.changed = True
+            self._show()
 
     async def _catch_up(self, name: str) -> None:
         """Pass on a control that came while the child was starting."""
@@ -410,6 +420,7 @@ class BulkOperation:
         if progress.state == "failed" and not self.failed:
             self.failed = f"{name}: {progress.reason}"
         self.changed = True
+        self._show()
 
     async def _check_rejoined(self, rejoined: list[str]) -> None:
         """Fallback for a rejoined child that ended without ``cluster_done``: it failed.

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         HoldersRequest,
         ReleaseRequest,
     )
+    from orchestrator.arbiter.ui import arbiter_details
     from orchestrator.execution.messages import HostsRequest
     from orchestrator.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.fleet_clock import fleet_options
@@ -50,6 +51,11 @@ class CapacityArbiter:
         self.state.log = [*self.state.log, f"{workflow.now():%Y-%m-%dT%H:%M:%S} {text}"][
             -LOG_LINES:
         ]
+        self._show()
+
+    def _show(self) -> None:
+        """The arbiter's page in the UI: holders, queue, recent log (not a command)."""
+        workflow.set_current_details(arbiter_details(self.state))
 
     def _budget(self) -> int:
         return min((h.limit for h in self.state.holders.values()), default=0)
@@ -100,6 +106,7 @@ class CapacityArbiter:
             self._note(f"{req.holder} takes over")
         entry.granted = grant.granted
         self.changed = True
+        self._show()
         return grant
 
     @workflow.update(name="release")
@@ -117,6 +124,7 @@ class CapacityArbiter:
     @workflow.run
     async def run(self, inp: ArbiterInput) -> ArbiterState:
         self.state = inp.state or ArbiterState(cluster=inp.cluster)
+        self._show()
         workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(inp.cluster)])
         while True:
             self.changed = False
@@ -142,6 +150,7 @@ class CapacityArbiter:
         closed: list[str] = await workflow.execute_activity_method(
             ArbiterActivities.closed_workflows,
             HoldersRequest(holders=sorted(h.workflow_id for h in self.state.holders.values())),
+            summary="look for holders whose workflow has ended",
             **fleet_options(),
         )
         dead = [h.holder for h in self.state.holders.values() if h.workflow_id in closed]
@@ -152,6 +161,7 @@ class CapacityArbiter:
                 HostsRequest(
                     cluster=self.state.cluster, owner=holder, hosts=[], wall=workflow.now()
                 ),
+                summary=f"hand back what {holder} held: its workflow ended",
                 **fleet_options(),
             )
             self._drop(holder, "its workflow ended without releasing")

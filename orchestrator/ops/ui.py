@@ -1,0 +1,139 @@
+"""What the Temporal UI shows for a bulk operation, each cluster of it, and its wave in progress.
+
+The operation's page answers "how far, which clusters, what failed"; a cluster's page answers
+"which wave, what does it wait for, and per host of the wave: phase and the job it waits for".
+Waves are numbered from 1 everywhere (plans, progress, failures). Markdown from
+:mod:`orchestrator.ui_text`, bounded for ``meta-24k`` waves; pure functions the workflows call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orchestrator.ops.spec import OperationSpec
+from orchestrator.ops.types import ClusterProgress, OperationStatus
+from orchestrator.ui_text import (
+    bounded,
+    explain_wait,
+    names,
+    one_line,
+    plural,
+    table,
+    tally,
+    versions,
+)
+
+_WORDS = {
+    "pending": "Not started",
+    "planning": "Planning",
+    "prestaging": "Pre-staging packages",
+    "waiting": "Waiting",
+    "draining": "Draining",
+    "updating": "Changing",
+    "verifying": "Verifying",
+    "rolling_back": "Rolling back",
+    "paused": "Paused",
+    "aborting": "Aborting",
+    "running": "Running",
+    "succeeded": "Succeeded",
+    "failed": "Failed",
+    "aborted": "Aborted",
+}
+
+
+def state_word(state: str) -> str:
+    return _WORDS.get(state, state.capitalize())
+
+
+def operation_summary(kind: str, targets: Mapping[str, str], where: str) -> str:
+    """``cuda-upgrade to cuda 12.4, gpu_driver 550.54 over c00``."""
+    change = f" to {versions(targets)}" if targets else ""
+    return one_line(f"{kind}{change} over {where}")
+
+
+def cluster_summary(kind: str, targets: Mapping[str, str], cluster: str) -> str:
+    """A cluster child's summary in the operation's history."""
+    change = f" to {versions(targets)}" if targets else ""
+    return one_line(f"{kind}{change} on {cluster}: waves of drain, change, verify")
+
+
+def _progress(p: ClusterProgress) -> str:
+    wave = f"wave {p.waves_done + 1} of {p.waves_total}" if p.wave_hosts else ""
+    done = f"{p.waves_done}/{p.waves_total} waves done"
+    return f"{done}{', ' + wave + ' in progress' if wave else ''}"
+
+
+def cluster_details(
+    spec: OperationSpec,
+    operation_id: str,
+    p: ClusterProgress,
+    wave: Mapping[str, tuple[str, str]],
+) -> str:
+    """A cluster page's current details: where the cluster stands, then the wave's hosts."""
+    head = f"**{state_word(p.state)}** · {operation_summary(spec.kind, spec.targets, p.cluster)}"
+    if p.reason:
+        head += f" — {explain_wait(p.reason)}"
+    lines = [
+        head,
+        "",
+        f"- **Progress:** {_progress(p)}; {p.hosts_changed:,} of {p.hosts_in_scope:,} hosts "
+        f"in scope changed ({p.already_done:,} already on target)",
+        f"- **Failures:** {p.failures} (the operation stops and rolls its wave back past "
+        f"{spec.max_failures}); {p.hosts_rolled_back:,} rolled back, "
+        f"{p.hosts_quarantined:,} quarantined, {p.hosts_deferred:,} deferred (in repair: "
+        "they take the change before they return)",
+        f"- **Jobs interrupted:** {p.jobs_interrupted}",
+    ]
+    if p.waiting_for:
+        lines.append(f"- **Waiting for:** {names(p.waiting_for)} to hand the cluster over")
+    if wave:
+        lines += [
+            "",
+            f"**{f'Wave {p.waves_done + 1}' if p.wave_hosts else f'Last wave ({p.waves_done})'}"
+            f"** ({plural(len(wave), 'host')}): "
+            f"{tally(ph for ph, _ in wave.values())}",
+            "",
+        ]
+        order = {"draining": 0, "evicting": 1, "changing": 2, "verifying": 3}
+        rows = sorted(wave.items(), key=lambda kv: (order.get(kv[1][0], 9), kv[0]))
+        lines += table(["host", "phase", "waits for / outcome"], ((h, a, b) for h, (a, b) in rows))
+    lines += ["", f"_operation {operation_id}_"]
+    return bounded("\n".join(lines))
+
+
+def operation_details(st: OperationStatus) -> str:
+    """The operation page's current details: totals, then one row per cluster."""
+    head = f"**{state_word(st.state)}** · {operation_summary(st.kind, st.targets, '')}"
+    head = head.removesuffix(" over ")
+    if st.reason:
+        head += f" — {st.reason}"
+    lines = [
+        head,
+        "",
+        f"- **Progress:** {st.waves_done}/{st.waves_total} waves done over "
+        f"{plural(len(st.clusters), 'cluster')} ({tally(c.state for c in st.clusters.values())})",
+        f"- **Hosts:** {st.hosts_changed:,} changed, {st.hosts_rolled_back:,} rolled back, "
+        f"{st.hosts_quarantined:,} quarantined, {st.hosts_deferred:,} deferred (in repair)",
+        f"- **Jobs interrupted:** {st.jobs_interrupted}",
+    ]
+    if st.waiting_for:
+        lines.append(f"- **Waiting for:** {names(st.waiting_for)} to hand clusters over")
+    if st.clusters:
+        lines.append("")
+        lines += table(
+            ["cluster", "state", "waves", "changed", "failures", "note"],
+            (
+                (
+                    c.cluster,
+                    state_word(c.state),
+                    f"{c.waves_done}/{c.waves_total}",
+                    c.hosts_changed,
+                    c.failures,
+                    explain_wait(c.reason)
+                    or (f"waiting for {names(c.waiting_for)}" if c.waiting_for else ""),
+                )
+                for c in sorted(st.clusters.values(), key=lambda c: c.cluster)
+            ),
+            what="clusters",
+        )
+    return bounded("\n".join(lines))
