@@ -8,6 +8,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from activities.arbiter_activities import ArbiterActivities
+from activities.campaign_activities import CampaignActivities
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
 
@@ -20,7 +21,14 @@ def build_activities(
         *FleetActivities(fleet_path).all(),
         *OpsActivities(fleet_path).all(),
         *ArbiterActivities(client, task_queue).all(),  # type: ignore[list-item]
+        *CampaignActivities(fleet_path, client, task_queue).all(),
     ]
 
 
-__all__ = ["ArbiterActivities", "FleetActivities", "OpsActivities", "build_activities"]
+__all__ = [
+    "ArbiterActivities",
+    "CampaignActivities",
+    "FleetActivities",
+    "OpsActivities",
+    "build_activities",
+]

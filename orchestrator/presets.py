@@ -68,6 +68,15 @@ PRESETS: dict[str, Preset] = {
             max_job_hosts=64,
         ),
         Preset(
+            name="multi",
+            description="4 clusters c00..c03 of 64 hosts (2,048 GPUs) for campaign demos and tests",
+            clusters=4,
+            zones_per_cluster=2,
+            racks_per_zone=4,
+            hosts_per_rack=8,
+            max_job_hosts=32,
+        ),
+        Preset(
             name="meta-24k",
             description="one 24,576-GPU cluster c00: 3,072 hosts, 8 zones of 24 racks of 16",
             clusters=1,

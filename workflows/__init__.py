@@ -1,6 +1,7 @@
 """Temporal workflow definitions only: deterministic, sandboxed, importing models and activities."""
 
 from workflows.bulk_operation import BulkOperation
+from workflows.campaign import Campaign
 from workflows.capacity_arbiter import CapacityArbiter
 from workflows.cluster_operation import ClusterOperation
 from workflows.cluster_train import ClusterTrain
@@ -12,11 +13,13 @@ WORKFLOWS: list[type] = [
     CapacityArbiter,
     BulkOperation,
     ClusterOperation,
+    Campaign,
 ]
 
 __all__ = [
     "WORKFLOWS",
     "BulkOperation",
+    "Campaign",
     "CapacityArbiter",
     "ClusterOperation",
     "ClusterTrain",

@@ -1,0 +1,230 @@
+"""Activities of campaigns: plan the stages, pick and watch a stage's hosts, steer the trains,
+ask Prometheus.
+
+Reading the fleet goes through the backend interface (read-only peeks: the trains and the bulk
+operations do all the changing); steering a train goes through ``orchestrator.train.client``
+with the worker's own Temporal client, since a workflow cannot send updates to another one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities.fleet_access import FleetAccess
+from orchestrator import metrics
+from orchestrator.campaign.types import (
+    CampaignReport,
+    PlanRequest,
+    Progress,
+    ProgressRequest,
+    PromAnswer,
+    PromQuery,
+    StageHosts,
+    StageHostsRequest,
+    StagePlanModel,
+    TrainAnswer,
+    TrainHandoff,
+)
+from orchestrator.constants import HELD_STATES
+from orchestrator.models import CapacityBudget, HostState
+from orchestrator.planning.campaign_plan import plan_campaign
+from orchestrator.train.client import (
+    TrainNotFound,
+    TrainRefused,
+    control_train,
+    reconfigure_train,
+    start_train,
+    train_status,
+)
+from orchestrator.train.spec import Rollout, TrainSpec
+from orchestrator.train.types import TrainChange
+
+#: A train a campaign starts never halts on its own: the campaign's gate judges the failures
+#: (a host failing alone is a bad host, not a reason to stop the cluster).
+NO_HALT = 1_000_000
+_DOWN = (HostState.QUARANTINED, HostState.IN_REPAIR)
+
+
+class CampaignActivities(FleetAccess):
+    def __init__(self, fleet_path: Path, client: Client, task_queue: str) -> None:
+        super().__init__(fleet_path)
+        self.client = client
+        self.task_queue = task_queue
+
+    @activity.defn(name="campaign_plan")
+    def plan(self, req: PlanRequest) -> list[StagePlanModel]:
+        """The stages resolved against the fleet's clusters (an unknown one is permanent)."""
+        fleet = self.fleet
+        sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
+        try:
+            plans = plan_campaign(req.spec, sizes)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="BadSpec", non_retryable=True) from None
+        return [
+            StagePlanModel(
+                name=p.name,
+                clusters=list(p.clusters),
+                hosts_per_cluster=p.hosts_per_cluster,
+                partial=p.partial,
+                bake_hours=p.bake_hours,
+                parallel=p.parallel,
+                gates=p.gates,
+            )
+            for p in plans
+        ]
+
+    @activity.defn(name="campaign_stage_hosts")
+    def stage_hosts(self, req: StageHostsRequest) -> StageHosts:
+        """A stage's hosts in one cluster, and those down already (their defect is not the
+        change's). A partial stage (a canary) takes in-service hosts still lacking the targets,
+        idle ones first, then by name: the same fleet gives the same canary."""
+        b = self.peek(req.cluster, req.wall)
+        names = b.host_names()
+        down = [n for n in names if b.host(n).state in _DOWN]
+        if req.count is None:
+            return StageHosts(hosts=None, baseline_out=down, in_scope=len(names) - len(down))
+        candidates = []
+        for n in names:
+            h = b.host(n)
+            if h.state != HostState.IN_SERVICE:
+                continue
+            lacking = any(h.versions.get(c) != v for c, v in req.targets.items())
+            candidates.append((not lacking, h.job_id is not None, n))
+        chosen = [n for _, _, n in sorted(candidates)[: req.count]]
+        return StageHosts(hosts=chosen, baseline_out=[], in_scope=len(chosen))
+
+    @activity.defn(name="campaign_stage_progress")
+    def stage_progress(self, req: ProgressRequest) -> Progress:
+        """Where a stage stands in one cluster: changed, still to change, held, failed."""
+        b = self.peek(req.cluster, req.wall)
+        scope = req.hosts if req.hosts is not None else b.host_names()
+        skip = set(req.baseline_out)
+        out = Progress(fleet_hours=b.now)
+        for n in scope:
+            if n in skip:
+                continue
+            h = b.host(n)
+            out.in_scope += 1
+            on_target = all(h.versions.get(c) == v for c, v in req.targets.items())
+            # A host in repair that never got the change failed of something else.
+            failed = h.state == HostState.QUARANTINED or (h.state in _DOWN and on_target)
+            if failed:
+                out.failed[n] = f"{h.state}: {h.reason}".strip()
+            elif h.state in HELD_STATES:
+                out.in_flight += 1
+            elif h.state == HostState.IN_SERVICE and not on_target:
+                out.pending += 1
+            out.changed += on_target
+            out.attempted += on_target or failed
+        if req.campaign:
+            metrics.campaign_stage(req.campaign, req.stage, req.cluster, out.changed, out.failed)
+        return out
+
+    @activity.defn(name="campaign_train")
+    async def train(self, req: TrainHandoff) -> TrainAnswer:
+        """Hand a stage to a cluster's train, or end, stop, pause or resume what we handed."""
+        try:
+            return await self._train(req)
+        except TrainRefused as err:  # stopping, or a change it cannot take yet: ask again
+            raise ApplicationError(str(err), type="TrainBusy") from None
+
+    async def _train(self, req: TrainHandoff) -> TrainAnswer:
+        c = req.cluster
+        if req.action == "ride":
+            rollout = Rollout(
+                campaign=req.campaign, stage=req.stage, targets=req.targets, hosts=req.hosts
+            )
+            try:
+                status = await reconfigure_train(self.client, c, TrainChange(rollout=rollout))
+            except TrainNotFound:
+                return await self._start(req, rollout)
+            if status.state == "halted":
+                status = await control_train(self.client, c, "resume", f"{req.campaign}: resumed")
+            return TrainAnswer(state=status.state)
+        try:
+            if req.action in ("end", "keep"):
+                change = TrainChange(clear_rollout=True)
+                if req.action == "keep" and req.targets:
+                    change.targets = dict(req.targets)
+                status = await reconfigure_train(self.client, c, change)
+            elif req.action == "stop":
+                status = await control_train(self.client, c, "stop", req.reason)
+            elif req.action in ("pause", "resume"):
+                status = await train_status(self.client, c)
+                allowed = ("running", "halted") if req.action == "pause" else ("paused", "halted")
+                if status.state in allowed:
+                    status = await control_train(self.client, c, req.action, req.reason)  # type: ignore[arg-type]
+            else:
+                raise ApplicationError(f"action: {req.action!r}", non_retryable=True)
+        except TrainNotFound as err:  # the train has ended: it holds nothing of ours any more
+            return TrainAnswer(state="gone", reason=str(err))
+        return TrainAnswer(state=status.state)
+
+    async def _start(self, req: TrainHandoff, rollout: Rollout) -> TrainAnswer:
+        spec = TrainSpec(
+            cluster=req.cluster,
+            domain_size=req.domain_size,
+            budget=CapacityBudget.model_validate(req.budget or {}),
+            targets={},
+            halt_after_failures=NO_HALT,
+            halt_failure_rate=1.0,
+            campaign=req.campaign,
+            rollout=rollout,
+            rollout_only=True,
+        )
+        await start_train(self.client, spec, task_queue=self.task_queue)
+        return TrainAnswer(started=True, state="running")
+
+    @activity.defn(name="campaign_prometheus")
+    async def prometheus(self, req: PromQuery) -> PromAnswer:
+        """Run an instant PromQL query; an answer we cannot read holds the stage (says why)."""
+        return await asyncio.to_thread(_query, req)
+
+    @activity.defn(name="campaign_report")
+    def report(self, req: CampaignReport) -> None:
+        """The campaign's state and totals into this worker's ``trainctl_campaign_*`` gauges."""
+        metrics.campaign_report(
+            req.campaign,
+            req.state,
+            req.stage,
+            req.failure_limit,
+            {
+                "changed": req.hosts_changed,
+                "quarantined": req.hosts_quarantined,
+                "rolled_back": req.hosts_rolled_back,
+            },
+        )
+
+    def all(self) -> list[Callable[..., object]]:
+        return [
+            self.plan,
+            self.stage_hosts,
+            self.stage_progress,
+            self.train,
+            self.prometheus,
+            self.report,
+        ]
+
+
+def _query(req: PromQuery) -> PromAnswer:
+    url = req.url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": req.query})
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (the configured URL)
+            body = json.loads(resp.read().decode())
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        return PromAnswer(firing=-1, error=f"prometheus: {req.url}: {err}")
+    if body.get("status") != "success":
+        return PromAnswer(firing=-1, error=f"prometheus: {body.get('error', 'query failed')}")
+    result = body.get("data", {}).get("result", [])
+    sample = [json.dumps(r.get("metric", {}), sort_keys=True) for r in result[:3]]
+    return PromAnswer(firing=len(result), sample=sample)

@@ -1,0 +1,1 @@
+"""Campaigns: one change rolled over clusters in stages, with gates (spec, types, client)."""

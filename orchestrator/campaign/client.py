@@ -1,0 +1,167 @@
+"""A campaign as seen from outside the workers: start it, ask it, steer it.
+
+One workflow per campaign name (``campaign-<name>``): starting a name that runs joins it;
+starting one that has ended runs it again (hosts already on target are not touched twice). A
+failed campaign fails its workflow (red in the UI) with its final status as the error's details,
+which :func:`final_status` reads back. The workflow is addressed by its registered name, so this
+package does not import ``workflows``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.campaign.spec import CampaignSpec, campaign_workflow_id
+from orchestrator.campaign.types import CampaignControl, CampaignInput, CampaignStatus
+from orchestrator.campaign.ui import campaign_summary
+from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
+
+#: The name ``workflows.campaign.Campaign`` is registered under.
+WORKFLOW_NAME = "Campaign"
+QUERY_TIMEOUT = timedelta(seconds=5)
+UPDATE_TIMEOUT = timedelta(seconds=10)
+
+CampaignHandle = WorkflowHandle[Any, CampaignStatus]
+CampaignAction = Literal["pause", "resume", "abort"]
+
+
+class CampaignNotFound(LookupError):
+    """No campaign of that id; the message names ``id``."""
+
+
+class CampaignRefused(ValueError):
+    """The campaign refused a control (its validator said why)."""
+
+
+class CampaignStart(BaseModel):
+    campaign_id: str
+    started: bool
+    already_running: bool
+    status: CampaignStatus | None = None
+
+
+def campaign_handle(client: Client, campaign_id: str) -> CampaignHandle:
+    return client.get_workflow_handle(campaign_id, result_type=CampaignStatus)
+
+
+async def _execution(handle: CampaignHandle) -> WorkflowExecutionStatus | None:
+    try:
+        desc = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return desc.status
+
+
+async def start_campaign(
+    client: Client,
+    spec: CampaignSpec,
+    *,
+    task_queue: str,
+    wait: bool = False,
+    poll_seconds: float | None = None,
+) -> CampaignStart:
+    """Start the campaign of ``spec`` (or join it if it runs); with ``wait``, its final status."""
+    handle = campaign_handle(client, spec.workflow_id)
+    running = await _execution(handle) == WorkflowExecutionStatus.RUNNING
+    if not running:
+        inp = CampaignInput(spec=spec)
+        if poll_seconds is not None:
+            inp.poll_seconds = poll_seconds
+        handle = await client.start_workflow(
+            WORKFLOW_NAME,
+            inp,
+            id=spec.workflow_id,
+            task_queue=task_queue,
+            result_type=CampaignStatus,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(TRAIN_CAMPAIGN, spec.workflow_id),
+                    SearchAttributePair(TRAIN_PHASE, "running"),
+                ]
+            ),
+            static_summary=campaign_summary(spec),
+        )
+    status = await final_status(handle) if wait else None
+    return CampaignStart(
+        campaign_id=spec.workflow_id,
+        started=not running,
+        already_running=running,
+        status=status,
+    )
+
+
+def _failed_status(campaign_id: str, err: WorkflowFailureError) -> CampaignStatus:
+    cause = err.cause
+    details = cause.details if isinstance(cause, ApplicationError) else ()
+    if details and isinstance(details[0], dict):
+        return CampaignStatus.model_validate(details[0])
+    if details and isinstance(details[0], CampaignStatus):
+        return details[0]
+    why = getattr(cause, "message", "") or str(cause)
+    return CampaignStatus(
+        campaign_id=campaign_id, name=campaign_id, targets={}, state="failed", reason=why
+    )
+
+
+async def final_status(handle: CampaignHandle) -> CampaignStatus:
+    """Wait for the campaign to end (across continue-as-new); its final status."""
+    try:
+        return await handle.result(follow_runs=True)
+    except WorkflowFailureError as err:
+        return _failed_status(handle.id, err)
+
+
+async def campaign_status(client: Client, campaign_id: str) -> CampaignStatus:
+    """Its live status while it runs, else its final one."""
+    handle = campaign_handle(client, campaign_id)
+    found = await _execution(handle)
+    if found is None:
+        raise CampaignNotFound(f"id: no campaign {campaign_id!r}")
+    if found != WorkflowExecutionStatus.RUNNING:
+        return await final_status(handle)
+    try:
+        return await handle.query("status", result_type=CampaignStatus, rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError) as err:
+        raise CampaignNotFound(f"id: {campaign_id}: status query failed: {err}") from None
+
+
+async def control_campaign(
+    client: Client, campaign_id: str, action: CampaignAction, reason: str = ""
+) -> CampaignStatus:
+    """Pause, resume or abort; its status once the update is accepted."""
+    handle = campaign_handle(client, campaign_id)
+    try:
+        return await handle.execute_update(
+            action,
+            CampaignControl(reason=reason),
+            result_type=CampaignStatus,
+            rpc_timeout=UPDATE_TIMEOUT,
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        text = str(cause.message if isinstance(cause, ApplicationError) else cause)
+        raise CampaignRefused(f"{action}: {text}") from None
+    except RPCError as err:
+        raise CampaignNotFound(f"id: no running campaign {campaign_id!r}: {err.message}") from None
+
+
+def resolve_id(value: str) -> str:
+    """``campaign-<name>`` from either the id or the bare name."""
+    return value if value.startswith("campaign-") else campaign_workflow_id(value)

@@ -1,0 +1,79 @@
+"""A campaign stage's gates, judged from its clusters' counts: pure functions over the status.
+
+The failure gate: an explicit ``max_failures`` (a count, or a percentage of the stage's planned
+hosts, rounded up: ``5%`` of a 4-host canary allows 1) keeps its meaning; without one, the stage
+fails only when failures among the hosts it tried exceed the fleet's base rate significantly
+(``planning.failure_gate``: one-sided exact binomial test), so a host failing alone is a bad
+host, quarantined by the train, and the rollout goes on.
+
+A failure is a host of the stage, in service when the stage began (hosts down already are left
+out: their defect is not the change's), that is now quarantined, or in repair after it got the
+change (so hosts that go bad during the bake still count).
+"""
+
+from __future__ import annotations
+
+from orchestrator.campaign.types import CampaignStatus, ClusterStage, StagePlanModel, StageStatus
+from orchestrator.planning import failure_gate
+from orchestrator.planning.campaign_plan import failure_limit
+
+#: The fleet's base rate of hosts failing around a change (install, verification), as the
+#: simulated fleet draws it: about 2% (README, "Policies": ~2% fail at random).
+BASE_RATE = 0.02
+
+
+def roll_up(plan: StagePlanModel, ss: StageStatus) -> None:
+    """Stage totals from its clusters: changed, failures, bake remaining, baking or not."""
+    cs = list(ss.clusters.values())
+    ss.hosts_changed = sum(c.changed for c in cs)
+    ss.failures = sum(len(c.failed) for c in cs)
+    remaining = 0.0
+    for c in cs:
+        if c.state == "done":
+            continue
+        if c.state == "baking" and c.done_hours is not None:
+            left = c.done_hours + plan.bake_hours - c.fleet_hours
+        else:
+            left = plan.bake_hours
+        remaining = max(remaining, left)
+    ss.bake_remaining_hours = round(max(0.0, remaining), 3)
+    if ss.state in ("running", "baking") and cs:
+        baking = all(c.state in ("baking", "done") for c in cs)
+        ss.state = "baking" if baking and any(c.state == "baking" for c in cs) else "running"
+
+
+def judge_stage(plan: StagePlanModel, ss: StageStatus) -> str | None:
+    """Why the stage fails its failure gate now, or None; notes the limit and verdict."""
+    failures = ss.failures
+    limit = failure_limit(plan.gates, ss.hosts_planned)
+    if limit is not None:
+        ss.failure_limit = limit
+        ss.gate = f"{failures} failed of at most {limit} (max_failures {plan.gates.max_failures})"
+        if failures > limit:
+            return (
+                f"{failures} hosts failed, over the gate's {limit} "
+                f"(max_failures {plan.gates.max_failures} of {ss.hosts_planned} hosts)"
+            )
+        return None
+    tried = sum(c.attempted for c in ss.clusters.values())
+    verdict = failure_gate.judge(failures, tried, BASE_RATE)
+    ss.failure_limit = verdict.threshold
+    ss.gate = verdict.reason
+    return verdict.reason if verdict.bad else None
+
+
+def operation_max_failures(plan: StagePlanModel, cs: ClusterStage) -> int | None:
+    """An explicit limit for a cluster's bulk operation, or None (the operation's own rule)."""
+    return failure_limit(plan.gates, cs.in_scope or plan.hosts_per_cluster.get(cs.cluster, 0))
+
+
+def roll_up_campaign(status: CampaignStatus) -> None:
+    """Top-level counts over stages: distinct hosts (stages overlap: a canary, its cluster)."""
+    changed: dict[str, int] = {}
+    down: set[str] = set()
+    for s in status.stages:
+        for c in s.clusters.values():
+            changed[c.cluster] = max(changed.get(c.cluster, 0), c.changed)
+            down.update(c.failed)
+    status.hosts_changed = sum(changed.values())
+    status.hosts_quarantined = len(down)

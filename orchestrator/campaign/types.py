@@ -1,0 +1,192 @@
+"""Messages of the ``Campaign`` workflow and its activities: input, state, status, requests.
+
+One pydantic model per message, so that signatures can grow (new fields get defaults). The
+campaign's whole state is one model (``CampaignState``), carried across continue-as-new.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from orchestrator.campaign.spec import CampaignSpec, Gates
+
+#: Top-level states: succeeded | failed | held | rolled_back | running | paused | aborted.
+FINAL_STATES = ("succeeded", "failed", "rolled_back", "aborted")
+
+
+class StagePlanModel(BaseModel):
+    """A stage resolved against the fleet (``planning.campaign_plan.StagePlan``)."""
+
+    name: str
+    clusters: list[str]
+    hosts_per_cluster: dict[str, int]
+    partial: bool
+    bake_hours: float
+    parallel: int
+    gates: Gates
+
+
+class ClusterStage(BaseModel):
+    """One cluster of a stage: its hosts (None: all), what the campaign counts there."""
+
+    cluster: str
+    state: str = "pending"  # pending | rolling | upgrading | baking | done | failed
+    hosts: list[str] | None = None
+    baseline_out: list[str] = Field(default_factory=list)  # already down when the stage began
+    in_scope: int = 0
+    changed: int = 0
+    attempted: int = 0  # changed, or failed on the way
+    pending: int = 0
+    in_flight: int = 0
+    failed: dict[str, str] = Field(default_factory=dict)  # host -> why (quarantine, repair)
+    fleet_hours: float = 0.0
+    done_hours: float | None = None
+    started_train: bool = False
+    operation_id: str = ""
+    reason: str = ""
+
+
+class StageStatus(BaseModel):
+    name: str
+    state: str = "pending"  # pending | running | baking | held | passed | failed | skipped
+    clusters: dict[str, ClusterStage] = Field(default_factory=dict)
+    hosts_planned: int = 0
+    hosts_changed: int = 0
+    failures: int = 0
+    failure_limit: int | None = None  # the gate's limit now (explicit, or the base-rate rule's)
+    gate: str = ""  # the gate's verdict in plain words
+    bake_hours: float = 0.0
+    bake_remaining_hours: float | None = None
+    reason: str = ""
+
+
+class CampaignStatus(BaseModel):
+    """What ``campaign status`` shows and the ``status`` query returns."""
+
+    campaign_id: str
+    name: str
+    targets: dict[str, str]
+    state: str = "running"
+    reason: str = ""
+    stage: str = ""
+    stages: list[StageStatus] = Field(default_factory=list)
+    hosts_changed: int = 0
+    hosts_quarantined: int = 0
+    hosts_rolled_back: int = 0
+    blame: list[str] = Field(default_factory=list)  # component=version pairs (a follow-up)
+
+
+class CampaignState(BaseModel):
+    """Everything the campaign carries across continue-as-new."""
+
+    status: CampaignStatus
+    plan: list[StagePlanModel]
+    stage_index: int = 0
+    paused: bool = False
+    abort: str = ""
+    trains_started: list[str] = Field(default_factory=list)  # clusters whose train we started
+    trains_paused: list[str] = Field(default_factory=list)  # trains our pause paused
+
+
+class CampaignInput(BaseModel):
+    spec: CampaignSpec
+    state: CampaignState | None = None
+    #: Wall seconds between looks at a stage's progress.
+    poll_seconds: float = Field(default=1.0, gt=0, le=600)
+    #: Continue as new past this many history events (or when the server suggests it).
+    max_history_events: int = Field(default=8_000, ge=200)
+
+
+class CampaignControl(BaseModel):
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------- activities
+class PlanRequest(BaseModel):
+    spec: CampaignSpec
+
+
+class StageHostsRequest(BaseModel):
+    """Choose a stage's hosts in a cluster and note which are down already."""
+
+    cluster: str
+    count: int | None  # None: every host
+    targets: dict[str, str]
+    wall: datetime
+
+
+class StageHosts(BaseModel):
+    hosts: list[str] | None
+    baseline_out: list[str] = Field(default_factory=list)
+    in_scope: int = 0
+
+
+class ProgressRequest(BaseModel):
+    cluster: str
+    campaign: str = ""  # for the metrics
+    stage: str = ""
+    hosts: list[str] | None
+    baseline_out: list[str] = Field(default_factory=list)
+    targets: dict[str, str]
+    wall: datetime
+
+
+class Progress(BaseModel):
+    in_scope: int = 0
+    changed: int = 0  # hosts of the scope that run every target
+    attempted: int = 0  # changed, or failed on the way (the gate's sample)
+    pending: int = 0  # in-service hosts of the scope still to change
+    in_flight: int = 0  # held in maintenance by anyone
+    failed: dict[str, str] = Field(default_factory=dict)
+    fleet_hours: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.pending == 0 and self.in_flight == 0
+
+
+class TrainHandoff(BaseModel):
+    """Hand a stage's lower-layer targets to a cluster's train (starting one if none runs)."""
+
+    campaign: str
+    cluster: str
+    stage: str = ""
+    targets: dict[str, str] = Field(default_factory=dict)
+    hosts: list[str] | None = None
+    domain_size: int = 8
+    budget: dict[str, object] = Field(default_factory=dict)
+    #: end: drop the rollout (``keep`` moves its targets into the train's own first);
+    #: stop: stop the train (one we started); resume: resume it if halted or paused by us.
+    action: str = "ride"  # ride | end | keep | stop | pause | resume
+    reason: str = ""
+
+
+class TrainAnswer(BaseModel):
+    started: bool = False
+    state: str = ""
+    reason: str = ""
+
+
+class PromQuery(BaseModel):
+    url: str
+    query: str
+
+
+class PromAnswer(BaseModel):
+    firing: int = 0  # series in the answer
+    sample: list[str] = Field(default_factory=list)  # a few of them, for the status
+    error: str = ""
+
+
+class CampaignReport(BaseModel):
+    """What the campaign last reported for its metrics (``trainctl_campaign_*``)."""
+
+    campaign: str
+    state: str
+    stage: str = ""
+    failure_limit: int | None = None
+    hosts_changed: int = 0
+    hosts_quarantined: int = 0
+    hosts_rolled_back: int = 0

@@ -1,0 +1,86 @@
+"""A campaign's rollout on a train: which hosts the train may take, and what they get.
+
+Pure functions over host views, used by the train's ``plan_domain`` step (and testable alone).
+A rollout is a set of targets for a set of hosts (a canary of 4, or every host of the cluster).
+While some in-service hosts of the rollout lack its targets, the train takes only those: the
+campaign's stage is waiting for them, and the train is the one actor draining the cluster's
+hosts, so there is no second one. Once none is pending the train goes back to its own cycle,
+leaving the rollout's hosts alone when the rollout is partial (a normal visit would give them
+the train's own targets), or visiting nothing at all (``only``: a train the campaign started
+where none ran, which has no cycle of its own to go back to).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from orchestrator.models import HostState
+from orchestrator.views import HostView
+
+
+@dataclass(frozen=True)
+class RolloutScope:
+    """``targets`` for ``hosts`` (None: every host of the cluster); ``only``: nothing else."""
+
+    targets: Mapping[str, str]
+    hosts: frozenset[str] | None = None
+    only: bool = False
+
+    @classmethod
+    def of(
+        cls, targets: Mapping[str, str], hosts: Iterable[str] | None, only: bool
+    ) -> RolloutScope:
+        return cls(dict(targets), None if hosts is None else frozenset(hosts), only)
+
+    def covers(self, name: str) -> bool:
+        return self.hosts is None or name in self.hosts
+
+    def lacks(self, h: HostView) -> bool:
+        """Whether ``h`` is still to get the rollout's targets (an in-service host of it)."""
+        return (
+            self.covers(h.name)
+            and h.state == HostState.IN_SERVICE
+            and any(h.versions.get(c) != v for c, v in self.targets.items())
+        )
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """Host views with ``due`` as the rollout has it, and whether they get the rollout."""
+
+    hosts: tuple[HostView, ...]
+    rollout: bool
+    """The hosts the train takes now get the rollout's targets (merged over its own)."""
+    pending: int
+
+
+def apply_rollout(hosts: Sequence[HostView], scope: RolloutScope | None) -> RolloutPlan:
+    """Mark due what the train should take now under ``scope`` (the module docstring's rule)."""
+    if scope is None:
+        return RolloutPlan(tuple(hosts), False, 0)
+    lacking = {h.name for h in hosts if scope.lacks(h)}
+    if lacking or scope.only:
+        due = [dataclasses.replace(h, due=h.name in lacking) for h in hosts]
+        return RolloutPlan(tuple(due), True, len(lacking))
+    if scope.hosts is None:
+        return RolloutPlan(tuple(hosts), True, 0)  # every host is the rollout's: visits keep it
+    rest = [dataclasses.replace(h, due=h.due and not scope.covers(h.name)) for h in hosts]
+    return RolloutPlan(tuple(rest), False, 0)
+
+
+def domain_targets(
+    own: Mapping[str, str], scope: RolloutScope | None, rollout: bool
+) -> dict[str, str]:
+    """What a domain's hosts get: the train's own targets, with the rollout's over them."""
+    if scope is None or not rollout:
+        return dict(own)
+    return {**own, **scope.targets}
+
+
+def recorded_targets(own: Mapping[str, str], scope: RolloutScope | None) -> dict[str, str]:
+    """The cluster's recorded targets (repair reimages with them): a partial rollout's stay out."""
+    if scope is None or scope.hosts is not None:
+        return dict(own)
+    return {**own, **scope.targets}

@@ -1,0 +1,123 @@
+"""Campaigns end to end on the real dev server and a real SQLite ``multi`` fleet at speed max.
+
+A good kernel rolls canary → first cluster → the rest and every in-service host of the four
+clusters ends on it, flaky hosts quarantined, none rolled back; a bad kernel (an injected fault
+that breaks every host it lands on) stops in its canary with at most the canary's 4 hosts ever
+on it and the other clusters untouched. The audit checks that no host was lost on the way.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.audit import audit
+from orchestrator.campaign.client import start_campaign
+from orchestrator.campaign.spec import CampaignSpec
+from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.presets import get_preset
+from orchestrator.worker import build_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+#: The issue's spec, without its Prometheus gate (tests/test_campaign_prometheus.py has one).
+ISSUE_SPEC: dict[str, Any] = {
+    "name": "kernel-6-12",
+    "targets": {"os": "6.12.0-9"},
+    "scope": {"cluster": "*"},
+    "stages": [
+        {"name": "canary", "clusters": ["c00"], "hosts": 4, "bake": "2h"},
+        {"name": "first-cluster", "clusters": ["c00"], "bake": "4h"},
+        {"name": "rest", "clusters": "*", "parallel": 2},
+    ],
+    "gates": {"max_failures": "5%"},
+}
+
+
+def multi_fleet(home: Path, seed: int = 1) -> Path:
+    path = home / "fleet.db"
+    SqliteFleet.create(path, get_preset("multi"), seed, MAX_SPEED).close()
+    return path
+
+
+def hosts(path: Path) -> list[tuple[str, str, str, dict[str, str]]]:
+    """(name, cluster, state, versions) of every host, read straight from the fleet file."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT name, cluster, state, versions FROM hosts").fetchall()
+    finally:
+        conn.close()
+    return [(n, c, s, json.loads(v)) for n, c, s, v in rows]
+
+
+def audit_ok(path: Path) -> bool:
+    fleet = SqliteFleet(path)
+    try:
+        report = audit(fleet)
+    finally:
+        fleet.close()
+    assert report.ok, report.violations[:3]
+    return report.ok
+
+
+def ever_had(path: Path, component: str, version: str) -> set[str]:
+    """Hosts the fleet's append-only record shows updated to ``component=version``."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT host, detail FROM events WHERE kind = 'updated'").fetchall()
+    finally:
+        conn.close()
+    return {h for h, d in rows if json.loads(d).get("after", {}).get(component) == version}
+
+
+async def test_good_kernel_rolls_through_every_cluster(dev_env, tmp_home, task_queue) -> None:
+    """The issue's spec with os 6.12.0-9 succeeds: every in-service host of c00-c03 on it."""
+    path = multi_fleet(tmp_home)
+    spec = CampaignSpec.model_validate(ISSUE_SPEC)
+    async with build_worker(dev_env.client, path, task_queue):
+        started = await start_campaign(dev_env.client, spec, task_queue=task_queue, wait=True)
+    status = started.status
+    assert status is not None
+    assert status.state == "succeeded", status.reason
+    assert [s.state for s in status.stages] == ["passed", "passed", "passed"]
+    assert status.hosts_rolled_back == 0
+    rows = hosts(path)
+    in_service = [r for r in rows if r[2] == "in_service"]
+    assert {r[1] for r in in_service} == {"c00", "c01", "c02", "c03"}
+    assert all(r[3]["os"] == "6.12.0-9" for r in in_service), "an in-service host was missed"
+    down = [r for r in rows if r[2] != "in_service"]
+    assert all(r[2] in ("quarantined", "in_repair") for r in down)
+    assert status.hosts_changed >= len(in_service)
+    assert audit_ok(path)
+
+
+async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue) -> None:
+    """A kernel that breaks every host stops in the canary: exit state failed, 4 hosts at most."""
+    path = multi_fleet(tmp_home)
+    fleet = SqliteFleet(path)
+    try:
+        with fleet.cluster("c00") as c00:
+            c00.inject_fault("os", "6.12.0-bad", 1.0, "test")
+    finally:
+        fleet.close()
+    spec = CampaignSpec.model_validate(
+        {**ISSUE_SPEC, "name": "kernel-bad", "targets": {"os": "6.12.0-bad"}}
+    )
+    async with build_worker(dev_env.client, path, task_queue):
+        started = await start_campaign(dev_env.client, spec, task_queue=task_queue, wait=True)
+    status = started.status
+    assert status is not None
+    assert status.state == "failed"
+    assert status.stages[0].state == "failed" and status.stage == "canary"
+    assert [s.state for s in status.stages[1:]] == ["pending", "pending"]
+    got = ever_had(path, "os", "6.12.0-bad")
+    assert 0 < len(got) <= 4
+    rows = hosts(path)
+    assert all(r[3]["os"] != "6.12.0-bad" for r in rows if r[1] != "c00")
+    assert all(r[2] == "in_service" or r[1] == "c00" or r[2] == "in_repair" for r in rows)
+    assert audit_ok(path)

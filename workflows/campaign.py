@@ -1,0 +1,483 @@
+"""A campaign: one change rolled over clusters in ordered stages (id ``campaign-<name>``).
+
+Each stage covers some clusters (``parallel`` at a time), maybe only some hosts of each (a
+canary). In each cluster the stage's lower-layer targets ride the cluster's train: the campaign
+hands them over as a *rollout* limited to the stage's hosts (starting a train where none runs),
+so the train stays the one actor draining that cluster and the arbiter's budget holds for all.
+Driver/CUDA targets then run as a ``BulkOperation`` child over the same hosts (a child, so its
+progress shows under the campaign in the UI, and an abort cancels it). The campaign only watches
+(a read-only look per cluster every ``poll_seconds``) and judges:
+
+- failures among the stage's changed hosts against the gate (an explicit ``max_failures``, or
+  the base-rate rule of ``planning.failure_gate``): past it the stage fails and the campaign
+  stops, its rollouts withdrawn, at once, even mid-stage;
+- bake: once a cluster's hosts are all changed, the stage waits ``bake`` hours of that
+  cluster's fleet clock, still counting hosts that go bad;
+- then the optional Prometheus query: a non-empty answer holds the stage (state ``held``) until
+  it empties.
+
+A stage begins when the one before has passed (by completion, not by clock). The whole state is
+one model, so the campaign continues as new between looks when its history grows, except while
+a bulk-operation child runs (its result must come back to the run that started it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.campaign_activities import CampaignActivities
+    from orchestrator.campaign import gate as gating
+    from orchestrator.campaign import ui
+    from orchestrator.campaign.types import (
+        FINAL_STATES,
+        CampaignControl,
+        CampaignInput,
+        CampaignReport,
+        CampaignState,
+        CampaignStatus,
+        ClusterStage,
+        PlanRequest,
+        Progress,
+        ProgressRequest,
+        PromAnswer,
+        PromQuery,
+        StageHosts,
+        StageHostsRequest,
+        StagePlanModel,
+        StageStatus,
+        TrainAnswer,
+        TrainHandoff,
+    )
+    from orchestrator.models import UPPER_LAYER
+    from orchestrator.ops.spec import OperationSpec, Scope, operation_id
+    from orchestrator.ops.types import OperationInput, OperationStatus
+    from workflows.fleet_clock import fleet_options
+
+#: Steering a train waits for its worker's answer: retry a busy or silent train for a while.
+TRAIN_OPTIONS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=30),
+    "schedule_to_close_timeout": timedelta(minutes=10),
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        non_retryable_error_types=["BadSpec"],
+    ),
+}
+#: One look at Prometheus: a short query, retried a few times (an unreachable one holds).
+PROM_OPTIONS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=20),
+    "retry_policy": RetryPolicy(maximum_attempts=3),
+}
+
+
+@workflow.defn(name="Campaign")
+class Campaign:
+    def __init__(self) -> None:
+        self.inp: CampaignInput | None = None
+        self.st: CampaignState | None = None
+        self.ops: dict[str, asyncio.Task[OperationStatus | str]] = {}
+        self.wake = False
+        self.reported: CampaignReport | None = None
+
+    # ------------------------------------------------------------------ queries
+    @workflow.query(name="status")
+    def status(self) -> CampaignStatus:
+        assert self.st is not None
+        return self.st.status
+
+    # ------------------------------------------------------------------ control
+    @workflow.update(name="pause")
+    def pause(self, req: CampaignControl) -> CampaignStatus:
+        assert self.st is not None
+        self.st.paused = True
+        self._set_state("paused", req.reason or "paused by operator")
+        return self.status()
+
+    @pause.validator
+    def _can_pause(self, req: CampaignControl) -> None:
+        self._require(("running", "held"), "pause")
+
+    @workflow.update(name="resume")
+    def resume(self, req: CampaignControl) -> CampaignStatus:
+        assert self.st is not None
+        self.st.paused = False
+        self._set_state("running", req.reason)
+        return self.status()
+
+    @resume.validator
+    def _can_resume(self, req: CampaignControl) -> None:
+        self._require(("paused",), "resume")
+
+    @workflow.update(name="abort")
+    def abort(self, req: CampaignControl) -> CampaignStatus:
+        assert self.st is not None
+        self.st.abort = req.reason or "aborted by operator"
+        self.wake = True
+        return self.status()
+
+    @abort.validator
+    def _can_abort(self, req: CampaignControl) -> None:
+        self._require(("running", "held", "paused"), "abort")
+
+    def _require(self, allowed: tuple[str, ...], action: str) -> None:
+        if self.st is None:
+            raise ValueError(f"cannot {action} a campaign that has not started")
+        if self.st.status.state not in allowed:
+            raise ValueError(f"cannot {action} a campaign that is {self.st.status.state}")
+
+    def _set_state(self, state: str, reason: str = "") -> None:
+        assert self.st is not None
+        self.st.status.state, self.st.status.reason = state, reason
+        self.wake = True
+        self._show()
+
+    def _show(self) -> None:
+        assert self.st is not None and self.inp is not None
+        workflow.set_current_details(ui.campaign_details(self.inp.spec, self.st))
+
+    # ---------------------------------------------------------------------- run
+    @workflow.run
+    async def run(self, inp: CampaignInput) -> CampaignStatus:
+        self.inp = inp
+        spec = inp.spec
+        if inp.state is None:
+            plan: list[StagePlanModel] = await workflow.execute_activity_method(
+                CampaignActivities.plan, PlanRequest(spec=spec), **fleet_options()
+            )
+            status = CampaignStatus(
+                campaign_id=spec.workflow_id,
+                name=spec.name,
+                targets=spec.targets,
+                stages=[
+                    StageStatus(
+                        name=p.name,
+                        bake_hours=p.bake_hours,
+                        hosts_planned=sum(p.hosts_per_cluster.values()),
+                    )
+                    for p in plan
+                ],
+            )
+            inp.state = CampaignState(status=status, plan=plan)
+        self.st = st = inp.state
+        self._show()
+        while st.stage_index < len(st.plan):
+            outcome = await self._stage(st.stage_index)
+            if outcome == "continue":
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(inp.model_copy(update={"state": st}))
+            if outcome != "passed":
+                return await self._finish(outcome)
+            st.stage_index += 1
+        return await self._finish("succeeded")
+
+    # -------------------------------------------------------------------- stage
+    async def _stage(self, i: int) -> str:
+        """Run stage ``i`` to passed | failed | aborted, or 'continue' (as new) part way."""
+        assert self.st is not None and self.inp is not None
+        st, plan, ss = self.st, self.st.plan[i], self.st.status.stages[i]
+        st.status.stage = ss.name
+        if ss.state == "pending":
+            ss.state = "running" if plan.clusters else "skipped"
+            ss.clusters = {c: ClusterStage(cluster=c) for c in plan.clusters}
+        if ss.state == "skipped":
+            return "passed"
+        while True:
+            if st.abort:
+                return "aborted"
+            if not st.paused:
+                await self._start_clusters(plan, ss)
+            await self._look(plan, ss)
+            verdict = gating.judge_stage(plan, ss)
+            if verdict is not None:
+                ss.state, ss.reason = "failed", verdict
+                self._show()
+                return "failed"
+            broken = [c for c in ss.clusters.values() if c.state == "failed"]
+            if broken:  # a cluster's bulk operation failed (it rolled its wave back)
+                ss.state = "failed"
+                ss.reason = "; ".join(f"{c.cluster}: {c.reason}" for c in broken)
+                return "failed"
+            await self._apply_pause(ss)
+            done = bool(ss.clusters) and all(c.state == "done" for c in ss.clusters.values())
+            if done and await self._prometheus_clear(plan, ss):
+                ss.state, ss.bake_remaining_hours = "passed", 0.0
+                if st.status.state == "held":
+                    self._set_state("running")
+                self._show()
+                return "passed"
+            self._show()
+            await self._report()
+            if self._history_full():
+                return "continue"
+            self.wake = False
+            await self._nap(self.inp.poll_seconds)
+
+    async def _nap(self, seconds: float) -> None:
+        """Wait ``seconds`` of wall time, or less if a control or a child's end wakes us."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=seconds))
+
+    async def _apply_pause(self, ss: StageStatus) -> None:
+        """Pause the trains rolling this stage while the campaign is paused; resume them after."""
+        assert self.st is not None
+        st = self.st
+        if not self._lower():
+            return
+        if st.paused:
+            for cluster, cs in ss.clusters.items():
+                if cs.state == "rolling" and cluster not in st.trains_paused:
+                    await workflow.execute_activity_method(
+                        CampaignActivities.train,
+                        self._handoff(cluster, "pause", reason=f"campaign {ss.name} paused"),
+                        **TRAIN_OPTIONS,
+                    )
+                    st.trains_paused.append(cluster)
+        elif st.trains_paused:
+            for cluster in list(st.trains_paused):
+                await workflow.execute_activity_method(
+                    CampaignActivities.train,
+                    self._handoff(cluster, "resume", reason="campaign resumed"),
+                    **TRAIN_OPTIONS,
+                )
+                st.trains_paused.remove(cluster)
+
+    def _history_full(self) -> bool:
+        assert self.inp is not None
+        if self.ops:
+            return False
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.inp.max_history_events
+        )
+
+    async def _start_clusters(self, plan: StagePlanModel, ss: StageStatus) -> None:
+        assert self.st is not None and self.inp is not None
+        busy = [c for c in ss.clusters.values() if c.state in ("rolling", "upgrading")]
+        for cs in ss.clusters.values():
+            if len(busy) >= plan.parallel:
+                return
+            if cs.state != "pending":
+                continue
+            limit = plan.hosts_per_cluster[cs.cluster] if plan.partial else None
+            chosen: StageHosts = await workflow.execute_activity_method(
+                CampaignActivities.stage_hosts,
+                StageHostsRequest(
+                    cluster=cs.cluster,
+                    count=limit,
+                    targets=self.inp.spec.targets,
+                    wall=workflow.now(),
+                ),
+                **fleet_options(),
+            )
+            cs.hosts, cs.baseline_out, cs.in_scope = (
+                chosen.hosts,
+                chosen.baseline_out,
+                chosen.in_scope,
+            )
+            lower = self._lower()
+            if lower:
+                answer: TrainAnswer = await workflow.execute_activity_method(
+                    CampaignActivities.train,
+                    self._handoff(cs.cluster, "ride", stage=ss.name, targets=lower, hosts=cs.hosts),
+                    **TRAIN_OPTIONS,
+                )
+                if answer.started and cs.cluster not in self.st.trains_started:
+                    self.st.trains_started.append(cs.cluster)
+                cs.started_train = answer.started
+                cs.state = "rolling"
+            else:
+                self._start_operation(ss, cs)
+            busy.append(cs)
+
+    def _lower(self) -> dict[str, str]:
+        assert self.inp is not None
+        return {c: v for c, v in self.inp.spec.targets.items() if c not in UPPER_LAYER}
+
+    def _upper(self) -> dict[str, str]:
+        assert self.inp is not None
+        return {c: v for c, v in self.inp.spec.targets.items() if c in UPPER_LAYER}
+
+    def _handoff(self, cluster: str, action: str, **kw: object) -> TrainHandoff:
+        assert self.inp is not None
+        spec = self.inp.spec
+        return TrainHandoff(
+            campaign=spec.workflow_id,
+            cluster=cluster,
+            action=action,
+            domain_size=spec.train.domain_size,
+            budget=spec.train.budget.model_dump(),
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def _start_operation(self, ss: StageStatus, cs: ClusterStage) -> None:
+        """Driver/CUDA targets: one bulk operation over the stage's hosts of this cluster."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        limit = gating.operation_max_failures(self.st.plan[self.st.stage_index], cs)  # type: ignore[union-attr]
+        fields: dict[str, Any] = {
+            "kind": "cuda-upgrade",
+            "scope": Scope(cluster=cs.cluster, hosts=cs.hosts),
+            "targets": self._upper(),
+            "request_id": f"{spec.name}-{ss.name}-{cs.cluster}",
+        }
+        if limit is not None:
+            fields["max_failures"] = limit
+        op_spec = OperationSpec.model_validate(fields)
+        cs.operation_id = operation_id(op_spec)
+        cs.state = "upgrading"
+        self.ops[cs.cluster] = asyncio.create_task(self._operation(op_spec))
+
+    async def _operation(self, op_spec: OperationSpec) -> OperationStatus | str:
+        try:
+            return await workflow.execute_child_workflow(
+                "BulkOperation",
+                OperationInput(spec=op_spec),
+                id=operation_id(op_spec),
+                task_queue=workflow.info().task_queue,
+                result_type=OperationStatus,
+                static_summary=f"campaign {self.inp.spec.name}: {dict(op_spec.targets)} on "  # type: ignore[union-attr]
+                f"{op_spec.scope.cluster}",
+            )
+        except ChildWorkflowError as err:
+            cause = err.cause
+            return str(getattr(cause, "message", cause) or "the bulk operation failed")
+        finally:
+            self.wake = True
+
+    async def _look(self, plan: StagePlanModel, ss: StageStatus) -> None:
+        """Read every started cluster's progress; move clusters on to bake, then done."""
+        assert self.inp is not None and self.st is not None
+        for cs in ss.clusters.values():
+            if cs.state in ("pending", "done", "failed"):
+                continue
+            targets = self._lower() if cs.state == "rolling" else self.inp.spec.targets
+            prog: Progress = await workflow.execute_activity_method(
+                CampaignActivities.stage_progress,
+                ProgressRequest(
+                    cluster=cs.cluster,
+                    campaign=self.inp.spec.name,
+                    stage=ss.name,
+                    hosts=cs.hosts,
+                    baseline_out=cs.baseline_out,
+                    targets=targets,
+                    wall=workflow.now(),
+                ),
+                **fleet_options(),
+            )
+            cs.in_scope, cs.changed, cs.pending = prog.in_scope, prog.changed, prog.pending
+            cs.attempted = prog.attempted
+            cs.in_flight, cs.failed, cs.fleet_hours = prog.in_flight, prog.failed, prog.fleet_hours
+            if cs.state == "rolling" and prog.complete:
+                if self._upper():
+                    self._start_operation(ss, cs)
+                else:
+                    cs.state, cs.done_hours = "baking", prog.fleet_hours
+            elif cs.state == "upgrading" and self.ops[cs.cluster].done():
+                result = self.ops.pop(cs.cluster).result()
+                if isinstance(result, str) or result.state != "succeeded":
+                    cs.state = "failed"
+                    cs.reason = result if isinstance(result, str) else result.reason
+                else:
+                    cs.state, cs.done_hours = "baking", prog.fleet_hours
+            if cs.state == "baking":
+                assert cs.done_hours is not None
+                if prog.fleet_hours >= cs.done_hours + plan.bake_hours:
+                    cs.state = "done"
+                    await self._cluster_done(plan, cs)
+        gating.roll_up(plan, ss)
+
+    async def _cluster_done(self, plan: StagePlanModel, cs: ClusterStage) -> None:
+        """A whole cluster done: its train keeps the targets as its own (and records them)."""
+        if not plan.partial and self._lower():
+            await workflow.execute_activity_method(
+                CampaignActivities.train,
+                self._handoff(cs.cluster, "keep", targets=self._lower()),
+                **TRAIN_OPTIONS,
+            )
+
+    async def _prometheus_clear(self, plan: StagePlanModel, ss: StageStatus) -> bool:
+        """The stage's Prometheus gate: True when its query answers nothing (or there is none)."""
+        prom = plan.gates.prometheus
+        if prom is None:
+            return True
+        answer: PromAnswer = await workflow.execute_activity_method(
+            CampaignActivities.prometheus, PromQuery(url=prom.url, query=prom.query), **PROM_OPTIONS
+        )
+        if answer.firing == 0:
+            ss.gate = ss.gate.split(" | prometheus")[0]
+            return True
+        why = answer.error or f"{answer.firing} series firing, e.g. {', '.join(answer.sample)}"
+        ss.state = "held"
+        ss.gate = f"{ss.gate.split(' | prometheus')[0]} | prometheus: {why}"
+        assert self.st is not None
+        if self.st.status.state == "running":
+            self._set_state("held", f"stage {ss.name} held by Prometheus: {prom.query}")
+        self.wake = False
+        await self._nap(prom.every_seconds)
+        return False
+
+    async def _report(self) -> None:
+        """Tell the metrics what changed since the last report (nothing when nothing did)."""
+        assert self.st is not None
+        status = self.st.status
+        gating.roll_up_campaign(status)
+        stage = next((s for s in status.stages if s.name == status.stage), None)
+        report = CampaignReport(
+            campaign=status.name,
+            state=status.state,
+            stage=status.stage,
+            failure_limit=stage.failure_limit if stage else None,
+            hosts_changed=status.hosts_changed,
+            hosts_quarantined=status.hosts_quarantined,
+            hosts_rolled_back=status.hosts_rolled_back,
+        )
+        if report != self.reported:
+            await workflow.execute_activity_method(
+                CampaignActivities.report, report, **fleet_options()
+            )
+            self.reported = report
+
+    # ------------------------------------------------------------------- finish
+    async def _finish(self, outcome: str) -> CampaignStatus:
+        """Withdraw what is ours from every train and operation; the final status."""
+        assert self.st is not None and self.inp is not None
+        st = self.st
+        for task in self.ops.values():
+            task.cancel()
+        touched = sorted(
+            {c for s in st.status.stages for c in s.clusters if s.clusters[c].state != "pending"}
+        )
+        for cluster in touched:
+            if not self._lower():
+                break
+            action = "stop" if cluster in st.trains_started else "end"
+            await workflow.execute_activity_method(
+                CampaignActivities.train,
+                self._handoff(cluster, action, reason=f"campaign {self.inp.spec.name} {outcome}"),
+                **TRAIN_OPTIONS,
+            )
+        if outcome == "aborted":
+            reason = st.abort
+        elif outcome == "failed":
+            failed = next((s for s in st.status.stages if s.state == "failed"), None)
+            reason = f"stage {failed.name} failed: {failed.reason}" if failed else "failed"
+        else:
+            reason = f"every stage passed ({len(st.plan)})"
+        gating.roll_up_campaign(st.status)
+        st.status.state, st.status.reason = outcome, reason
+        self._show()
+        await self._report()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if outcome == "failed":
+            raise ApplicationError(reason, st.status, type="CampaignFailed", non_retryable=True)
+        assert outcome in FINAL_STATES
+        return st.status
