@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from orchestrator.constants import HELD_STATES, INSTALL_ATTEMPTS
 from orchestrator.execution.messages import UpdateResult
 from orchestrator.fleet.backend import ClusterBackend, InstallOutcome
-from orchestrator.updates import maintenance_hours, pending_components
+from orchestrator.updates import host_targets, maintenance_hours, pending_components
 
 
 def install_with_retries(
@@ -43,9 +43,10 @@ def install_hosts(
     """
     out = UpdateResult(fleet_hours=b.now)
     verb = "rollback" if rollback else "update"
-    for name, wanted in targets.items():
+    for name, all_wanted in targets.items():
         if on_host is not None:
             on_host(name)
+        wanted = host_targets(all_wanted)  # switch_firmware goes to the rack switch instead
         h = b.host(name)
         pending = pending_components(h.versions, wanted)
         if h.owner != owner or h.state not in HELD_STATES:
@@ -62,7 +63,8 @@ def install_hosts(
         res = install_with_retries(b, name, wanted, owner, "rollback" if rollback else "")
         if res.ok:
             out.updated.append(name)
-            out.duration_hours = max(out.duration_hours, maintenance_hours(pending))
+            took = maintenance_hours(pending) if res.duration_hours is None else res.duration_hours
+            out.duration_hours = max(out.duration_hours, took)
         else:
             how = "permanently" if res.permanent else f"{INSTALL_ATTEMPTS} times"
             out.failed[name] = f"{verb} of {res.failed_component} failed {how}"

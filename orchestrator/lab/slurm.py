@@ -21,6 +21,7 @@ whose command line names the lab's files.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,6 +60,14 @@ class LabInfo:
 
 def lab_dir(home: Path) -> Path:
     return home / LAB_DIR
+
+
+def short_dir(d: Path) -> Path:
+    """Where the lab's Unix sockets live (munge's, each job step's under the slurmd spool): a
+    short path of its own, since a socket path may not exceed 108 bytes and TRAINCTL_HOME may
+    be deep (pytest's temporary directories are)."""
+    digest = hashlib.sha1(str(d.resolve()).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"trainctl-lab-{digest}"
 
 
 def _free_ports(count: int) -> list[int]:
@@ -93,9 +103,9 @@ def _slurm_conf(d: Path, nodes: list[str], ctl_port: int, ports: dict[str, int])
         "SlurmdUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        f"AuthInfo=socket={d / 'munge' / 'munge.socket'}",
+        f"AuthInfo=socket={short_dir(d) / 'munge.socket'}",
         f"StateSaveLocation={d / 'state'}",
-        f"SlurmdSpoolDir={d / 'spool'}/%n",
+        f"SlurmdSpoolDir={short_dir(d) / 'spool'}/%n",
         f"SlurmctldPidFile={d / 'run' / 'slurmctld.pid'}",
         f"SlurmdPidFile={d / 'run'}/slurmd.%n.pid",
         f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
@@ -212,7 +222,7 @@ def _start_munge(d: Path) -> None:
         [
             munged,
             "--force",
-            f"--socket={m / 'munge.socket'}",
+            f"--socket={short_dir(d) / 'munge.socket'}",
             f"--key-file={key}",
             f"--pid-file={m / 'munged.pid'}",
             f"--log-file={m / 'munged.log'}",
@@ -293,7 +303,13 @@ def lab_up(home: Path, nodes: int = 16) -> LabInfo:
     if info_path.exists() and _pid(d / "run" / "slurmctld.pid"):
         return LabInfo(**json.loads(info_path.read_text()))
     lab_down(home)
-    for sub in ("state", "spool", "run", "log"):
+    # a new lab: no jobs, drains or features of an old one
+    shutil.rmtree(d / "state", ignore_errors=True)
+    shutil.rmtree(short_dir(d), ignore_errors=True)
+    for name in ("jobcomp.txt", "versions.jsonl"):
+        (d / name).unlink(missing_ok=True)
+    (short_dir(d) / "spool").mkdir(parents=True, exist_ok=True)
+    for sub in ("state", "run", "log"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     names = _node_names(nodes)
     ports = _free_ports(nodes + 1)
@@ -307,14 +323,15 @@ def lab_up(home: Path, nodes: int = 16) -> LabInfo:
         config,
         f'hooks:\n  "*": "{d / "hook.sh"} {{node}} {{component}} {{version}}"\n'
         f'health_command: "{d / "health.sh"} {{node}}"\n'
-        "reboot_timeout: 2m\n",
+        "reboot_timeout: 2m\n"
+        "feature_components: [os, gpu_driver, cuda]\n",
     )
     info = LabInfo(str(d / "slurm.conf"), CLUSTER, names, str(config), ports[0], node_ports)
     try:
         _start_munge(d)
         start_controller(d)
         for n in names:
-            (d / "spool" / n).mkdir(exist_ok=True)
+            (short_dir(d) / "spool" / n).mkdir(exist_ok=True)
             start_node(d, n)
         wait_ready(d, names)
     except BaseException:
@@ -347,6 +364,7 @@ def lab_down(home: Path) -> list[str]:
             os.kill(pid, signal.SIGKILL)
             stopped.append(f"pid {pid}")
     (d / "lab.json").unlink(missing_ok=True)
+    shutil.rmtree(short_dir(d), ignore_errors=True)
     return stopped
 
 
