@@ -76,7 +76,7 @@ def _replay(eng: RecordingEngine, floor: int, maintenance: int) -> dict[str, int
         if after == S.CORDONED:
             owner = str(ev.detail.get("owner") or owner)
         elif after in (S.IN_REPAIR, S.QUARANTINED, S.IN_SERVICE):
-            owner = {S.IN_REPAIR: "repair", S.QUARANTINED: "quarantine"}.get(after, "")
+            owner = {"in_repair": "repair", "quarantined": "quarantine"}.get(after, "")
         state[ev.host] = (after, owner)
         failed = sum(s in (S.IN_REPAIR, S.QUARANTINED) for s, _ in state.values())
         seen["max_failed"] = max(seen["max_failed"], failed)

@@ -38,9 +38,11 @@ class Taken:
     rollout: bool = False  # the hosts taken get a campaign rollout's targets
 
 
-#: A piggyback claim lapses this long after the plan that left it (the live train plans at
-#: least once per fleet hour while it runs), so a train that stopped planning takes no more.
-PIGGYBACK_CLAIM_HOURS = 1.0
+#: A piggyback claim lapses this long after the plan that left it, so a train that stopped
+#: planning (paused, halted) takes no more: the live train plans at least once per fleet hour
+#: while it runs (its poll; at scaled speeds never more often than once a wall second, so the
+#: claim spans two polls). A stopping train withdraws it at once (``close_owner``).
+PIGGYBACK_CLAIM_HOURS = 2.0
 #: Policies that piggyback: the baselines model tools that do not.
 PIGGYBACK_POLICIES = frozenset({"job-aware"})
 
