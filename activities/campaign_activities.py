@@ -9,6 +9,7 @@ with the worker's own Temporal client, since a workflow cannot send updates to a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.error
 import urllib.parse
@@ -44,6 +45,7 @@ from orchestrator.train.client import (
     control_train,
     reconfigure_train,
     start_train,
+    train_result,
     train_status,
 )
 from orchestrator.train.spec import Rollout, TrainSpec
@@ -53,6 +55,8 @@ from orchestrator.train.types import TrainChange
 #: (a host failing alone is a bad host, not a reason to stop the cluster).
 NO_HALT = 1_000_000
 _DOWN = (HostState.QUARANTINED, HostState.IN_REPAIR)
+#: How long (seconds) a stop waits for the train to close, within the activity's timeout.
+STOP_WAIT = 20.0
 
 
 class CampaignActivities(FleetAccess):
@@ -159,6 +163,9 @@ class CampaignActivities(FleetAccess):
                 status = await reconfigure_train(self.client, c, change)
             elif req.action == "stop":
                 status = await control_train(self.client, c, "stop", req.reason)
+                # The campaign ends once the train has handed its hosts back and closed.
+                with contextlib.suppress(TimeoutError):
+                    status = await asyncio.wait_for(train_result(self.client, c), STOP_WAIT)
             elif req.action in ("pause", "resume"):
                 status = await train_status(self.client, c)
                 allowed = ("running", "halted") if req.action == "pause" else ("paused", "halted")

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from orchestrator.audit import audit
-from orchestrator.campaign.client import start_campaign
-from orchestrator.campaign.spec import CampaignSpec
+from orchestrator.campaign.types import CampaignStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.sqlite_fleet import MAX_SPEED
 from orchestrator.presets import get_preset
 from orchestrator.worker import build_worker
+from tests.test_ops_exec import trainctl
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -75,14 +75,27 @@ def ever_had(path: Path, component: str, version: str) -> set[str]:
     return {h for h, d in rows if json.loads(d).get("after", {}).get(component) == version}
 
 
-async def test_good_kernel_rolls_through_every_cluster(dev_env, tmp_home, task_queue) -> None:
-    """The issue's spec with os 6.12.0-9 succeeds: every in-service host of c00-c03 on it."""
+async def run_campaign(
+    env: Any, home: Path, path: Path, queue: str, spec: dict[str, Any]
+) -> tuple[int, CampaignStatus]:
+    """`trainctl campaign start --wait --json` of ``spec`` with a worker of ``path`` running."""
+    spec_file = home / f"{spec['name']}.json"
+    spec_file.write_text(json.dumps(spec))
+    args = ("campaign", "start", "--spec", str(spec_file), "--wait", "--json")
+    async with build_worker(env.client, path, queue):
+        code, out, err = await trainctl(*args, "--task-queue", queue)
+    assert "error" not in out, err
+    return code, CampaignStatus.model_validate(out)
+
+
+async def test_good_kernel_rolls_through_every_cluster(
+    dev_env, tmp_home, task_queue, monkeypatch
+) -> None:
+    """The issue's spec with os 6.12.0-9 exits 0: every in-service host of c00-c03 on it."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
     path = multi_fleet(tmp_home)
-    spec = CampaignSpec.model_validate(ISSUE_SPEC)
-    async with build_worker(dev_env.client, path, task_queue):
-        started = await start_campaign(dev_env.client, spec, task_queue=task_queue, wait=True)
-    status = started.status
-    assert status is not None
+    code, status = await run_campaign(dev_env, tmp_home, path, task_queue, ISSUE_SPEC)
+    assert code == 0, status.reason
     assert status.state == "succeeded", status.reason
     assert [s.state for s in status.stages] == ["passed", "passed", "passed"]
     assert status.hosts_rolled_back == 0
@@ -96,22 +109,16 @@ async def test_good_kernel_rolls_through_every_cluster(dev_env, tmp_home, task_q
     assert audit_ok(path)
 
 
-async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue) -> None:
-    """A kernel that breaks every host stops in the canary: exit state failed, 4 hosts at most."""
+async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, monkeypatch) -> None:
+    """A kernel breaking every host it lands on exits 1 in the canary: at most 4 hosts got it."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
     path = multi_fleet(tmp_home)
-    fleet = SqliteFleet(path)
-    try:
-        with fleet.cluster("c00") as c00:
-            c00.inject_fault("os", "6.12.0-bad", 1.0, "test")
-    finally:
-        fleet.close()
-    spec = CampaignSpec.model_validate(
-        {**ISSUE_SPEC, "name": "kernel-bad", "targets": {"os": "6.12.0-bad"}}
-    )
-    async with build_worker(dev_env.client, path, task_queue):
-        started = await start_campaign(dev_env.client, spec, task_queue=task_queue, wait=True)
-    status = started.status
-    assert status is not None
+    fault = ("--cluster", "c00", "--component", "os", "--version", "6.12.0-bad", "--rate", "1.0")
+    code, _, err = await trainctl("fleet", "inject-fault", *fault, "--json")
+    assert code == 0, err
+    spec = {**ISSUE_SPEC, "name": "kernel-bad", "targets": {"os": "6.12.0-bad"}}
+    code, status = await run_campaign(dev_env, tmp_home, path, task_queue, spec)
+    assert code == 1
     assert status.state == "failed"
     assert status.stages[0].state == "failed" and status.stage == "canary"
     assert [s.state for s in status.stages[1:]] == ["pending", "pending"]
