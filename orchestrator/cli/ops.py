@@ -136,12 +136,34 @@ def print_status(o: dict[str, Any]) -> None:
 @spec_option
 @click.option("--wait", is_flag=True, help="Wait for the end; exit 1 unless it succeeded.")
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
+@click.option(
+    "--cron",
+    default=None,
+    help="Run it again at each instant of this cron (UTC) as a Temporal Schedule, never two "
+    "runs at once; see `trainctl schedule`.",
+)
 @address_option
 @json_option
 @handle_errors
-def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_json: bool) -> None:
-    """Plan, then run a bulk operation; the same request_id twice is one operation."""
+def start(
+    spec_path: Path,
+    wait: bool,
+    task_queue: str,
+    cron: str | None,
+    address: str | None,
+    as_json: bool,
+) -> None:
+    """Plan, then run a bulk operation; the same request_id twice is one operation.
+
+    With --cron, create a Temporal Schedule instead that starts it as a new operation each time.
+    """
     spec = load_spec(spec_path)
+    if cron is not None:
+        from orchestrator.schedules import check_cron
+
+        cron = check_cron(cron)
+        if wait:
+            raise BadInput("wait: a recurring operation (--cron) has no end to wait for")
     fleet = open_fleet_or_fail()
     try:
         plan = plan_spec(fleet, spec)
@@ -152,6 +174,10 @@ def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_
             plan.refused,
             {"operation_id": plan.operation_id, "started": False, "refused": plan.refused},
         )
+
+    if cron is not None:
+        _start_schedule(spec, plan, cron, task_queue, address, as_json)
+        return
 
     async def go() -> OperationStart:
         clusters = [c.cluster for c in plan.clusters]
@@ -183,6 +209,27 @@ def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_
             f"{out['operation_id']} {out['state']}: {out.get('reason', '')}", extra=out
         )
     emit(out, as_json, print_status)
+
+
+def _start_schedule(
+    spec: OperationSpec,
+    plan: OperationPlan,
+    cron: str,
+    task_queue: str,
+    address: str | None,
+    as_json: bool,
+) -> None:
+    from orchestrator.cli.schedule import print_schedule
+    from orchestrator.ops.schedule import schedule_operation
+
+    async def go() -> dict[str, Any]:
+        clusters = [c.cluster for c in plan.clusters]
+        view = await schedule_operation(
+            await _client(address), spec, cron=cron, clusters=clusters, task_queue=task_queue
+        )
+        return view.model_dump(mode="json")
+
+    emit(asyncio.run(go()), as_json, print_schedule)
 
 
 def _control(name: str, doc: str) -> click.Command:

@@ -37,6 +37,9 @@ class OperationInput(BaseModel):
     max_history_events: int = Field(default=MAX_HISTORY_EVENTS, ge=100)
     #: Set when the operation continues as new: where the previous run stood.
     state: OperationState | None = None
+    #: Started by a Temporal Schedule (``ops start --cron``): each run is its own operation,
+    #: named by its workflow id (the schedule's id plus the instant it was due).
+    scheduled: bool = False
 
 
 class ClusterOpInput(BaseModel):
