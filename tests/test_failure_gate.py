@@ -130,4 +130,4 @@ def test_fleet_base_rate_of_a_cuda_upgrade():
     rate = component_failure_rate(["gpu_driver", "cuda"])
     assert 0.0059 < rate < 0.0061
     assert component_failure_rate([]) == 0.0
-    assert DEFAULT_FALSE_ALARM == 0.001
+    assert DEFAULT_FALSE_ALARM == 0.0005

@@ -63,6 +63,16 @@ def _progress(p: ClusterProgress) -> str:
     return f"{done}{', ' + wave + ' in progress' if wave else ''}"
 
 
+def _failure_limit(spec: OperationSpec, p: ClusterProgress) -> str:
+    """``max_failures`` as set, or the bad-build rule's threshold for the hosts changed so far."""
+    if spec.max_failures is not None:
+        return str(spec.max_failures)
+    return (
+        f"{p.gate_threshold} of {p.gate_changed:,} changed hosts, the bad-build rule at base "
+        f"rate {p.base_rate:.2%}; {p.hosts_failing_before} failing before their change"
+    )
+
+
 def cluster_details(
     spec: OperationSpec,
     operation_id: str,
@@ -79,7 +89,7 @@ def cluster_details(
         f"- **Progress:** {_progress(p)}; {p.hosts_changed:,} of {p.hosts_in_scope:,} hosts "
         f"in scope changed ({p.already_done:,} already on target)",
         f"- **Failures:** {p.failures} (the operation stops and rolls its wave back past "
-        f"{spec.max_failures}); {p.hosts_rolled_back:,} rolled back, "
+        f"{_failure_limit(spec, p)}); {p.hosts_rolled_back:,} rolled back, "
         f"{p.hosts_quarantined:,} quarantined, {p.hosts_deferred:,} deferred (in repair: "
         "they take the change before they return)",
         f"- **Jobs interrupted:** {p.jobs_interrupted}",
