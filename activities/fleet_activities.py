@@ -21,7 +21,7 @@ from activities.fleet_access import FleetAccess, as_application_error
 from orchestrator import metrics
 from orchestrator.constants import LOGICAL_CLOCK
 from orchestrator.errors import PermanentError
-from orchestrator.execution import drain, install, settle
+from orchestrator.execution import drain, install, settle, switches
 from orchestrator.execution.messages import (
     CLOCK_SIGNAL,
     AdvanceClockRequest,
@@ -35,6 +35,8 @@ from orchestrator.execution.messages import (
     EvictResult,
     FleetInfoRequest,
     HostsRequest,
+    SwitchRequest,
+    SwitchResult,
     UpdateResult,
     VerifyResult,
 )
@@ -165,6 +167,12 @@ class FleetActivities(FleetAccess):
                 b, req.owner, req.planned, req.deadline_hours, req.max_refusals, req.refusals
             )
 
+    @activity.defn(name="update_switches")
+    def update_switches(self, req: SwitchRequest) -> SwitchResult:
+        """Update the rack switches above a drained rack's hosts (their blast radius)."""
+        with self.cluster(req.cluster, req.wall) as b:
+            return switches.update_rack_switches(b, req.owner, req.hosts, req.version)
+
     @activity.defn(name="apply_updates")
     def apply_updates(self, req: HostsRequest) -> UpdateResult:
         """Install every pending update in dependency order, with one reboot, on each host."""
@@ -229,6 +237,7 @@ class FleetActivities(FleetAccess):
             self.drain_status,
             self.evict_jobs,
             self.ask_jobs,
+            self.update_switches,
             self.apply_updates,
             self.verify_and_return,
             self.quarantine_hosts,

@@ -29,6 +29,7 @@ from orchestrator.client import connect
 from orchestrator.connection import ConnectionOptions
 from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.paths import trainctl_home
+from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.presets import get_preset
 from orchestrator.temporal_server import DevServer, DevServerConfig
 from orchestrator.train.client import control_train, start_train, train_result, train_status
@@ -53,7 +54,12 @@ def free_port(preferred: int) -> int:
 
 
 def demo_spec(
-    preset: str, domain_size: int | None, budget: str, until_cycle: bool, cluster: str = "c00"
+    preset: str,
+    domain_size: int | None,
+    budget: str,
+    until_cycle: bool,
+    cluster: str = "c00",
+    targets: dict[str, str] | None = None,
 ) -> TrainSpec:
     return TrainSpec.model_validate(
         {
@@ -61,7 +67,7 @@ def demo_spec(
             "campaign": "demo",
             "domain_size": domain_size or DEMO_DOMAIN_SIZE.get(preset, 8),
             "budget": {"max_unavailable": budget},
-            "targets": DEMO_TARGETS,
+            "targets": targets or DEMO_TARGETS,
             "drain": {"max_wait": "4h"},
             "halt_after_failures": 5,
             "stop_after_cycles": 1 if until_cycle else None,
@@ -81,6 +87,7 @@ async def run_demo(
     on_ui: Callable[[str], None] = lambda url: None,
     on_status: Callable[[TrainStatus], None] = lambda status: None,
     clusters: int = 1,
+    targets: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the demo and return its summary.
 
@@ -92,8 +99,14 @@ async def run_demo(
     names = shape.cluster_names()
     if not 1 <= clusters <= len(names):
         raise ValueError(f"clusters: {preset} has {len(names)} cluster(s), not {clusters}")
-    specs = [demo_spec(preset, domain_size, budget, until_cycle, c) for c in names[:clusters]]
+    specs = [
+        demo_spec(preset, domain_size, budget, until_cycle, c, targets) for c in names[:clusters]
+    ]
     spec = specs[0]
+    if "switch_firmware" in spec.targets:  # refused up front, as `train start` does
+        why = rack_fits_budget(spec.budget, shape.hosts_per_cluster, shape.hosts_per_rack)
+        if why:
+            raise ValueError(why)
     path = fleet_path()
     SqliteFleet.create(path, shape, seed, speed).close()
     home = trainctl_home()
@@ -115,6 +128,7 @@ async def run_demo(
     try:
         report = audit(fleet)
         hours = {s.cluster: fleet.fleet_time(cluster=s.cluster) for s in specs}
+        switch_versions = fleet.switch_versions()
     finally:
         fleet.close()
     kinds = Counter(v.kind for v in report.violations)
@@ -131,6 +145,7 @@ async def run_demo(
         "cycle_fleet_hours": max(f["cycle_fleet_hours"] for f in per_cluster.values()),
         "cycle_wall_seconds": max(f["cycle_wall_seconds"] for f in per_cluster.values()),
         "audit_ok": report.ok,
+        "switch_versions": switch_versions,
         "violations": len(report.violations),
         "wall_seconds": round(time.monotonic() - started, 3),
         "fleet": str(path),

@@ -20,6 +20,11 @@ def host_name(cluster: str, zone: int, rack: int, host: int) -> str:
     return f"{cluster}-z{zone:02d}-r{rack:03d}-h{host:02d}"
 
 
+def rack_switch(rack: str) -> str:
+    """The name of a rack's switch (every host of the rack sits below it)."""
+    return f"rsw-{rack}"
+
+
 class Topology:
     """Graph of one fleet built from a preset. Node ids are names; ``kind`` says what each is."""
 
@@ -62,7 +67,7 @@ class Topology:
                     self.switches.append((ssw, "spine", cluster))
                 for r in range(preset.racks_per_zone):
                     rack = f"{zone}-r{r:03d}"
-                    rsw = f"rsw-{rack}"
+                    rsw = rack_switch(rack)
                     g.add_node(rack, kind="rack")
                     g.add_edge(zone, rack)
                     for ssw in spines:

@@ -70,6 +70,15 @@ def update_catalog(targets: dict[str, str]) -> list[Update]:
     ]
 
 
+#: Components that live on switches, not hosts: a host install never carries them.
+SWITCH_COMPONENTS: frozenset[str] = frozenset({"switch_firmware"})
+
+
+def host_targets(targets: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``targets`` a host install applies (``switch_firmware`` is a switch's)."""
+    return {c: v for c, v in targets.items() if c not in SWITCH_COMPONENTS}
+
+
 def pending_components(versions: Mapping[str, str], targets: Mapping[str, str]) -> list[str]:
     """Components of ``targets`` a host with ``versions`` still lacks, in install order."""
     return order_updates([c for c, v in targets.items() if versions.get(c) != v])

@@ -23,6 +23,9 @@ with workflow.unsafe.imports_passed_through():
         DrainStatus,
         EvictRequest,
         HostsRequest,
+        JobWait,
+        SwitchRequest,
+        SwitchResult,
         UpdateResult,
         VerifyResult,
     )
@@ -30,6 +33,11 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.ui import domain_details
     from orchestrator.ui_text import at_hour, job_wait, names, plural, versions
     from workflows.fleet_clock import aside, clock_party, fleet_options, sleep_until, spawn, wake
+
+
+#: Tries at a rack switch whose rack is not fully out of service, SWITCH_RETRY_HOURS apart.
+SWITCH_ATTEMPTS = 4
+SWITCH_RETRY_HOURS = 0.25
 
 
 @workflow.defn(name="DomainMaintenance")
@@ -85,6 +93,10 @@ class DomainMaintenance:
         pending = list(inp.hosts)
         tasks: list[asyncio.Task[None]] = []
         tracker: DrainTracker | None = None  # made at the first look, with the real deadline
+        # A switch_firmware target makes this a rack visit: the whole rack drains before its
+        # switch is updated, then its hosts are updated and verified (a new step: patched).
+        rack = "switch_firmware" in inp.targets and workflow.patched("rack-switch")
+        drained: list[str] = []
         try:
             while pending:
                 status: DrainStatus = await workflow.execute_activity_method(
@@ -110,7 +122,10 @@ class DomainMaintenance:
                     self._mark(w.hosts, "draining", job_wait(w.job_id, w.action, w.at_hours, now))
                 for host in list(status.lost) + status.ready:
                     pending.remove(host)
-                if status.ready:
+                if status.ready and rack:
+                    drained += status.ready
+                    self._mark(status.ready, "drained", "free of jobs; waiting for its rack")
+                elif status.ready:
                     tasks.append(spawn(inp.clock, self._maintain(inp, status.ready, result)))
                 decision = tracker.decide(status.waits, now)
                 if decision.evict:
@@ -152,7 +167,7 @@ class DomainMaintenance:
                         **fleet_options(),
                     )
                     tracker.heard(asked.answers, decision.ask, asked.fleet_hours)
-                    await self._show_talks(inp, tracker)
+                    await self._show_talks(inp, tracker, status.waits)
                     continue
                 if decision.wake_at_hours is not None:
                     self.phase = "draining"
@@ -164,6 +179,9 @@ class DomainMaintenance:
                     self._show()
                     await sleep_until(inp.clock, decision.wake_at_hours, now)
             self.waiting = {}
+            if drained:
+                await self._update_switches(inp, drained)
+                tasks.append(spawn(inp.clock, self._maintain(inp, drained, result)))
             await aside(inp.clock, asyncio.gather(*tasks))
         except (asyncio.CancelledError, CancelledError):
             self.phase = "cancelled: handing hosts back"
@@ -229,13 +247,52 @@ class DomainMaintenance:
         result.outcomes += outcomes
         await self._tell_parent(inp, outcomes)
 
-    async def _show_talks(self, inp: DomainInput, tracker: DrainTracker) -> None:
-        """Each job's question, answer and resulting wait: in the ``phase`` query, the UI's
-        current details, and the train's status (a message that wakes nobody)."""
+    async def _update_switches(self, inp: DomainInput, hosts: list[str]) -> None:
+        """Update the drained rack's switch and wait out its install and reboot. A switch that
+        cannot be updated (a host came back from repair into service under it meanwhile) is
+        tried again a few times; then this visit gives its hosts their own updates only."""
+        version = inp.targets["switch_firmware"]
+        self.phase = "updating rack switch"
+        for attempt in range(SWITCH_ATTEMPTS):
+            self._mark(hosts, "switch", f"rack switch to switch_firmware={version}")
+            self._show()
+            sw: SwitchResult = await workflow.execute_activity_method(
+                FleetActivities.update_switches,
+                SwitchRequest(
+                    cluster=inp.cluster,
+                    owner=inp.owner,
+                    wall=workflow.now(),
+                    hosts=hosts,
+                    version=version,
+                ),
+                summary=f"update the rack switch above {names(hosts, 2)} to {version}",
+                **fleet_options(),
+            )
+            if sw.done:
+                if sw.duration_hours:
+                    until = sw.fleet_hours + sw.duration_hours
+                    self._mark(
+                        hosts, "switch", f"switch reboots until {at_hour(until, sw.fleet_hours)}"
+                    )
+                    self._show()
+                    await sleep_until(inp.clock, until, sw.fleet_hours)
+                return
+            why = "; ".join(f"{r}: {w}" for r, w in sw.racks.items() if w)
+            workflow.logger.warning("rack switch not updated (attempt %d): %s", attempt + 1, why)
+            await sleep_until(inp.clock, sw.fleet_hours + SWITCH_RETRY_HOURS, sw.fleet_hours)
+        inp.targets = {c: v for c, v in inp.targets.items() if c != "switch_firmware"}
+
+    async def _show_talks(
+        self, inp: DomainInput, tracker: DrainTracker, waits: list[JobWait]
+    ) -> None:
+        """Each job's question, answer and resulting wait: in the ``phase`` query, on its hosts
+        in the UI's current details, and in the train's status (a message that wakes nobody)."""
         talks = tracker.describe()
         self.waiting.update(talks)
-        lines = "\n".join(f"- job {j}: {line}" for j, line in talks.items())
-        workflow.set_current_details(f"**negotiating with jobs** ({inp.domain_id})\n{lines}")
+        for w in waits:
+            if str(w.job_id) in talks:
+                self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
+        self._show()
         parent = workflow.info().parent
         if parent is not None:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(

@@ -27,6 +27,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.connection import connection_options
 from orchestrator.models import check_targets
+from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.train.client import (
     TrainAction,
     TrainNotFound,
@@ -73,12 +74,17 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
     try:
         _require_cluster(spec.cluster, fleet.cluster_names())
         hosts = fleet.preset.hosts_per_cluster
+        rack_hosts = fleet.preset.hosts_per_rack
     finally:
         fleet.close()
     try:
         spec.budget.require_hosts(hosts)
     except ValueError as err:
         raise BadInput(str(err)) from None
+    if "switch_firmware" in spec.targets:  # a rack visit takes the whole rack out at once
+        why = rack_fits_budget(spec.budget, hosts, rack_hosts)
+        if why:
+            raise BadInput(why, field=why.split(":", 1)[0])
     return hosts
 
 

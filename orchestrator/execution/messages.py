@@ -141,6 +141,28 @@ class AskResult(BaseModel):
     answers: dict[int, JobReply] = Field(default_factory=dict)
 
 
+class SwitchRequest(BaseModel):
+    """Update the rack switches above ``hosts`` (every host below each one drained) to
+    ``version``."""
+
+    cluster: str
+    owner: str
+    wall: datetime
+    hosts: list[str]
+    version: str
+
+
+class SwitchResult(BaseModel):
+    fleet_hours: float
+    #: rack -> '' when its switch is on ``version``, else why it was refused
+    racks: dict[str, str] = Field(default_factory=dict)
+    duration_hours: float = 0.0  # install and reboot of the switches updated now
+
+    @property
+    def done(self) -> bool:
+        return not any(self.racks.values())
+
+
 class EvictResult(BaseModel):
     interrupted: int = 0
     lost_gpu_hours: float = 0.0

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
 from orchestrator.fleet.sim_records import HostRec
+from orchestrator.topology import rack_switch
+from orchestrator.updates import host_targets
 
 
 class HostInstall(SimCore):
@@ -24,6 +26,7 @@ class HostInstall(SimCore):
     ) -> dyn.UpdateOutcome:
         """Install every pending component of ``targets`` in dependency order, one reboot."""
         h = self.hosts[name]
+        targets = host_targets(targets)  # switch firmware is the rack switch's, never a host's
         comps = dyn.pending_components(h.versions, targets)
         out = dyn.draw_update_outcome(self.seed, name, f"{h.updates}:{attempt}", comps)
         h.updates += 1
@@ -45,6 +48,7 @@ class HostInstall(SimCore):
                 out = dyn.UpdateOutcome(True, False, None, "low_bus_bandwidth")
         if out.defect:
             h.defect = out.defect
+        h.last_boot = self.now  # the install ends with its one reboot
         self._log(actor, "updated", name, before=before, after={c: targets[c] for c in comps})
         return out
 
@@ -57,7 +61,10 @@ class HostInstall(SimCore):
             else dyn.HEALTHY_BUS_BW
         )
         bw += r.uniform(-0.02, 0.02)
-        wrong = sorted(c for c, v in targets.items() if h.versions.get(c) != v)
+        wrong = sorted(c for c, v in host_targets(targets).items() if h.versions.get(c) != v)
+        switch = targets.get("switch_firmware")
+        if switch is not None and self.switches[rack_switch(h.rack)] != switch:
+            wrong.append("switch_firmware")  # the manifest names the rack switch it hangs off
         if h.defect == "xid_errors":
             return False, "diagnostics: GPU Xid errors under load", bw
         if bw < dyn.MIN_BUS_BW:

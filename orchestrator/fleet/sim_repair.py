@@ -20,6 +20,7 @@ from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.sim_scheduler import JobScheduler
 from orchestrator.models import HostState
+from orchestrator.updates import host_targets
 
 S = HostState
 #: States in which a host is powered up and exposed to unexpected failures.
@@ -64,7 +65,7 @@ class RepairPipeline(JobScheduler, HostInstall):
         h.repair_until = None
         h.defect = None
         self.dirty_hosts.add(h.name)
-        targets = dict(self.state.targets)
+        targets = host_targets(self.state.targets)  # a rack switch is no part of a reimage
         pending = dyn.pending_components(h.versions, targets)
         note = "repaired"
         if pending:

@@ -527,6 +527,17 @@ class SqliteFleet:
         for seq, t, c, actor, kind, host, detail in self.conn.execute(sql + " ORDER BY seq", args):
             yield seq, Event(t, actor, kind, host, json.loads(detail)), c
 
+    def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
+        """Switch firmware per switch kind (rack, spine, aggregation): version -> switches."""
+        sql = "SELECT tier, firmware, COUNT(*) FROM switches"
+        args: tuple[str, ...] = ()
+        if cluster is not None:
+            sql, args = sql + " WHERE cluster = ?", (cluster,)
+        out: dict[str, dict[str, int]] = {}
+        for tier, firmware, n in self.conn.execute(sql + " GROUP BY tier, firmware", args):
+            out.setdefault(tier, {})[firmware] = n
+        return {t: dict(sorted(v.items(), key=lambda kv: -kv[1])) for t, v in sorted(out.items())}
+
     def get_meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
 

@@ -38,6 +38,7 @@ def fleet_status(
             jobs_running += sum(1 for j in sim.jobs.values() if j.state == "running")
             hosts_total += len(sim.hosts)
             per_cluster[name] = {"hosts": len(sim.hosts), **c_states}
+    switch_versions = fleet.switch_versions(None if cluster is None else names[0])
     return {
         "preset": fleet.preset.name,
         "seed": fleet.seed,
@@ -48,6 +49,7 @@ def fleet_status(
         "gpus_total": hosts_total * GPUS_PER_HOST,
         "states": dict(sorted(states.items())),
         "versions": {c: dict(v.most_common()) for c, v in sorted(versions.items())},
+        "switch_versions": switch_versions,
         "jobs_running": jobs_running,
         "utilisation": round(busy / hosts_total, 4) if hosts_total else 0.0,
         "per_cluster": per_cluster,

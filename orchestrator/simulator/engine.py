@@ -37,6 +37,7 @@ from orchestrator.execution.settle import (
     settle_hosts,
     verify_hosts,
 )
+from orchestrator.execution.switches import update_rack_switches
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
@@ -50,10 +51,14 @@ from orchestrator.simulator.result import (
     maintenance_work_hours,
     visit_interval_summary,
 )
+from orchestrator.updates import host_targets
 
 #: The simulated campaign: a new kernel, BIOS and NIC firmware, so every host has work pending.
 DEFAULT_TARGETS: dict[str, str] = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}
 ACTOR = "sim-train"
+#: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
+SWITCH_ATTEMPTS = 4
+SWITCH_RETRY_HOURS = 0.25
 #: The live train's poll (``workflows.cluster_train.POLL_FLEET_HOURS``) in fleet hours.
 POLL_FLEET_HOURS = 1.0
 S = HostState
@@ -101,6 +106,7 @@ class _Batch:
 
     hosts: list[str]
     token: int
+    targets: dict[str, str] | None = None
 
 
 @dataclass
@@ -115,6 +121,10 @@ class _Domain:
     batches: dict[int, _Batch] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)
     wake_token: int = 0
+    #: rack visits: drained hosts waiting for the whole rack, then for its switch
+    drained: list[str] = field(default_factory=list)
+    switch_tries: int = 0
+    switching: bool = False
 
 
 class Engine:
@@ -212,6 +222,8 @@ class Engine:
                     looks.append(key)
             elif kind == "done":
                 self._batch_done(key, token)
+            elif kind == "switch":
+                self._switch(key, token)
             elif token == self.tick_token:  # "tick": the train's poll or the planner's retry
                 self.wake = True
         while self.repairs and self.repairs[0][0] <= now:
@@ -287,6 +299,7 @@ class Engine:
             cfg.max_wait_hours,
             cfg.policy,
             known=known,
+            switch_target=cfg.targets.get("switch_firmware"),
         )
         self.planner_calls += taken.asked
         self.piggybacked += len(taken.piggybacked)
@@ -339,7 +352,9 @@ class Engine:
             st = drain_status(self._tx(), ACTOR, d.pending, d.tracker.deadline_hours, cfg.policy)
             for host in [*st.lost, *st.ready]:
                 d.pending.remove(host)
-            if st.ready:
+            if st.ready and "switch_firmware" in cfg.targets:
+                d.drained += st.ready  # a rack visit: the switch first, once all are drained
+            elif st.ready:
                 self._maintain(d, st.ready)
             decision = d.tracker.decide(st.waits, sim.now)
             if decision.evict:
@@ -359,12 +374,41 @@ class Engine:
                 d.wake_token = self._token()
                 self._push(decision.wake_at_hours, "drain", d.id, d.wake_token)
             break
+        if not d.pending and d.drained and not d.switching:
+            d.switching = True
+            self._switch(d.id, 0)
         self._end_if_done(d)
 
-    def _maintain(self, d: _Domain, hosts: list[str]) -> None:
-        """``DomainMaintenance._maintain``: install now, verify when the install time passed."""
+    def _switch(self, domain_id: int, token: int) -> None:
+        """``DomainMaintenance._update_switches``: update the drained rack's switch, then (its
+        install and reboot waited out) maintain its hosts; retried a few times if refused."""
+        d = self.domains.get(domain_id)
+        if d is None or not d.drained:
+            return
+        if token == 1:  # the switch's install and reboot are over
+            hosts, d.drained = d.drained, []
+            self._maintain(d, hosts)
+            self._end_if_done(d)
+            return
+        sw = update_rack_switches(self._tx(), ACTOR, d.drained, self.cfg.targets["switch_firmware"])
+        self._absorb()
+        if sw.done or d.switch_tries + 1 >= SWITCH_ATTEMPTS:
+            if not sw.done:  # as the live domain: its hosts get their own updates only
+                d.drained, hosts = [], d.drained
+                self._maintain(d, hosts, switch=False)
+                self._end_if_done(d)
+                return
+            self._push(self.sim.now + sw.duration_hours, "switch", d.id, 1)
+            return
+        d.switch_tries += 1
+        self._push(self.sim.now + SWITCH_RETRY_HOURS, "switch", d.id, 0)
+
+    def _maintain(self, d: _Domain, hosts: list[str], switch: bool = True) -> None:
+        """``DomainMaintenance._maintain``: install now, verify when the install time passed
+        (``switch`` False: a rack switch that could not be updated is not checked)."""
         sim, cfg = self.sim, self.cfg
-        upd = install_hosts(self._tx(), ACTOR, {h: cfg.targets for h in hosts})
+        targets = cfg.targets if switch else host_targets(cfg.targets)
+        upd = install_hosts(self._tx(), ACTOR, {h: targets for h in hosts})
         if upd.failed:
             # As the live domain does: one reason for the batch (the record has the detail).
             q = quarantine_hosts(sim, ACTOR, {h: "update failed" for h in upd.failed})
@@ -372,7 +416,7 @@ class Engine:
             self._count([False] * len(q.quarantined))
         if upd.updated:
             token = self._token()
-            d.batches[token] = _Batch(upd.updated, token)
+            d.batches[token] = _Batch(upd.updated, token, targets)
             self._push(sim.now + upd.duration_hours, "done", d.id, token)
 
     def _batch_done(self, domain_id: int, token: int) -> None:
@@ -382,7 +426,7 @@ class Engine:
             return
         batch = d.batches.pop(token)
         sim, cfg = self.sim, self.cfg
-        ver = verify_hosts(self._tx(), ACTOR, batch.hosts, cfg.targets)
+        ver = verify_hosts(self._tx(), ACTOR, batch.hosts, batch.targets or cfg.targets)
         if self.spec.lockstep:
             settled = settle_hosts(sim, ACTOR, [], ver.failed, visit=True)
             d.held += ver.passed
@@ -395,7 +439,7 @@ class Engine:
         self._end_if_done(d)
 
     def _end_if_done(self, d: _Domain) -> None:
-        if d.pending or d.batches:
+        if d.pending or d.batches or d.drained:
             return
         if d.held:  # lockstep: the whole domain goes back together
             back = return_hosts(self.sim, ACTOR, d.held, visit=True)

@@ -41,7 +41,13 @@ from orchestrator.constants import (
     REPAIR_OWNER,
     UNTOUCHED_STATES,
 )
-from orchestrator.errors import NoFleet, PermanentError, TemporaryError, UnknownCluster
+from orchestrator.errors import (
+    NoFleet,
+    PermanentError,
+    SlurmRefused,
+    TemporaryError,
+    UnknownCluster,
+)
 from orchestrator.fleet.backend import (
     ClockMember,
     ClockRelease,
@@ -79,12 +85,6 @@ SLURM_ACTOR = "slurm"
 REBOOT_WAIT_SECONDS = 40.0
 _CKPT = re.compile(r"(?:^|[\s,;])ckpt=(\S+?)(?=$|[\s,;])")
 _EVICT = re.compile(r"(?:^|[\s,;])evict=(go|wait|refuse)(?=$|[\s,;])")
-
-
-class SlurmRefused(PermanentError):
-    """Something Slurm cannot do (inject faults, update switches): refused, exit 2."""
-
-    kind = "SlurmRefused"
 
 
 @dataclass(frozen=True)
