@@ -46,6 +46,24 @@ class FleetSchemaMismatch(PermanentError):
     kind = "FleetSchemaMismatch"
 
 
+class SlurmUnknownObject(PermanentError):
+    """Slurm knows no such node or job (the Slurm backend's commands)."""
+
+    kind = "SlurmUnknownObject"
+
+
+class SlurmPermissionDenied(PermanentError):
+    """Slurm refused the change for this user (trainctl must run as a Slurm operator)."""
+
+    kind = "SlurmPermissionDenied"
+
+
+class SlurmRefused(PermanentError):
+    """Something Slurm cannot do (inject faults, update switches): refused, exit 2."""
+
+    kind = "SlurmRefused"
+
+
 #: Type names of every permanent error: the non-retryable types of every retry policy.
 PERMANENT_KINDS: tuple[str, ...] = (
     PermanentError.kind,
@@ -53,4 +71,7 @@ PERMANENT_KINDS: tuple[str, ...] = (
     UnknownCluster.kind,
     BadSpec.kind,
     FleetSchemaMismatch.kind,
+    SlurmUnknownObject.kind,
+    SlurmPermissionDenied.kind,
+    SlurmRefused.kind,
 )

@@ -11,6 +11,7 @@ processes, jobs included).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import threading
@@ -25,7 +26,7 @@ from orchestrator.arbiter.types import arbiter_workflow_id
 from orchestrator.audit import audit
 from orchestrator.cli import main as cli_main
 from orchestrator.fleet import fleet_path, open_backend
-from orchestrator.lab.slurm import LabInfo, lab_down, lab_up, lab_versions, restart_controller
+from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions, restart_controller
 from orchestrator.train.spec import TrainSpec
 from orchestrator.train.types import TrainInput
 from orchestrator.worker import build_worker
@@ -58,10 +59,15 @@ def node_table(lab: LabInfo) -> dict[str, tuple[str, str, str]]:
 
 @pytest.fixture
 def lab(tmp_home: Path) -> Iterator[LabInfo]:
+    """``trainctl lab slurm up --nodes 16 --json``, and ``down`` whatever the test did."""
     try:
-        yield lab_up(tmp_home, nodes=16)
+        up = CliRunner().invoke(cli_main, ["lab", "slurm", "up", "--nodes", "16", "--json"])
+        assert up.exit_code == 0, up.output
+        yield LabInfo(**json.loads(up.stdout))
     finally:
-        lab_down(tmp_home)
+        down = CliRunner().invoke(cli_main, ["lab", "slurm", "down", "--json"])
+        assert down.exit_code == 0, down.output
+        lab_down(tmp_home)  # idempotent: nothing left to stop
 
 
 class Sampler(threading.Thread):

@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import PermanentError, TemporaryError
+from orchestrator.errors import (
+    PermanentError,
+    SlurmPermissionDenied,
+    SlurmUnknownObject,
+    TemporaryError,
+)
 
 #: Seconds one Slurm command may take before it counts as a controller not answering.
 COMMAND_TIMEOUT_SECONDS = 30.0
@@ -35,18 +40,6 @@ class SlurmCommandFailed(TemporaryError):
     """A Slurm command failed for a reason not known to be permanent."""
 
     kind = "SlurmCommandFailed"
-
-
-class SlurmUnknownObject(PermanentError):
-    """Slurm knows no such node or job."""
-
-    kind = "SlurmUnknownObject"
-
-
-class SlurmPermissionDenied(PermanentError):
-    """Slurm refused the change for this user (trainctl must run as a Slurm operator)."""
-
-    kind = "SlurmPermissionDenied"
 
 
 _UNAVAILABLE = (
