@@ -3,8 +3,9 @@
 One 30-day campaign on ``meta-24k`` per policy, same seed, budget and job trace; prints each
 policy's makespan over the issue's capacity lower bound (``/ bound``: maintenance work over the
 hosts the budget lets out at once) and over the bound after outages (``/ after out.``: the same
-work over the budget left once hosts in repair or quarantine have taken their share, which the
-budget counts like any host out of service), its interruptions and lost GPU-hours relative to
+work over the budget left once hosts in repair or quarantine past the failure buffer have taken
+their share: ``--budget`` is the maintenance budget, ``--max-unavailable`` the floor, 2 points above
+it unless given), its interruptions and lost GPU-hours relative to
 ``rolling-serial``, and how fast the simulator ran (simulated fleet hours per wall second).
 
     python benchmarks/bench_policies.py [--preset meta-24k] [--days 30] [--seed 1] [--budget 3%]
@@ -21,10 +22,10 @@ import argparse
 import time
 
 from orchestrator.fleet import dynamics
-from orchestrator.models import CapacityBudget
 from orchestrator.planning.train_plan import POLICIES
 from orchestrator.presets import get_preset
 from orchestrator.simulator import SimConfig, SimResult, simulate
+from orchestrator.simulator.budget import sim_budget
 
 
 def _ratio(a: float, b: float) -> str:
@@ -40,7 +41,8 @@ def main() -> None:
     ap.add_argument("--preset", default="meta-24k")
     ap.add_argument("--days", type=float, default=30.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--budget", default="3%")
+    ap.add_argument("--budget", default="3%", help="maintenance budget")
+    ap.add_argument("--max-unavailable", default=None, help="floor (default: budget + 2 points)")
     ap.add_argument("--max-wait", type=float, default=4.0, help="hours")
     ap.add_argument("--ideal-fleet", action="store_true", help="no failures, clean installs")
     ap.add_argument(
@@ -62,7 +64,7 @@ def main() -> None:
         cfg = SimConfig(
             preset=preset,
             policy=policy,
-            budget=CapacityBudget(max_unavailable=args.budget),
+            budget=sim_budget(args.budget, args.max_unavailable, preset.hosts_per_cluster),
             days=args.days,
             seed=args.seed,
             max_wait_hours=args.max_wait,
