@@ -199,6 +199,12 @@ async def test_train_on_slurm_keeps_budget_and_survives_controller_restart(
     finally:
         fleet.close()  # type: ignore[attr-defined]
     assert report.ok, report.violations[:3]
+    # The commands an SRE runs work on the Slurm fleet as on the simulated one.
+    for args in (["fleet", "status", "--json"], ["audit", "--json"]):
+        res = CliRunner().invoke(cli_main, args)
+        assert res.exit_code == 0, (args, res.output)
+    status = json.loads(CliRunner().invoke(cli_main, ["fleet", "status", "--json"]).stdout)
+    assert status["versions"]["os"][TARGETS["os"]] == len(schedulable), status
 
     # Never more than the budget out of service, as Slurm itself showed it.
     assert len(sampler.samples) > 20

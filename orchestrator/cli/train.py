@@ -75,8 +75,18 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
         _require_cluster(spec.cluster, fleet.cluster_names())
         hosts = fleet.preset.hosts_per_cluster
         rack_hosts = fleet.preset.hosts_per_rack
+        # A backend that knows no rack switches (Slurm) cannot update them: refused here.
+        switches = "switch_firmware" not in spec.targets or bool(
+            fleet.peek(spec.cluster).rack_switches()
+        )
     finally:
         fleet.close()
+    if not switches:
+        raise BadInput(
+            f"targets.switch_firmware: cluster {spec.cluster!r} has no rack switches this "
+            "fleet's backend can update (a Slurm cluster's switches are not Slurm's to change)",
+            field="targets.switch_firmware",
+        )
     try:
         spec.budget.require_hosts(hosts)
     except ValueError as err:

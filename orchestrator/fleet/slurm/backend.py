@@ -26,6 +26,7 @@ import json
 import re
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class SlurmShape:
 
     name: str
     hosts_per_cluster: int
+    hosts_per_rack: int = 1
     clusters: int = 1
 
 
@@ -676,7 +678,10 @@ class SlurmFleet:
         self.config = SlurmBackendConfig.model_validate(json.loads(meta["backend_config"]))
         self.commands = SlurmCommands(self.slurm_conf, self.config.command_timeout_seconds)
         self.seed = 0
-        self.preset = SlurmShape("slurm", self.hosts_in(self.cluster_name))
+        racks = Counter(rack for rack, _ in self.failure_domains(self.cluster_name).values())
+        self.preset = SlurmShape(
+            "slurm", self.hosts_in(self.cluster_name), max(racks.values(), default=1)
+        )
 
     def close(self) -> None:
         self.conn.close()
@@ -827,6 +832,10 @@ class SlurmFleet:
 
     def get_meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
+        """Slurm knows no switch firmware: none to report (``fleet status``)."""
+        return {}
 
 
 def cluster_name_of(slurm_conf: Path) -> str:
