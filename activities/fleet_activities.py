@@ -131,6 +131,7 @@ class FleetActivities(FleetAccess):
                 known=req.in_flight,
                 rollout=scope,
                 switch_target=req.targets.get("switch_firmware"),
+                claim_until_hours=req.claim_until_hours,
             )
         metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
         metrics.record_cycle(

@@ -122,8 +122,10 @@ async def test_hard_stop_holds_nothing_after_the_window_closes(
             id=f"train-c00-{uuid.uuid4().hex[:6]}",
             task_queue=task_queue,
         )
-        for _ in range(10):  # 30 fleet hours: five windows, five closes
-            await temporal_env.sleep(timedelta(hours=3))
+        first = window_state(Schedule.model_validate(schedule), start).next_start or start
+        for offset in (1, 3, 7, 9, 13, 15, 19, 21, 25, 27):  # in and after five windows
+            now = await temporal_env.get_current_time()
+            await temporal_env.sleep(first + timedelta(hours=offset) - now)
             seen.append(await handle.query(ClusterTrain.status))
         await handle.execute_update(ClusterTrain.stop, {"reason": "test over"})
         await handle.result()
@@ -131,7 +133,7 @@ async def test_hard_stop_holds_nothing_after_the_window_closes(
     sched = Schedule.model_validate(schedule)
     closes, held_before = [], 0
     t = 0.0
-    while t < 30:
+    while t < 34:
         ws = window_state(sched, fleet_datetime(anchor, t))
         if ws.open and ws.closes_at is not None:
             close = (ws.closes_at - anchor).total_seconds() / 3600

@@ -45,11 +45,15 @@ with workflow.unsafe.imports_passed_through():
         TakeWaveRequest,
         TargetsRequest,
     )
+    from orchestrator.planning.windows import at_fleet_hour, waiting_text
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from workflows.fleet_clock import fleet_hours_now
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS, WaveSteps
 
 #: Guards continue-as-new and the final ``cluster_done`` signal (``BulkOperation`` uses it too).
 CONTINUE_AS_NEW_PATCH = "ops-continue-as-new"
+#: Guards waiting for the spec's maintenance windows between waves (asked only with a schedule).
+OPS_WINDOWS_PATCH = "ops-schedule-windows"
 
 
 @workflow.defn(name="ClusterOperation")
@@ -292,7 +296,28 @@ class ClusterOperation(WaveSteps):
             await workflow.wait_condition(lambda: not self.paused or bool(self.abort))
             if not self.abort:
                 await self._phase("planning", "resumed")
+        if not self.abort and self.inp.spec.schedule is not None:
+            await self._await_window()
         return bool(self.abort)
+
+    async def _await_window(self) -> None:
+        """Outside the spec's windows (or in a blackout) start no wave: hand the budget back
+        and wait, in this cluster's fleet time, for the next window to open."""
+        schedule, clock = self.inp.spec.schedule, self.inp.clock
+        if schedule is None or not workflow.patched(OPS_WINDOWS_PATCH):
+            return
+        while not self.abort:
+            now = self.p.fleet_hours if clock.logical else fleet_hours_now(clock)
+            ws, edge = at_fleet_hour(schedule, clock.anchor_wall, now)
+            if ws.open:
+                return
+            if self.in_arbiter:
+                await self._release("outside its maintenance window")
+            await self._phase("waiting", waiting_text(ws))
+            target = now + 24.0 if edge is None else max(now, edge + 1e-6)
+            await self._wait_fleet(target, now)  # an abort cuts it short (scaled clocks)
+            if clock.logical:
+                self.p.fleet_hours = max(self.p.fleet_hours, target)
 
     async def _acquire(self, want: int, limit: int) -> int:
         """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop.

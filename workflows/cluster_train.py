@@ -256,6 +256,7 @@ class ClusterTrain:
                             self._set_phase("stopping", f"completed {st.cycles_completed} cycle(s)")
                             continue
                 self.wake = False
+                self._show()
                 await self._idle(clock)
         except (asyncio.CancelledError, CancelledError):
             for t in tasks:
@@ -372,6 +373,7 @@ class ClusterTrain:
                 cycle_target_hours=spec.cycle_target_hours,
                 rollout=spec.rollout,
                 rollout_only=spec.rollout_only,
+                claim_until_hours=self.windows.closes_hours() if self.windows else None,
             ),
             summary=(
                 f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
@@ -434,10 +436,11 @@ class ClusterTrain:
             )
             self._record(result)
         finally:
+            # Nothing here may touch the workflow's APIs (set_current_details): it also runs
+            # when the worker evicts the run from its cache, outside the workflow event loop.
             self.in_flight.pop(domain_id, None)
             self.inp.state.negotiations.pop(domain_id, None)
             self.wake = True
-            self._show()
 
     def _record(self, result: DomainResult) -> None:
         """Totals from a finished domain (its failures were counted batch by batch)."""

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         WindowState,
         fleet_datetime,
         fleet_hours_at,
+        waiting_text,
         window_state,
     )
     from orchestrator.schedule_window import Schedule
@@ -64,26 +65,25 @@ class TrainWindows:
         st.window_closes_at = ws.closes_at
         return ws
 
+    def closes_hours(self) -> float | None:
+        """The fleet hour the open window closes (None: not within reach); for the fleet's
+        piggyback claim, which must lapse with the window."""
+        close = self.state.window_closes_at
+        return None if close is None else fleet_hours_at(self.clock.anchor_wall, close)
+
     def allows(self) -> bool:
         """Whether the train may take hosts now."""
         return self.look().open
 
     def closed(self, domains: set[asyncio.Task[None]]) -> None:
         """Outside the windows: say so, and with ``hard_stop`` hand the domains' hosts back."""
-        st = self.state
-        when = st.next_window_start
-        why = "a blackout" if st.window_state == "blackout" else "its maintenance window"
-        st.waiting = f"waiting for {why} to " + (
-            f"{'end' if st.window_state == 'blackout' else 'open'} at "
-            f"{when:%Y-%m-%d %H:%M} fleet time"
-            if when
-            else "open (none within 400 days)"
-        )
+        self.state.waiting = "waiting: " + waiting_text(self.look())
         if self.schedule.hard_stop:
             for task in list(domains):
                 if task not in self._cancelled:
                     self._cancelled.add(task)
                     task.cancel()  # the domain hands its hosts back, then ends
+                    task.add_done_callback(_retrieve)
             self._cancelled &= domains
 
     def timer(self, now: float, target: float) -> tuple[float, float, float | None]:
@@ -99,6 +99,13 @@ class TrainWindows:
         if not ws.open or edge_hours <= target:
             return (now, max(edge_hours, now), EDGE_MIN_SECONDS)
         return (now, target, None)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """A domain cancelled at a window's close ends in a ChildWorkflowError nobody awaits: it
+    is the expected outcome, so take it (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def train_windows(

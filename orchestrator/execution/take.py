@@ -58,6 +58,7 @@ def take_domain(
     known: Collection[str] = (),
     rollout: RolloutScope | None = None,
     switch_target: str | None = None,
+    claim_until_hours: float | None = None,
 ) -> Taken:
     """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
 
@@ -116,7 +117,11 @@ def take_domain(
                 maintenance,
                 budget.per_rack,
                 budget.per_zone,
-                b.now + PIGGYBACK_CLAIM_HOURS,
+                # A train's window closing ends its claim too: nothing taken outside it.
+                min(
+                    b.now + PIGGYBACK_CLAIM_HOURS,
+                    float("inf") if claim_until_hours is None else claim_until_hours,
+                ),
             )
         )
     out.piggybacked = [n for n in orphans if b.host(n).reason.endswith(f"({PIGGYBACK_NOTE})")]

@@ -39,6 +39,7 @@ from orchestrator.models import (
     check_targets,
     parse_duration_hours,
 )
+from orchestrator.schedule_window import Schedule
 from orchestrator.specs import MAX_SPEC_BYTES, parse_spec
 from orchestrator.specs import load_spec as _load_spec
 
@@ -164,6 +165,19 @@ class OperationSpec(BaseModel):
     drain: DrainSpec = Field(default_factory=DrainSpec)
     budget: CapacityBudget = Field(default_factory=CapacityBudget)
     window: Window | None = None
+    #: Maintenance windows and blackouts (fleet time): no wave starts outside them. Not the
+    #: ``window`` above, a larger budget for a bounded time (``orchestrator.schedule_window``).
+    schedule: Schedule | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _no_hard_stop(cls, v: Schedule | None) -> Schedule | None:
+        if v is not None and v.hard_stop:
+            raise ValueError(
+                "schedule.hard_stop: an operation's wave cuts a consistency group over "
+                "together and always finishes; only trains hand hosts back at a window's end"
+            )
+        return v
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -205,9 +219,10 @@ def operation_id(spec: OperationSpec) -> str:
     """``ops-<request_id>``, or ``ops-<hash>`` of the canonical spec: stable, without '/'."""
     if spec.request_id:
         return f"ops-{spec.request_id}"
-    canon = json.dumps(
-        spec.model_dump(mode="json", exclude={"request_id"}), sort_keys=True, separators=(",", ":")
-    )
+    dump = spec.model_dump(mode="json", exclude={"request_id"})
+    if dump.get("schedule") is None:  # specs from before schedules keep their ids
+        dump.pop("schedule", None)
+    canon = json.dumps(dump, sort_keys=True, separators=(",", ":"))
     return "ops-" + hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 

@@ -19,7 +19,14 @@ from datetime import datetime, timedelta
 from orchestrator.cron import Cron, next_fire, parse_cron, prev_fire
 from orchestrator.schedule_window import Schedule
 
-__all__ = ["WindowState", "fleet_datetime", "fleet_hours_at", "window_state"]
+__all__ = [
+    "WindowState",
+    "at_fleet_hour",
+    "fleet_datetime",
+    "fleet_hours_at",
+    "waiting_text",
+    "window_state",
+]
 
 #: How far ahead the evaluation looks for an edge before it answers "never".
 HORIZON = timedelta(days=400)
@@ -136,3 +143,20 @@ def window_state(schedule: Schedule, at: datetime) -> WindowState:
     if upcoming and (closes is None or min(upcoming) < closes):
         closes = min(upcoming)
     return WindowState(OPEN, closes_at=closes)
+
+
+def at_fleet_hour(
+    schedule: Schedule, anchor: datetime, hours: float
+) -> tuple[WindowState, float | None]:
+    """The state at fleet hour ``hours`` (fleet hour 0 at ``anchor``), and the fleet hour of its
+    next edge: where an open window closes, or the next one opens (None: not within reach)."""
+    ws = window_state(schedule, fleet_datetime(anchor, hours))
+    edge = ws.closes_at if ws.open else ws.next_start
+    return ws, None if edge is None else fleet_hours_at(anchor, edge)
+
+
+def waiting_text(ws: WindowState) -> str:
+    """``outside its maintenance window until 2026-12-01 22:00 fleet time``, or the blackout's."""
+    what = "in a blackout" if ws.state == BLACKOUT else "outside its maintenance window"
+    when = f" until {ws.next_start:%Y-%m-%d %H:%M} fleet time" if ws.next_start else ""
+    return what + (when or " (none opens within 400 days)")

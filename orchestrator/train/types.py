@@ -32,6 +32,9 @@ class PlanDomainRequest(BaseModel):
     cycle_target_hours: float | None = None  # the spec's cycle_target: the projection's gauge
     rollout: Rollout | None = None
     rollout_only: bool = False
+    #: The fleet takes freed hosts for this train (piggybacking) until this fleet hour at the
+    #: latest: its maintenance window closes then (None: no window).
+    claim_until_hours: float | None = None
 
 
 class PlanDomainResult(BaseModel):
