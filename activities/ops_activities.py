@@ -193,10 +193,17 @@ class OpsActivities(FleetAccess):
                 )
                 return out
             wave = plan.waves[0].hosts if plan.waves else []
+            # Planned work of every owner together stays within the maintenance budget, when the
+            # spec names one (a window is an explicit grant of its own).
+            maint = None
+            if req.spec.window is None and req.spec.budget.maintenance is not None:
+                maint = max(1, req.spec.budget.maintenance_limit(snap.hosts_total))
             for name in wave:
                 h = b.host(name)
                 ours = h.owner == req.owner and h.state in HELD_STATES
-                if ours or b.cordon(name, req.owner, req.owner, out.limit, per_rack, per_zone):
+                if ours or b.cordon(
+                    name, req.owner, req.owner, out.limit, per_rack, per_zone, maintenance=maint
+                ):
                     out.hosts.append(name)
                     out.previous[name] = {c: h.versions.get(c, "") for c in req.spec.targets}
             if wave and not out.hosts:

@@ -142,10 +142,35 @@ def print_status(o: dict[str, Any]) -> None:
         f"  cycle {o['cycles_completed'] + 1}: {o['hosts_visited_this_cycle']}/{o['hosts_total']} "
         f"visited, {o['in_maintenance']} in maintenance, {o['quarantined']} quarantined, "
         f"{o['in_repair']} in repair\n"
-        f"  domain size {o['domain_size']}, budget {o['budget']['max_unavailable']}, "
+        f"  domain size {o['domain_size']}, budget {_limits(o)}, "
         f"targets {o['targets']}\n"
+        f"{_outlook(o)}"
         f"  {o['waiting'] and 'waiting: ' + o['waiting']}"
     )
+
+
+def _limits(o: dict[str, Any]) -> str:
+    """``floor 5% (153 hosts), maintenance 3% (92)``; the old one-limit form without the split."""
+    b = o["budget"]
+    if not b.get("maintenance") or not o.get("max_unavailable_hosts"):
+        return str(b["max_unavailable"])
+    return (
+        f"floor {b['max_unavailable']} ({o['max_unavailable_hosts']} hosts), "
+        f"maintenance {b['maintenance']} ({o['maintenance_hosts']})"
+    )
+
+
+def _outlook(o: dict[str, Any]) -> str:
+    """The projected end of the cycle and, with a cycle_target, whether it is on track."""
+    end = o.get("cycle_projected_end_hours")
+    if end is None:
+        return ""
+    line = f"  cycle projected to end at fleet hour {end:,.1f}"
+    target = o.get("cycle_target_hours")
+    if target is not None:
+        verdict = "on track" if o.get("cycle_on_track") else "OFF TRACK"
+        line += f" (target {target:g} h: {verdict})"
+    return line + "\n"
 
 
 @click.group("train")
