@@ -134,6 +134,8 @@ class FleetActivities(FleetAccess):
                 claim_until_hours=req.claim_until_hours,
             )
         metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
+        metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
+        metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
         metrics.record_cycle(
             req.cluster, taken.counts, req.cycle_started_hours, req.cycle_target_hours
         )

@@ -30,6 +30,11 @@ PIGGYBACKED = Counter(
     "Due hosts taken as a job's end or failure freed them (no extra interruption)",
     ["cluster"],
 )
+BUDGET_LIMIT = Gauge(
+    "trainctl_budget_limit_hosts",
+    "A train's limits as hosts: the floor (max_unavailable) and the maintenance budget",
+    ["cluster", "limit"],
+)
 CYCLE_PROJECTED = Gauge(
     "trainctl_cycle_projected_hours",
     "Projected length of the current visit cycle at its pace so far, in fleet hours",
