@@ -3,13 +3,17 @@
 Several workers may run at once (on one machine they share the SQLite fleet, whose transactions
 serialise them); Temporal hands each task to one of them and retries activities of a worker that
 died on another. SIGTERM drains gracefully: the worker stops polling and lets running activities
-finish before exiting.
+finish before exiting. A daemon outlives its server: when the Temporal server goes away (a
+restart, a rolling upgrade) the worker fails, and :func:`serve` reconnects with a back-off and
+runs a new one, until SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +27,11 @@ from orchestrator.logging import get_logger
 from workflows import WORKFLOWS
 
 log = get_logger(__name__)
+
+#: Seconds between attempts to reach a server that went away, growing to the last.
+RECONNECT_DELAYS = (1.0, 2.0, 5.0, 10.0, 15.0)
+#: How long one reconnection attempt may take.
+RECONNECT_TIMEOUT = 10.0
 
 
 def build_worker(client: Client, fleet_path: Path, task_queue: str = TASK_QUEUE) -> Worker:
@@ -55,3 +64,60 @@ async def run_until_signalled(worker: Worker, stop: asyncio.Event | None = None)
         await stop.wait()
         log.info("worker stopping: finishing running activities")
     log.info("worker stopped")
+
+
+async def serve(
+    client: Client,
+    fleet_path: Path,
+    task_queue: str,
+    stop: asyncio.Event,
+    reconnect: Callable[[], Awaitable[Client]],
+) -> None:
+    """Run a worker until ``stop``; if it fails (its server went away), reconnect and go on.
+
+    Workflows lose nothing meanwhile: their state is on the server, and activities a failed
+    worker was running time out there and are retried by the next worker. A stop drains the
+    running worker gracefully, as :func:`run_until_signalled` does.
+    """
+    while True:
+        worker = build_worker(client, fleet_path, task_queue)
+        run = asyncio.create_task(worker.run())
+        stopping = asyncio.create_task(stop.wait())
+        log.info("worker started", task_queue=task_queue)
+        await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            log.info("worker stopping: finishing running activities")
+            if not run.done():
+                await worker.shutdown()
+            with contextlib.suppress(Exception):
+                await run
+            log.info("worker stopped")
+            return
+        stopping.cancel()
+        err = run.exception()
+        log.warning("worker failed; reconnecting to the server", error=str(err)[:300])
+        again = await _reconnect(reconnect, stop)
+        if again is None:
+            log.info("worker stopped")
+            return
+        client = again
+
+
+async def _reconnect(
+    reconnect: Callable[[], Awaitable[Client]], stop: asyncio.Event
+) -> Client | None:
+    """A new client once the server answers again, or None if stopped first."""
+    for attempt in range(1_000_000):
+        delay = RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        if stop.is_set():
+            return None
+        try:
+            client = await asyncio.wait_for(reconnect(), RECONNECT_TIMEOUT)
+        except (RuntimeError, TimeoutError, OSError) as err:
+            log.info("server not reachable yet", attempt=attempt + 1, error=str(err)[:200])
+            continue
+        log.info("reconnected to the server", attempts=attempt + 1)
+        return client
+    return None

@@ -85,10 +85,13 @@ def worker(
     as_json: bool,
 ) -> None:
     """Run the daemon: every workflow and activity, /metrics, graceful stop on SIGTERM."""
+    from orchestrator.cli.connection import options_from_context
+    from orchestrator.client import connect_resolved
+    from orchestrator.connection import resolve
     from orchestrator.fleet import fleet_path
     from orchestrator.logging import configure_logging
     from orchestrator.metrics import serve_metrics
-    from orchestrator.worker import build_worker, run_until_signalled, stop_on_signals
+    from orchestrator.worker import serve, stop_on_signals
 
     configure_logging(json=log_json)
     path = fleet_path()
@@ -107,8 +110,9 @@ def worker(
                     f"{err.strerror or err}",
                     field="metrics_port",
                 )
-        client = await connect_or_fail(address)
-        await run_until_signalled(build_worker(client, path, task_queue), stop)
+        client = await connect_or_fail(address)  # a bad address or flag fails here, at once
+        conn = resolve(options_from_context(address))
+        await serve(client, path, task_queue, stop, reconnect=lambda: connect_resolved(conn))
 
     asyncio.run(main())
 
