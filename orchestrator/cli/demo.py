@@ -106,6 +106,11 @@ def _print(o: dict[str, Any]) -> None:
     metavar="COMPONENT=VERSION",
     help="Update this instead of the demo's targets (repeatable; switch_firmware: rack switches).",
 )
+@click.option(
+    "--campaign",
+    is_flag=True,
+    help="Roll a good kernel through every cluster, stage by stage (preset multi unless told).",
+)
 @click.option("--port", type=int, default=7233, show_default=True)
 @click.option("--ui-port", type=int, default=8233, show_default=True)
 @click.option(
@@ -122,6 +127,7 @@ def demo(
     domain_size: int | None,
     budget: str,
     targets: tuple[str, ...],
+    campaign: bool,
     port: int,
     ui_port: int,
     force: bool,
@@ -143,8 +149,13 @@ def demo(
             field="force",
         )
 
-    shape = get_preset(preset)
     factor = parse_speed(speed)
+    if campaign:
+        from orchestrator.cli.demo_campaign import run
+
+        run("multi" if preset == "small" else preset, factor, seed, port, ui_port, as_json)
+        return
+    shape = get_preset(preset)
     if domain_size is not None and domain_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="domain_size")
     if not 1 <= clusters <= shape.clusters:
