@@ -194,6 +194,8 @@ async def test_train_on_slurm_keeps_budget_and_survives_controller_restart(
         b = fleet.peek(lab.cluster)
         for n in schedulable:
             assert b.host(n).versions["os"] == TARGETS["os"], n
+        operator = b.host(OPERATOR_NODE)  # out of service in the record too, with the reason
+        assert operator.state == "quarantined" and OPERATOR_REASON in operator.reason, operator
         report = audit(fleet)
         evictions = [e for _, e, _ in fleet.records() if e.kind == "job_interrupted"]
     finally:

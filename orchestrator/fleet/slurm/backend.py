@@ -84,6 +84,8 @@ SLURM_ACTOR = "slurm"
 #: Seconds verify waits within one call for a node's reboot to finish before it asks to be
 #: called again (a temporary error), so a session never holds the record for long.
 REBOOT_WAIT_SECONDS = 40.0
+#: Seconds after which a reboot Slurm shows no sign of (no flag, no new boot) is asked again.
+REBOOT_REASK_SECONDS = 15.0
 _CKPT = re.compile(r"(?:^|[\s,;])ckpt=(\S+?)(?=$|[\s,;])")
 _EVICT = re.compile(r"(?:^|[\s,;])evict=(go|wait|refuse)(?=$|[\s,;])")
 
@@ -232,13 +234,15 @@ class SlurmCluster:
         return h.owner in (QUARANTINE_OWNER, REPAIR_OWNER)
 
     def _reconcile(self, h: HostRec, node: SlurmNode) -> None:
-        if self._held(h) or self._trainctl_out(h):
+        if self._held(h):
             if not node.out_of_service and self.writable:
                 # Held by trainctl, yet Slurm schedules on it: the drain was lost. Drain again.
-                what = "maintenance" if self._held(h) else h.state
-                self.cmd.drain(h.name, self._reason(h.owner, what))
+                self.cmd.drain(h.name, self._reason(h.owner, "maintenance"))
                 self._log(SLURM_ACTOR, "redrained", h.name, owner=h.owner, slurm=node.state)
             self._publish(h, node)
+            return
+        if self._trainctl_out(h) and node.out_of_service:
+            self._publish(h, node)  # quarantined or in repair: a person resumes it in Slurm
             return
         m = _REASON_OWNER.match(node.reason)
         if node.drained and m and m.group(1) not in NOT_MAINTENANCE_OWNERS:
@@ -254,7 +258,8 @@ class SlurmCluster:
             return  # a controller that just restarted has not heard from the node yet
         if node.drained or node.down:
             want = S.IN_REPAIR if node.down and not node.drained else S.QUARANTINED
-            why = f"slurm {node.state}" + (f": {node.reason}" if node.reason else "")
+            what = "drain" if node.drained else node.state
+            why = f"slurm {what}" + (f": {node.reason}" if node.reason else "")
             if h.state != want or h.reason != why:
                 self._set_state(h, want, SLURM_ACTOR, why, by="slurm")
                 h.owner = NO_OWNER
@@ -541,21 +546,32 @@ class SlurmCluster:
 
     def reboot(self, name: str, actor: str) -> None:
         self.cmd.reboot(name, self._reason(actor, "reboot"))
-        self.state.setdefault("reboots", {})[name] = self._now
+        self.state.setdefault("reboots", {})[name] = time.time()  # Unix seconds it was asked
         self._log(actor, "rebooted", name)
 
     def _wait_reboot(self, name: str) -> str:
-        """'' once the node's reboot (if any) is over; else why it is not."""
-        started = self.state.get("reboots", {}).get(name)
-        if started is None:
+        """'' once the node's reboot (if any) is over; else why it is not.
+
+        Over means the node booted after the reboot was asked (its ``boot_time``), answers and
+        carries no reboot flag: the flags alone are not enough, since a controller restarted
+        meanwhile may have forgotten them (the node then comes back "unexpectedly rebooted",
+        down, which is still ours to verify and resume). A request the restarted controller
+        lost altogether (no flag, no new boot) is asked again.
+        """
+        asked = self.state.get("reboots", {}).get(name)
+        if asked is None:
             return ""
         deadline = time.monotonic() + REBOOT_WAIT_SECONDS
         while True:
             node = next((n for n in self.cmd.nodes() if n.name == name), None)
-            if node is not None and not node.rebooting and "NOT_RESPONDING" not in node.flags:
-                self.state["reboots"].pop(name, None)
-                return ""
-            if (self._hours(time.time()) - started) * 3600 > self.config.reboot_timeout_seconds:
+            if node is not None and "NOT_RESPONDING" not in node.flags and not node.rebooting:
+                if node.boot_time >= asked - 1:
+                    self.state["reboots"].pop(name, None)
+                    return ""
+                if time.time() - asked > REBOOT_REASK_SECONDS:
+                    self.cmd.reboot(name, self._reason(self.host(name).owner, "reboot"))
+                    self._log(SLURM_ACTOR, "reboot_asked_again", name)
+            if time.time() - asked > self.config.reboot_timeout_seconds:
                 self.state["reboots"].pop(name, None)
                 return f"reboot did not complete within {self.config.reboot_timeout}"
             if time.monotonic() > deadline:
