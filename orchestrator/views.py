@@ -59,6 +59,8 @@ class HostView:
     """Still to visit in the current cycle (see ``is_due``); only trains read it."""
     versions: Mapping[str, str] = field(default_factory=dict)
     last_visit: float | None = None
+    last_boot: float | None = None
+    """Fleet hour it last (re)booted, if the backend knows: a reboot operation reads it."""
 
 
 @dataclass(frozen=True)
