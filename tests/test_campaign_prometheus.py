@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import socket
 import sqlite3
 import subprocess
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,6 +104,16 @@ async def ready(url: str) -> None:
     raise AssertionError("prometheus did not become ready")
 
 
+async def firing(url: str) -> None:
+    query = urllib.parse.urlencode({"query": QUERY})
+    for _ in range(240):
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as resp:
+            if json.loads(resp.read())["data"]["result"]:
+                return
+        await asyncio.sleep(0.5)
+    raise AssertionError("ClusterQuarantinesHigh never fired")
+
+
 async def test_firing_alert_holds_the_stage_until_it_clears(dev_env, tmp_home, task_queue):
     """While ClusterQuarantinesHigh fires the canary is held; once it clears the campaign ends."""
     path = multi_fleet(tmp_home)
@@ -111,6 +123,7 @@ async def test_firing_alert_holds_the_stage_until_it_clears(dev_env, tmp_home, t
     try:
         with prometheus(tmp_home, port) as url:
             await ready(url)
+            await firing(url)  # the precondition: Prometheus itself sees the alert fire
             spec = CampaignSpec.model_validate(
                 {
                     "name": "gated",
