@@ -112,8 +112,12 @@ async def create_schedule(
     cron: str,
     summary: str = "",
     search_attributes: TypedSearchAttributes | None = None,
+    id_field: str = "request_id",
 ) -> ScheduleView:
-    """A Schedule starting ``workflow(arg)`` at each instant of ``cron`` (UTC), overlap SKIP."""
+    """A Schedule starting ``workflow(arg)`` at each instant of ``cron`` (UTC), overlap SKIP.
+
+    ``id_field`` is the spec field the schedule's id comes from (named when the id is taken).
+    """
     cron = check_cron(cron)
     schedule = Schedule(
         action=ScheduleActionStartWorkflow(
@@ -134,8 +138,8 @@ async def create_schedule(
         )
     except ScheduleAlreadyRunningError:
         raise ScheduleExists(
-            f"request_id: a schedule {schedule_id!r} exists; delete it "
-            f"(`trainctl schedule delete --id {schedule_id}`) or give a new request_id"
+            f"{id_field}: a schedule {schedule_id!r} exists; delete it "
+            f"(`trainctl schedule delete --id {schedule_id}`) or give a new {id_field}"
         ) from None
     return await _view(handle)
 

@@ -134,3 +134,31 @@ def test_bad_cron_is_bad_input(tmp_home, tmp_path):
     assert res.exit_code == 2, res.output
     out = json.loads(res.stdout.splitlines()[0])
     assert out["field"] == "cron" and "minute" in out["error"]
+
+
+async def test_recurring_campaign_is_a_schedule(dev_env, tmp_home, tmp_path):
+    """`campaign start --cron` creates the campaign's Schedule (listed with kind campaign,
+    overlap skip); the same name again exits 2 naming it; delete removes it."""
+    make_fleet(tmp_home, MAX_SPEED)
+    name = f"bmc-weekly-{uuid.uuid4().hex[:6]}"
+    spec_file = tmp_path / "campaign.json"
+    spec_file.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "targets": {"bmc": "2.18.1"},
+                "stages": [{"name": "all", "clusters": ["c00"]}],
+            }
+        )
+    )
+    args = ("campaign", "start", "--spec", str(spec_file), "--cron", "0 4 * * 0")
+    made = answer(await cli(dev_env, *args), 0)
+    sid = made["schedule_id"]
+    try:
+        assert made["kind"] == "campaign" and made["workflow_type"] == "Campaign", made
+        assert made["overlap"] == "skip" and made["cron"] == ["0 4 * * 0"]
+        assert answer(await cli(dev_env, *args), 2)["field"] == "name"
+        listed = await _schedule(dev_env, "list")
+        assert sid in {s["schedule_id"] for s in listed["schedules"] if s["kind"] == "campaign"}
+    finally:
+        await _schedule(dev_env, "delete", "--id", sid)

@@ -77,7 +77,7 @@ class TrainWindows:
 
     def closed(self, domains: set[asyncio.Task[None]]) -> None:
         """Outside the windows: say so, and with ``hard_stop`` hand the domains' hosts back."""
-        self.state.waiting = "waiting: " + waiting_text(self.look())
+        self.state.waiting = waiting_text(self.look())
         if self.schedule.hard_stop:
             for task in list(domains):
                 if task not in self._cancelled:

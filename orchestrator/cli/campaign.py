@@ -36,10 +36,11 @@ from orchestrator.cli.common import (
     open_fleet_or_fail,
     reason_option,
 )
+from orchestrator.cli.connection import connection_options
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 from orchestrator.worker import TASK_QUEUE
 
-address_option = click.option("--address", default=None, help="Temporal frontend.")
+address_option = connection_options
 spec_option = click.option(
     "--spec",
     "spec_path",
@@ -156,13 +157,35 @@ def plan(spec_path: Path, as_json: bool) -> None:
 )
 @click.option("--wait", is_flag=True, help="Wait for the end: exit 0 succeeded, 1 otherwise.")
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True, hidden=True)
+@click.option(
+    "--cron",
+    default=None,
+    help="Run it again at each instant of this cron (UTC) as a Temporal Schedule, never two "
+    "runs at once; see `trainctl schedule`.",
+)
 @address_option
 @json_option
 @handle_errors
-def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_json: bool) -> None:
-    """Start (or join) the campaign of a spec."""
+def start(
+    spec_path: Path,
+    wait: bool,
+    task_queue: str,
+    cron: str | None,
+    address: str | None,
+    as_json: bool,
+) -> None:
+    """Start (or join) the campaign of a spec; with --cron, a Schedule that starts it each time."""
     spec = load_campaign_spec(spec_path)
+    if cron is not None:
+        from orchestrator.schedules import check_cron
+
+        cron = check_cron(cron)
+        if wait:
+            raise BadInput("wait: a recurring campaign (--cron) has no end to wait for")
     _plan(spec)
+    if cron is not None:
+        _start_schedule(spec, cron, task_queue, address, as_json)
+        return
 
     async def go() -> Any:
         client = await connect_or_fail(address)
@@ -179,6 +202,24 @@ def start(spec_path: Path, wait: bool, task_queue: str, address: str | None, as_
             f"{o['campaign_id']}: {'started' if o['started'] else 'already running'}"
         ),
     )
+
+
+def _start_schedule(
+    spec: CampaignSpec, cron: str, task_queue: str, address: str | None, as_json: bool
+) -> None:
+    from orchestrator.campaign.schedule import schedule_campaign
+    from orchestrator.cli.schedule import print_schedule
+    from orchestrator.schedules import ScheduleExists
+
+    async def go() -> dict[str, Any]:
+        client = await connect_or_fail(address)
+        try:
+            view = await schedule_campaign(client, spec, cron=cron, task_queue=task_queue)
+        except ScheduleExists as err:
+            raise BadInput(str(err)) from None
+        return view.model_dump(mode="json")
+
+    emit(asyncio.run(go()), as_json, print_schedule)
 
 
 @campaign.command("status")

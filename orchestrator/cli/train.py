@@ -145,8 +145,19 @@ def print_status(o: dict[str, Any]) -> None:
         f"  domain size {o['domain_size']}, budget {_limits(o)}, "
         f"targets {o['targets']}\n"
         f"{_outlook(o)}"
+        f"{_window(o)}"
         f"  {o['waiting'] and 'waiting: ' + o['waiting']}"
     )
+
+
+def _window(o: dict[str, Any]) -> str:
+    """``  window: open until ...`` / ``waiting, next opens ...`` for a train with a schedule."""
+    state = o.get("window_state")
+    if not state:
+        return ""
+    if state == "open":
+        return f"  window: open until {o.get('window_closes_at') or '(no close in sight)'}\n"
+    return f"  window: {state}, next opens {o.get('next_window_start') or '(none in sight)'}\n"
 
 
 def _limits(o: dict[str, Any]) -> str:
