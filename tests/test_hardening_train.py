@@ -84,12 +84,11 @@ async def test_status_with_the_worker_down_says_so_quickly(
     make_fleet(tmp_home, SPEED)
     async with clean_train(dev_env.client):
         await start_train(dev_env.client, spec(), task_queue=f"{task_queue}-nobody")
-        started = time.monotonic()
         out = answer(await cli(dev_env, "train", "status", "--cluster", "c00"), 1)
-        took = time.monotonic() - started
         assert "running" in out["error"] and "no worker answered" in out["error"], out
         assert "trainctl worker" in out["error"]
-        assert took < 20, f"train status took {took:.0f}s with the worker down"
+        # It gave up at its own bound (the query's deadline), not the server's 30 s default.
+        assert f"within {train_client.QUERY_TIMEOUT.total_seconds():g}s" in out["error"], out
         monkeypatch.setattr(train_client, "UPDATE_TIMEOUT", timedelta(seconds=2))
         out = answer(await cli(dev_env, "train", "pause", "--cluster", "c00"), 1)
         assert "no worker answered" in out["error"], out
