@@ -101,6 +101,15 @@ class Resolved:
         return kwargs
 
 
+#: Every secret this process resolved, so the log processor can scrub them from any line.
+_SEEN: set[str] = set()
+
+
+def known_secrets() -> frozenset[str]:
+    """The secrets resolved so far in this process (API keys, gRPC metadata values)."""
+    return frozenset(_SEEN)
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (longest first, so a prefix never leaks the rest) replaced."""
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
@@ -140,7 +149,7 @@ def resolve(opts: ConnectionOptions | None = None) -> Resolved:
         raise ConnectionError_(
             f"cannot read {err.filename or 'a TLS file'}: {err.strerror or err}", "profile"
         ) from None
-    return Resolved(
+    out = Resolved(
         address=cfg["target_host"],
         namespace=cfg.get("namespace") or DEFAULT_NAMESPACE,
         tls=cfg.get("tls", False),
@@ -148,6 +157,8 @@ def resolve(opts: ConnectionOptions | None = None) -> Resolved:
         rpc_metadata=dict(cfg.get("rpc_metadata") or {}),
         profile=opts.profile or os.environ.get("TEMPORAL_PROFILE"),
     )
+    _SEEN.update(out.secrets)
+    return out
 
 
 def _load_profile(opts: ConnectionOptions) -> ClientConfigProfile:

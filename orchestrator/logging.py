@@ -42,6 +42,19 @@ def add_temporal_context(
     return event_dict
 
 
+def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Scrub every connection secret this process resolved (an API key quoted in an error a
+    library raised, say) from the line's text values: no secret reaches a log."""
+    from orchestrator.connection import known_secrets, redact
+
+    secrets = known_secrets()
+    if secrets:
+        for key, value in event_dict.items():
+            if isinstance(value, str):
+                event_dict[key] = redact(value, secrets)
+    return event_dict
+
+
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
@@ -50,6 +63,7 @@ def _shared_processors() -> list[Processor]:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         add_temporal_context,
         structlog.processors.StackInfoRenderer(),
+        redact_secrets,
     ]
 
 

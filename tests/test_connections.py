@@ -236,3 +236,13 @@ async def test_worker_and_cli_over_mtls_and_no_secret_leaks(tmp_path, tmp_home):
         await env.shutdown()
     leaks = [o[max(0, o.find(KEY) - 80) : o.find(KEY) + 40] for o in outputs if KEY in o]
     assert not leaks, leaks
+
+
+def test_log_lines_never_carry_a_resolved_secret(tmp_path):
+    """Once a key is resolved, the log processor scrubs it from any line (an error quoting it)."""
+    from orchestrator.logging import redact_secrets
+
+    (tmp_path / "key").write_text("tk-log-secret-77\n")
+    resolve(ConnectionOptions(address="x:1", api_key_file=tmp_path / "key"))
+    line = redact_secrets(None, "warning", {"event": "failed", "error": "bad tk-log-secret-77 x"})
+    assert line["error"] == f"bad {REDACTED} x"
