@@ -266,6 +266,7 @@ def _name(history: WorkflowHistory, taken: set[str]) -> str:
         "CapacityArbiter": "capacity_arbiter",
         "BulkOperation": "bulk_operation",
         "ClusterOperation": "cluster_operation",
+        "Campaign": "campaign",
     }.get(workflow_type(history), workflow_type(history).lower())
     if kind == "domain_maintenance":
         kind += "_quarantine" if f"{kind}_quarantine" not in taken else "_evict"

@@ -1,0 +1,66 @@
+"""Record the Campaign history that ``tests/test_replay.py`` replays (``campaign.json``).
+
+Usage: ``python tests/record_campaign_history.py`` (about 20 s). On a private dev server it runs
+a short real campaign over a ``multi`` fleet at speed max: a 2-host canary of c00 that bakes one
+fleet hour, then the rest of c00, which starts the cluster's train, hands it the rollout, widens
+it, moves its targets into the train and stops it. Written beside the other histories through
+``record_histories.write`` (which keeps the entries of files it does not write). A new history
+only: existing ones are never re-recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = {
+    "name": "replay",
+    "targets": {"os": "6.12.0-9"},
+    "stages": [
+        {"name": "canary", "clusters": ["c00"], "hosts": 2, "bake": "1h"},
+        {"name": "cluster", "clusters": ["c00"]},
+    ],
+    "gates": {"max_failures": "10%"},
+}
+
+
+async def main() -> None:
+    from orchestrator.campaign.client import campaign_handle, start_campaign
+    from orchestrator.campaign.spec import CampaignSpec
+    from orchestrator.fleet import SqliteFleet
+    from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+    from orchestrator.paths import temporal_cli_path
+    from orchestrator.presets import get_preset
+    from orchestrator.search_attributes import SEARCH_ATTRIBUTES
+    from orchestrator.worker import build_worker
+    from tests.record_histories import write
+
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli_path()),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="error",
+    )
+    try:
+        with tempfile.TemporaryDirectory() as home:
+            path = Path(home) / "fleet.db"
+            SqliteFleet.create(path, get_preset("multi"), 1, MAX_SPEED).close()
+            spec = CampaignSpec.model_validate(SPEC)
+            async with build_worker(env.client, path, "record"):
+                started = await start_campaign(env.client, spec, task_queue="record", wait=True)
+            assert started.status is not None and started.status.state == "succeeded"
+            history = await campaign_handle(env.client, spec.workflow_id).fetch_history()
+    finally:
+        await env.shutdown()
+    write([history])
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    asyncio.run(main())
