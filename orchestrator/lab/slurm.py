@@ -116,7 +116,11 @@ def _slurm_conf(d: Path, nodes: list[str], ctl_port: int, ports: dict[str, int])
         "SwitchType=switch/none",
         "SchedulerType=sched/backfill",
         "SelectType=select/linear",
-        "ReturnToService=1",
+        # 2: a node whose slurmd registers again is back, even after an "unexpected reboot".
+        # The lab's reboots are slurmd restarts with -b, which report a fresh boot at every
+        # registration: after a slurmctld restart Slurm would otherwise down each node that
+        # rebooted since its last state save ("Node unexpectedly rebooted").
+        "ReturnToService=2",
         f"RebootProgram={d / 'reboot.sh'}",
         "ResumeTimeout=120",
         "SlurmctldTimeout=30",

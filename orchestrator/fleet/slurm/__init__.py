@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.fleet.slurm.backend import SlurmCluster, SlurmFleet, SlurmRefused
+from orchestrator.fleet.slurm.backend import SlurmCluster, SlurmRefused
+from orchestrator.fleet.slurm.fleet import SlurmFleet
 
 __all__ = ["SlurmCluster", "SlurmFleet", "SlurmRefused"]

@@ -22,16 +22,11 @@ node is resumed only after it passed its health check. Fleet time is wall time (
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
-from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.constants import (
@@ -43,16 +38,11 @@ from orchestrator.constants import (
     UNTOUCHED_STATES,
 )
 from orchestrator.errors import (
-    NoFleet,
-    PermanentError,
     SlurmRefused,
     TemporaryError,
     UnknownCluster,
 )
 from orchestrator.fleet.backend import (
-    ClockMember,
-    ClockRelease,
-    ClockTurn,
     InstallOutcome,
     JobAnswer,
     PiggybackClaim,
@@ -60,20 +50,18 @@ from orchestrator.fleet.backend import (
     Verification,
 )
 from orchestrator.fleet.sim_records import HostRec
-from orchestrator.fleet.slurm import store
 from orchestrator.fleet.slurm.commands import SlurmCommands, SlurmJob, SlurmNode
 from orchestrator.fleet.slurm.config import (
     EX_TEMPFAIL,
     SlurmBackendConfig,
     render,
 )
-from orchestrator.fleet.slurm.topology import failure_domains_of
 from orchestrator.models import GPUS_PER_HOST, HostState
 from orchestrator.updates import PROFILES, pending_components
 from orchestrator.views import ClusterSnapshot, HostView, JobView, is_due
 
 if TYPE_CHECKING:
-    from orchestrator.fleet.backend import ClusterBackend, FleetBackend
+    from orchestrator.fleet.backend import ClusterBackend
 
 S = HostState
 #: Every drain reason trainctl sets starts with this; the owner follows it.
@@ -88,16 +76,6 @@ REBOOT_WAIT_SECONDS = 40.0
 REBOOT_REASK_SECONDS = 15.0
 _CKPT = re.compile(r"(?:^|[\s,;])ckpt=(\S+?)(?=$|[\s,;])")
 _EVICT = re.compile(r"(?:^|[\s,;])evict=(go|wait|refuse)(?=$|[\s,;])")
-
-
-@dataclass(frozen=True)
-class SlurmShape:
-    """What the command line reads of a fleet's shape (the simulated fleet's ``preset``)."""
-
-    name: str
-    hosts_per_cluster: int
-    hosts_per_rack: int = 1
-    clusters: int = 1
 
 
 @dataclass
@@ -670,210 +648,11 @@ class SlurmCluster:
         )
 
 
-class SlurmFleet:
-    """A Slurm cluster as a ``FleetBackend``: Slurm for nodes and jobs, SQLite for the record."""
-
-    speed = 1.0  # fleet time is wall time
-
-    def __init__(self, path: Path) -> None:
-        if not path.exists():
-            raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
-        self.path = path
-        self.conn = store.connect(path)
-        from orchestrator.fleet.sqlite_fleet import _migrate
-
-        _migrate(self.conn, path)
-        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("backend") != store.BACKEND:
-            self.conn.close()
-            raise NoFleet(f"fleet: {path} is not a Slurm fleet", field="fleet")
-        self.meta = meta
-        self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
-        self.cluster_name = meta["cluster"]
-        self.slurm_conf = Path(meta["slurm_conf"])
-        self.config = SlurmBackendConfig.model_validate(json.loads(meta["backend_config"]))
-        self.commands = SlurmCommands(self.slurm_conf, self.config.command_timeout_seconds)
-        self.seed = 0
-        racks = Counter(rack for rack, _ in self.failure_domains(self.cluster_name).values())
-        self.preset = SlurmShape(
-            "slurm", self.hosts_in(self.cluster_name), max(racks.values(), default=1)
-        )
-
-    def close(self) -> None:
-        self.conn.close()
-
-    @classmethod
-    def create(
-        cls,
-        path: Path,
-        slurm_conf: Path,
-        config: SlurmBackendConfig,
-        config_path: Path | None = None,
-        wall: datetime | None = None,
-    ) -> SlurmFleet:
-        """Record every node of the configured partitions on ``config.initial_versions``."""
-        commands = SlurmCommands(slurm_conf, config.command_timeout_seconds)
-        nodes = commands.nodes()
-        if config.partitions:
-            nodes = [n for n in nodes if set(n.partitions) & set(config.partitions)]
-        if not nodes:
-            raise PermanentError(
-                f"slurm_conf: no nodes in partitions {config.partitions or 'any'} of {slurm_conf}",
-                field="slurm_conf",
-            )
-        cluster = cluster_name_of(slurm_conf)
-        names = sorted(n.name for n in nodes)
-        domains = failure_domains_of(slurm_conf, names, config.naming)
-        hosts = [
-            HostRec(
-                name=n,
-                zone=domains[n][1],
-                rack=domains[n][0],
-                state=S.IN_SERVICE,
-                versions=dict(config.initial_versions),
-            )
-            for n in names
-        ]
-        meta = {
-            "slurm_conf": str(slurm_conf.resolve()),
-            "backend_config": config.model_dump_json(),
-            "backend_config_path": str(config_path or ""),
-        }
-        store.create_store(path, cluster, hosts, meta, wall)
-        return cls(path)
-
-    # ------------------------------------------------------------------ shape
-    def cluster_names(self) -> list[str]:
-        return [self.cluster_name]
-
-    def _require(self, cluster: str) -> None:
-        if cluster != self.cluster_name:
-            raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
-
-    def hosts_in(self, cluster: str) -> int:
-        row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
-        return int(row[0])
-
-    def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:
-        sql, args = "SELECT name, rack, zone FROM hosts", ()
-        if cluster is not None:
-            sql, args = sql + " WHERE cluster = ?", (cluster,)  # type: ignore[assignment]
-        return {n: (r, z) for n, r, z in self.conn.execute(sql, args)}
-
-    # ------------------------------------------------------------------ clock
-    def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
-        wall = wall or datetime.now(UTC)
-        return max(0.0, (wall - self.anchor_wall).total_seconds() / 3600.0)
-
-    def advance_clock(self, cluster: str, target_hours: float) -> float:
-        return self.fleet_time(cluster=cluster)
-
-    def clock_wait(
-        self,
-        cluster: str,
-        party: ClockMember,
-        epoch: str,
-        target_hours: float | None,
-        children: Sequence[str] | None = None,
-        wakes: Sequence[str] = (),
-        wall: datetime | None = None,
-    ) -> ClockTurn:
-        return ClockTurn(self.fleet_time(wall, cluster), True)
-
-    def clock_leave(
-        self,
-        cluster: str,
-        party: str | None = None,
-        owner: str | None = None,
-        wall: datetime | None = None,
-    ) -> tuple[ClockRelease, ...]:
-        return ()
-
-    # ----------------------------------------------------------- sessions
-    def _session(self, name: str, wall: datetime | None, writable: bool) -> SlurmCluster:
-        self._require(name)
-        b = SlurmCluster(
-            name,
-            self.fleet_time(datetime.now(UTC)),
-            self.anchor_wall.timestamp(),
-            store.load_hosts(self.conn, name),
-            store.load_state(self.conn, name),
-            self.commands,
-            self.config,
-            writable,
-        )
-        b.sync()
-        return b
-
-    @contextmanager
-    def cluster(self, name: str, wall: datetime | None = None) -> Iterator[SlurmCluster]:
-        """One session: Slurm read and reconciled, then the caller's changes; the record
-        commits on a clean exit (Slurm's own changes cannot roll back: the next session's
-        reconciling finds them)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            b = self._session(name, wall, writable=True)
-            yield b
-            store.save_hosts(self.conn, name, [b.hosts[n] for n in sorted(b.dirty)])
-            store.save_state(self.conn, name, b.state)
-            store.append_events(self.conn, name, b.events)
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-
-    def peek(self, name: str, wall: datetime | None = None) -> SlurmCluster:
-        self.conn.execute("BEGIN")
-        try:
-            return self._session(name, wall, writable=False)
-        finally:
-            self.conn.execute("ROLLBACK")
-
-    # ----------------------------------------------------------------- record
-    def records(
-        self, since: int = 0, cluster: str | None = None
-    ) -> Iterator[tuple[int, RecordEntry, str]]:
-        return self.events(since, cluster)
-
-    def events(
-        self, since: int = 0, cluster: str | None = None
-    ) -> Iterator[tuple[int, RecordEntry, str]]:
-        sql = "SELECT seq, t, cluster, actor, kind, host, detail FROM events WHERE seq > ?"
-        args: list[Any] = [since]
-        if cluster:
-            sql += " AND cluster = ?"
-            args.append(cluster)
-        for seq, t, c, actor, kind, host, detail in self.conn.execute(sql + " ORDER BY seq", args):
-            yield seq, RecordEntry(t, actor, kind, host, json.loads(detail)), c
-
-    def get_meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-
-    def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
-        """Slurm knows no switch firmware: none to report (``fleet status``)."""
-        return {}
-
-
-def cluster_name_of(slurm_conf: Path) -> str:
-    """``ClusterName`` of a slurm.conf (``slurm`` if it names none)."""
-    try:
-        text = slurm_conf.read_text()
-    except OSError as err:
-        raise PermanentError(
-            f"slurm_conf: cannot read {slurm_conf}: {err}", field="slurm_conf"
-        ) from None
-    m = re.search(r"^\s*ClusterName\s*=\s*(\S+)", text, re.MULTILINE | re.IGNORECASE)
-    return m.group(1) if m else "slurm"
-
-
 if TYPE_CHECKING:
 
     def _is_a_cluster_backend(b: SlurmCluster) -> ClusterBackend:
         """For mypy: the Slurm cluster implements the whole backend Protocol."""
         return b
 
-    def _is_a_fleet_backend(f: SlurmFleet) -> FleetBackend:
-        return f
 
-
-__all__ = ["SlurmCluster", "SlurmFleet", "SlurmRefused"]
+__all__ = ["SlurmCluster", "SlurmRefused", "declared_checkpoint_hours"]
