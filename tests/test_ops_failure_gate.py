@@ -84,6 +84,12 @@ async def test_plain_cuda_upgrade_quarantines_bad_hosts_and_succeeds(
     assert not any(e.kind == "updated" for e in planted)  # never changed: already failing
     quarantined = [e.detail["reason"] for e in planted if e.detail.get("after") == "quarantined"]
     assert quarantined and "failing before the change" in quarantined[0]
+    alone = [
+        e.detail["reason"]
+        for e in events
+        if e.detail.get("after") == "quarantined" and e.actor == out["operation_id"]
+    ]
+    assert any("bad hosts, not a bad build" in why for why in alone), alone
     checked = {e.host for e in events if e.kind == "health_checked"}
     assert {e.host for e in events if e.kind == "updated" and e.actor == out["operation_id"]} <= (
         checked

@@ -316,7 +316,10 @@ class WaveSteps:
         self._mark(back.passed, "returned", "changed and verified, back in service")
         for h, why in {**failed, **back.failed}.items():
             self._mark([h], "quarantined", why)
-        await self._quarantine({**failed, **back.failed}, "operation check failed")
+        why = "operation check failed"
+        if gate:  # the host's record says why it, and not the build, is taken out
+            why += f" ({p.gate_reason})"
+        await self._quarantine({**failed, **back.failed}, why)
         p.hosts_changed += len(back.passed)
         p.waves_done, p.wave_hosts = p.waves_done + 1, 0
         return ""
