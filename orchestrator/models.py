@@ -309,3 +309,45 @@ def parse_duration_hours(value: object, field: str) -> float:
     if hours < 0:
         raise ValueError(f"{field}: duration must not be negative")
     return hours
+
+
+#: Lower-layer components whose versions in service at once the skew window bounds.
+SKEWED_COMPONENTS: tuple[str, ...] = ("os", "bios", "bmc", "gpu_firmware", "nic_firmware")
+
+
+def check_skew(value: object, field: str = "skew") -> dict[str, int]:
+    """``skew: {os: 3, bios: 2}`` checked: known lower-layer components, whole numbers >= 1.
+
+    See ``orchestrator.planning.version_policy`` for what the window means.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{field}: must map components to counts (e.g. {{os: 3}})")
+    out: dict[str, int] = {}
+    for comp, n in value.items():
+        if comp not in SKEWED_COMPONENTS:
+            raise ValueError(
+                f"{field}.{comp}: not a lower-layer component the skew window counts "
+                f"({', '.join(SKEWED_COMPONENTS)}); driver/CUDA stay one per job"
+            )
+        if isinstance(n, str) and n.isascii() and n.isdigit():  # specs keep numbers as text
+            n = int(n)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100:
+            raise ValueError(f"{field}.{comp}: must be a whole number from 1 to 100")
+        out[comp] = n
+    return out
+
+
+def check_supersedes(value: object, field: str = "supersedes") -> dict[str, str]:
+    """``supersedes: {os: "6.8.0-50"}``: the older rollout targets this one replaces."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{field}: must map components to the versions superseded")
+    out: dict[str, str] = {}
+    for comp, version in value.items():
+        if comp not in SKEWED_COMPONENTS:
+            raise ValueError(f"{field}.{comp}: only lower layers ({', '.join(SKEWED_COMPONENTS)})")
+        out[comp] = check_version(f"{field}.{comp}", version)
+    return out

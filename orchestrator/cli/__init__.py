@@ -9,6 +9,7 @@ import click
 
 from orchestrator.cli import audit, campaign, demo, fleet, lab, ops, server, simulate, train
 from orchestrator.cli import schedule as schedule_cli
+from orchestrator.cli import versions as versions_cli
 from orchestrator.cli.common import TrainctlGroup
 
 
@@ -18,7 +19,19 @@ def main() -> None:
     """Maintenance trains and bulk operations for GPU fleets, on Temporal."""
 
 
-for _module in (fleet, server, train, demo, ops, campaign, simulate, audit, lab, schedule_cli):
+for _module in (
+    fleet,
+    server,
+    train,
+    demo,
+    ops,
+    campaign,
+    simulate,
+    audit,
+    lab,
+    schedule_cli,
+    versions_cli,
+):
     for _cmd in _module.COMMANDS:
         main.add_command(_cmd)
 

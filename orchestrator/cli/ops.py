@@ -34,6 +34,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.connection import connection_options
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.ops.client import (
     OperationStart,
     control_operation,
@@ -68,6 +69,9 @@ spec_option = click.option(
 def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
     """Peek each cluster of the scope (read-only) and plan; ValueError naming ``scope``."""
     names = resolve_clusters(spec.scope, fleet.cluster_names())
+    refused = target_refusal(fleet, names, spec.targets)  # bad versions, the skew window
+    if refused is not None:
+        raise BadInput(refused[1], field=refused[0])
     snaps = {name: fleet.peek(name).snapshot() for name in names}
     return plan_operation(spec, snaps, holders_in(snaps.values()))
 

@@ -26,6 +26,7 @@ from orchestrator.cli.common import (
     reason_option,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import check_targets
 from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.train.client import (
@@ -79,8 +80,12 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
         switches = "switch_firmware" not in spec.targets or bool(
             fleet.peek(spec.cluster).rack_switches()
         )
+        # A version marked bad, or one more version in service than the skew window allows.
+        refused = target_refusal(fleet, [spec.cluster], spec.targets, spec.skew, spec.supersedes)
     finally:
         fleet.close()
+    if refused is not None:
+        raise BadInput(refused[1], field=refused[0])
     if not switches:
         raise BadInput(
             f"targets.switch_firmware: cluster {spec.cluster!r} has no rack switches this "
@@ -292,6 +297,14 @@ def reconfigure(
         }
     )
     check_cluster_in_fleet(cluster)
+    if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
+        fleet = open_fleet_or_fail()
+        try:
+            refused = target_refusal(fleet, [cluster], pairs)
+        finally:
+            fleet.close()
+        if refused is not None:
+            raise BadInput(refused[1], field=refused[0])
 
     async def go() -> TrainStatus:
         client = await _client(address)

@@ -16,6 +16,8 @@ from orchestrator.models import (
     Count,
     DrainPolicy,
     DurationHours,
+    check_skew,
+    check_supersedes,
     check_targets,
     parse_duration_hours,
 )
@@ -83,6 +85,20 @@ class TrainSpec(BaseModel):
     rollout: Rollout | None = None
     #: Visit only the rollout's hosts (a train a campaign started where none ran).
     rollout_only: bool = False
+    #: Versions of a lower layer that may serve at once in the cluster (default 3: old,
+    #: rolling, new); ``supersedes`` names older targets this one replaces. Checked at start.
+    skew: dict[str, int] = Field(default_factory=dict)
+    supersedes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("skew", mode="before")
+    @classmethod
+    def _skew(cls, v: object) -> dict[str, int]:
+        return check_skew(v)
+
+    @field_validator("supersedes", mode="before")
+    @classmethod
+    def _supersedes(cls, v: object) -> dict[str, str]:
+        return check_supersedes(v)
 
     @field_validator("targets", mode="before")
     @classmethod

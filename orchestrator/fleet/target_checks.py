@@ -1,0 +1,35 @@
+"""Targets checked against the fleet before anything starts: bad versions and the skew window.
+
+The one place trains (start, reconfigure), operations (plan, start) and campaigns ask "may
+these targets roll out here?", so every entry point refuses the same way: ``(field, message)``
+naming ``targets.<component>`` and the versions, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from orchestrator.fleet.bad_versions import active_bad
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.planning.version_policy import bad_version_refusal, skew_refusal
+
+
+def target_refusal(
+    fleet: SqliteFleet,
+    clusters: Iterable[str],
+    targets: Mapping[str, str],
+    skew: Mapping[str, int] | None = None,
+    supersedes: Mapping[str, str] | None = None,
+) -> tuple[str, str] | None:
+    """Why ``targets`` may not roll out on ``clusters`` of ``fleet`` now, or None."""
+    if not targets:
+        return None
+    why = bad_version_refusal(targets, active_bad(fleet))
+    if why is not None:
+        return why
+    for cluster in clusters:
+        found = skew_refusal(fleet.peek(cluster).snapshot().hosts, targets, skew, supersedes)
+        if found is not None:
+            field, message = found
+            return field, f"{message} (cluster {cluster})"
+    return None

@@ -1,0 +1,91 @@
+"""Which change broke the hosts? Rank component=version pairs by how well they explain failures.
+
+When a stage fails, the question an on-call engineer asks first is "which change?" — with
+several rollouts in flight (kernel, NIC firmware, BIOS) on a deep stack, the failing hosts may
+carry more than one new version. This module answers it from what any fleet can observe: each
+changed host's versions after its change and whether it passed verification. Never from
+fault-injection state (which a real fleet does not have).
+
+The score of a pair (component, version) is how well "carries the pair" predicts "failed":
+
+    precision = failing carriers / all carriers      (a pair every host carries says nothing)
+    recall    = failing carriers / all failing hosts (a cause must explain the failures)
+    score     = 2 * precision * recall / (precision + recall)    (F1, in [0, 1])
+
+A pair only competes if it is new: some host verified in the same window lacks it, or it is
+the target of a rollout in flight; versions every observed host shares are background. Each
+pair is attributed to the rollout (campaign) in flight that installs it, so with two campaigns
+the bad build is blamed on the right one. Ties break towards the pair carried by fewer passing
+hosts, then by name, so the ranking is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    """One verified host: its versions after the change, and whether it passed."""
+
+    name: str
+    versions: Mapping[str, str]
+    passed: bool
+
+
+class Blame(BaseModel):
+    """One suspect, as campaign status shows it."""
+
+    component: str
+    version: str
+    campaign: str | None = None  # the rollout in flight that installs it, if any
+    failing: int  # failing hosts that carry it
+    passing: int  # passing hosts that carry it
+    score: float  # F1 of "carries it" as a predictor of "failed", in [0, 1]
+
+
+def rank_blame(
+    outcomes: Iterable[HostOutcome],
+    in_flight: Mapping[str, Mapping[str, str]] | None = None,
+    limit: int = 5,
+) -> list[Blame]:
+    """Suspects, best first; empty when no host failed.
+
+    ``in_flight`` maps each rollout in flight (a campaign name) to its targets
+    (component -> version); a pair is attributed to the rollout that installs it.
+    """
+    hosts = list(outcomes)
+    failing = [h for h in hosts if not h.passed]
+    if not failing:
+        return []
+    flights = in_flight or {}
+    owner = {(c, v): name for name, targets in sorted(flights.items()) for c, v in targets.items()}
+    carriers: dict[tuple[str, str], list[HostOutcome]] = {}
+    for h in hosts:
+        for pair in h.versions.items():
+            carriers.setdefault(pair, []).append(h)
+    out = []
+    for pair, holders in carriers.items():
+        new = pair in owner or len(holders) < len(hosts)
+        if not new:
+            continue  # every observed host has it: background, not a change
+        bad = sum(1 for h in holders if not h.passed)
+        if bad == 0:
+            continue
+        precision, recall = bad / len(holders), bad / len(failing)
+        score = 2 * precision * recall / (precision + recall)
+        out.append(
+            Blame(
+                component=pair[0],
+                version=pair[1],
+                campaign=owner.get(pair),
+                failing=bad,
+                passing=len(holders) - bad,
+                score=round(score, 4),
+            )
+        )
+    out.sort(key=lambda b: (-b.score, b.passing, b.component, b.version))
+    return out[:limit]
