@@ -188,6 +188,7 @@ class CampaignActivities(FleetAccess):
             campaign=req.campaign,
             rollout=rollout,
             rollout_only=True,
+            schedule=req.schedule,
         )
         await start_train(self.client, spec, task_queue=self.task_queue)
         return TrainAnswer(started=True, state="running")

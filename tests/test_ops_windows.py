@@ -61,3 +61,62 @@ def test_operation_schedule_refuses_hard_stop():
         assert str(err).startswith("schedule.hard_stop:") or "schedule.hard_stop" in str(err)
     else:
         raise AssertionError("hard_stop accepted")
+
+
+async def test_campaign_operations_keep_to_the_campaign_windows(
+    dev_env, tmp_home, task_queue, monkeypatch
+):
+    """A CUDA campaign whose window opens 20 fleet minutes after it starts, at speed max (the
+    cluster's logical clock): its bulk operation waits, cordons hosts only inside the windows,
+    and the campaign succeeds."""
+    from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+    from tests.test_campaign_e2e import run_campaign
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
+    path = make_fleet(tmp_home, MAX_SPEED)
+    fleet = SqliteFleet(path)
+    anchor = datetime.fromisoformat(fleet.get_meta()["anchor_wall"])
+    fleet.close()
+    minute = (anchor.minute + 20) % 60  # fleet hour 0 is the anchor: closed at the start
+    schedule = {"windows": [{"cron": f"{minute} * * * *", "duration": "15m"}]}
+    spec = {
+        "name": "cuda-windows",
+        "targets": {"gpu_driver": "560.35.03", "cuda": "12.6"},
+        "stages": [{"name": "some", "clusters": ["c00"], "hosts": 16}],
+        "schedule": schedule,
+    }
+    code, status = await run_campaign(dev_env, tmp_home, path, task_queue, spec)
+    assert code == 0 and status.state == "succeeded", status.reason
+    fleet = SqliteFleet(path)
+    try:
+        cordons = [
+            ev.t
+            for _, ev, _ in fleet.events()
+            if ev.kind == "host_state"
+            and str(ev.detail.get("owner", "")).startswith("ops-cuda-windows-")
+            and ev.detail.get("after") == "cordoned"
+        ]
+    finally:
+        fleet.close()
+    sched = Schedule.model_validate(schedule)
+    outside = [t for t in cordons if not window_state(sched, fleet_datetime(anchor, t)).open]
+    assert cordons and not outside, (len(cordons), outside[:3])
+    assert min(cordons) >= 19 / 60  # it waited for the window
+    audit_ok(path)
+
+
+def test_campaign_schedule_is_parsed_and_refuses_hard_stop():
+    """A campaign spec takes the same `schedule:`; hard_stop is refused naming the field."""
+    import pytest
+
+    from orchestrator.campaign.spec import CampaignSpec
+
+    base = {
+        "name": "c",
+        "targets": {"bmc": "2.18.1"},
+        "stages": [{"name": "s", "clusters": ["c00"]}],
+    }
+    win = {"windows": [{"cron": "0 22 * * 1-5", "duration": "6h"}]}
+    assert CampaignSpec.model_validate({**base, "schedule": win}).schedule is not None
+    with pytest.raises(ValueError, match="schedule.hard_stop"):
+        CampaignSpec.model_validate({**base, "schedule": {**win, "hard_stop": True}})

@@ -315,6 +315,7 @@ class Campaign:
             action=action,
             domain_size=spec.train.domain_size,
             budget=spec.train.budget.model_dump(),
+            schedule=spec.schedule,
             **kw,  # type: ignore[arg-type]
         )
 
@@ -331,6 +332,8 @@ class Campaign:
         }
         if limit is not None:
             fields["max_failures"] = limit
+        if spec.schedule is not None:  # waves start only inside the campaign's windows
+            fields["schedule"] = spec.schedule
         op_spec = OperationSpec.model_validate(fields)
         cs.operation_id = operation_id(op_spec)
         cs.state = "upgrading"

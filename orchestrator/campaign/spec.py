@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.models import CapacityBudget, Count, DurationHours, check_targets
 from orchestrator.models import parse_duration_hours as _hours
+from orchestrator.schedule_window import Schedule
 from orchestrator.specs import load_spec
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
@@ -175,6 +176,20 @@ class CampaignSpec(BaseModel):
     stages: list[Stage] = Field(min_length=1, max_length=100)
     gates: Gates = Field(default_factory=Gates)
     train: TrainSettings = Field(default_factory=TrainSettings)
+    #: Maintenance windows and blackouts (fleet time, ``orchestrator.schedule_window``): the
+    #: campaign's bulk operations start waves only inside them, and a train it starts keeps
+    #: to them; a train already running on a cluster keeps its own schedule.
+    schedule: Schedule | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _no_hard_stop(cls, v: Schedule | None) -> Schedule | None:
+        if v is not None and v.hard_stop:
+            raise ValueError(
+                "schedule.hard_stop: a campaign's bulk operations always finish their wave; "
+                "give hard_stop in a train's own spec"
+            )
+        return v
 
     @field_validator("targets", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from orchestrator.campaign.spec import CampaignSpec, Gates
+from orchestrator.schedule_window import Schedule
 
 #: Top-level states: succeeded | failed | held | rolled_back | running | paused | aborted.
 FINAL_STATES = ("succeeded", "failed", "rolled_back", "aborted")
@@ -161,6 +162,8 @@ class TrainHandoff(BaseModel):
     #: stop: stop the train (one we started); resume: resume it if halted or paused by us.
     action: str = "ride"  # ride | end | keep | stop | pause | resume
     reason: str = ""
+    #: The campaign's windows, for a train it starts (a running train keeps its own).
+    schedule: Schedule | None = None
 
 
 class TrainAnswer(BaseModel):
