@@ -120,6 +120,19 @@ def table(
     return out
 
 
+def host_list(rows: Iterable[tuple[str, str, str]], what: str = "hosts") -> list[str]:
+    """One bullet per host, ``host — phase: note``, at most ``MAX_ROWS``, then how many more.
+
+    Bullets rather than a table: the UI draws markdown tables without cell padding, and a
+    host's wait reads as a sentence.
+    """
+    rows = list(rows)
+    out = [f"- `{h}` **{phase}**: {_cell(note)}" for h, phase, note in rows[:MAX_ROWS]]
+    if len(rows) > MAX_ROWS:
+        out.append(f"- _... and {len(rows) - MAX_ROWS:,} more {what} (query the workflow)_")
+    return out
+
+
 def _cell(value: object) -> str:
     return " ".join(str(value).split()).replace("|", "\\|") or "-"
 

@@ -285,6 +285,7 @@ class BulkOperation:
                     continue
                 workflow.continue_as_new(self._next_input(inp, clock, pending))
             self.changed = False
+            self._show()
             rejoined = [n for n, task in self.running.items() if task is None]
             try:
                 await workflow.wait_condition(
@@ -342,8 +343,7 @@ class BulkOperation:
             self.children.pop(name, None)
             self.running.pop(name, None)
             self.reported.pop(name, None)
-            self.changed = True
-            self._show()
+            self.changed = True  # the main loop shows it (not here: this also runs on eviction)
 
     async def _catch_up(self, name: str) -> None:
         """Pass on a control that came while the child was starting."""

@@ -243,7 +243,7 @@ def _control(name: str, doc: str) -> click.Command:
     @address_option
     @json_option
     @handle_errors
-    def cmd(op_id: str, reason: str, address: str | None, as_json: bool) -> None:
+    def cmd(op_id: str, address: str | None, as_json: bool, reason: str = "") -> None:
         async def go() -> OperationStatus:
             client = await _client(address)
             if name == "status":
@@ -252,6 +252,8 @@ def _control(name: str, doc: str) -> click.Command:
 
         emit(asyncio.run(go()).model_dump(mode="json"), as_json, print_status)
 
+    if name == "status":  # a query changes nothing, so there is no reason to give
+        cmd.params = [p for p in cmd.params if p.name != "reason"]
     return cmd
 
 

@@ -23,14 +23,24 @@ from orchestrator.temporal_server import DevServer, DevServerConfig, DevServerEr
 
 PORT = click.IntRange(1, 65_535)
 
+#: ``--log-format``: how the long-running commands (server, worker) log on stderr.
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log lines on stderr: text for people, json (one object a line) for log shippers.",
+)
+
 
 @click.command("server")
 @click.option("--port", type=PORT, default=7233, show_default=True, help="gRPC frontend port.")
 @click.option("--ui-port", type=PORT, default=8233, show_default=True, help="Web UI port.")
 @click.option("--headless", is_flag=True, help="Run without the Web UI.")
+@log_format_option
 @json_option
 @handle_errors
-def server(port: int, ui_port: int, headless: bool, as_json: bool) -> None:
+def server(port: int, ui_port: int, headless: bool, log_format: str, as_json: bool) -> None:
     """Run the embedded Temporal dev server (file-backed under TRAINCTL_HOME) with its UI.
 
     One per TRAINCTL_HOME (a second is refused while the first lives); the server process dies
@@ -39,9 +49,19 @@ def server(port: int, ui_port: int, headless: bool, as_json: bool) -> None:
     if not headless and ui_port == port:
         raise BadInput("ui_port: must differ from --port", field="ui_port")
     dev = DevServer(DevServerConfig(port=port, ui_port=ui_port, headless=headless))
+    log = None
+    if log_format == "json":
+        from orchestrator.logging import configure_logging, get_logger
+
+        configure_logging(json=True)
+        log = get_logger("trainctl.server")
 
     def ready(s: DevServer) -> None:
         out = {"address": s.address, "ui_url": s.ui_url, "pid": s.pid, "db": str(s.db_filename)}
+        if log is not None:
+            log.info("temporal server ready", **out)
+            if not as_json:
+                return
         emit(
             out,
             as_json,
@@ -52,7 +72,10 @@ def server(port: int, ui_port: int, headless: bool, as_json: bool) -> None:
         sys.stdout.flush()
 
     try:
-        sys.exit(serve_forever(dev, on_ready=ready))
+        code = serve_forever(dev, on_ready=ready)
+        if log is not None:
+            log.info("temporal server stopped", exit_code=code)
+        sys.exit(code)
     except DevServerError as err:
         fail(str(err))
 
@@ -73,7 +96,8 @@ def server(port: int, ui_port: int, headless: bool, as_json: bool) -> None:
 )
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True)
 @connection_options
-@click.option("--log-json", is_flag=True, help="Structured JSON logs on stderr.")
+@click.option("--log-json", is_flag=True, help="Same as --log-format json (kept for scripts).")
+@log_format_option
 @json_option
 @handle_errors
 def worker(
@@ -82,6 +106,7 @@ def worker(
     task_queue: str,
     address: str | None,
     log_json: bool,
+    log_format: str,
     as_json: bool,
 ) -> None:
     """Run the daemon: every workflow and activity, /metrics, graceful stop on SIGTERM."""
@@ -93,7 +118,7 @@ def worker(
     from orchestrator.metrics import serve_metrics
     from orchestrator.worker import serve, stop_on_signals
 
-    configure_logging(json=log_json)
+    configure_logging(json=log_json or log_format == "json")
     path = fleet_path()
     if not path.exists():
         fail(f"no fleet at {path}: run `trainctl fleet init` first", field="fleet")

@@ -42,6 +42,7 @@ from orchestrator.train.client import (
 )
 from orchestrator.train.spec import TrainSpec, load_train_spec
 from orchestrator.train.types import TrainChange, TrainStatus
+from orchestrator.ui_text import explain_wait, versions
 from orchestrator.worker import TASK_QUEUE
 
 T = TypeVar("T")
@@ -144,14 +145,24 @@ async def _steer(coro: Awaitable[TrainStatus]) -> TrainStatus:
 def print_status(o: dict[str, Any]) -> None:
     click.echo(
         f"train-{o['cluster']}: {o['state']}{' (' + o['reason'] + ')' if o['reason'] else ''}\n"
-        f"  cycle {o['cycles_completed'] + 1}: {o['hosts_visited_this_cycle']}/{o['hosts_total']} "
-        f"visited, {o['in_maintenance']} in maintenance, {o['quarantined']} quarantined, "
-        f"{o['in_repair']} in repair\n"
+        f"{_progress(o)}\n"
         f"  domain size {o['domain_size']}, budget {_limits(o)}, "
-        f"targets {o['targets']}\n"
+        f"targets {versions(o['targets'])}\n"
         f"{_outlook(o)}"
         f"{_window(o)}"
-        f"  {o['waiting'] and 'waiting: ' + o['waiting']}"
+        f"{'  waiting: ' + explain_wait(o['waiting']) if o['waiting'] else ''}".rstrip("\n")
+    )
+
+
+def _progress(o: dict[str, Any]) -> str:
+    """``  cycle 1: 55/128 visited, ...``; a train that has not planned yet says so."""
+    cycle = o["cycles_completed"] + 1
+    if not o["hosts_total"]:
+        return f"  cycle {cycle}: started, choosing its first hosts"
+    return (
+        f"  cycle {cycle}: {o['hosts_visited_this_cycle']}/{o['hosts_total']} visited, "
+        f"{o['in_maintenance']} in maintenance, {o['quarantined']} quarantined, "
+        f"{o['in_repair']} in repair"
     )
 
 
@@ -227,7 +238,7 @@ def _control(name: str, doc: str) -> click.Command:
     @address_option
     @json_option
     @handle_errors
-    def cmd(cluster: str, reason: str, address: str | None, as_json: bool) -> None:
+    def cmd(cluster: str, address: str | None, as_json: bool, reason: str = "") -> None:
         check_cluster_in_fleet(cluster)
 
         async def go() -> TrainStatus:
@@ -238,6 +249,8 @@ def _control(name: str, doc: str) -> click.Command:
 
         emit(run(go()).model_dump(mode="json"), as_json, print_status)
 
+    if name == "status":  # a query changes nothing, so there is no reason to give
+        cmd.params = [p for p in cmd.params if p.name != "reason"]
     return cmd
 
 

@@ -15,6 +15,7 @@ from orchestrator.ops.types import ClusterProgress, OperationStatus
 from orchestrator.ui_text import (
     bounded,
     explain_wait,
+    host_list,
     names,
     one_line,
     plural,
@@ -106,15 +107,15 @@ def cluster_details(
         ]
         order = {"draining": 0, "evicting": 1, "changing": 2, "verifying": 3}
         rows = sorted(wave.items(), key=lambda kv: (order.get(kv[1][0], 9), kv[0]))
-        lines += table(["host", "phase", "waits for / outcome"], ((h, a, b) for h, (a, b) in rows))
+        lines += host_list((h, a, b) for h, (a, b) in rows)
     lines += ["", f"_operation {operation_id}_"]
     return bounded("\n".join(lines))
 
 
 def operation_details(st: OperationStatus) -> str:
     """The operation page's current details: totals, then one row per cluster."""
-    head = f"**{state_word(st.state)}** · {operation_summary(st.kind, st.targets, '')}"
-    head = head.removesuffix(" over ")
+    change = f" to {versions(st.targets)}" if st.targets else ""
+    head = f"**{state_word(st.state)}** · {st.kind}{change}"
     if st.reason:
         head += f" — {st.reason}"
     lines = [

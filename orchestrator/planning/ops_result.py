@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class Wave(BaseModel):
     est_start_hours: float = 0.0  # after the operation starts
     drain_hours: float = 0.0
     est_hours: float = 0.0  # drain wait + maintenance
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def number(self) -> int:
+        """The wave's number as people read it, from 1 (as progress and failures count)."""
+        return self.index + 1
 
 
 class ClusterPlan(BaseModel):
@@ -103,7 +109,7 @@ class OperationPlan(BaseModel):
             )
         for w in self.waves[:max_waves]:
             lines.append(
-                f"  wave {w.cluster}#{w.index}: {_n(len(w.hosts), 'host')}, "
+                f"  wave {w.number} of {w.cluster}: {_n(len(w.hosts), 'host')}, "
                 f"{_n(len(w.jobs_affected), 'job')} ({len(w.jobs_interrupted)} interrupted), "
                 f"starts +{w.est_start_hours:.1f} h,"
                 f" ~{w.est_hours:.1f} h"

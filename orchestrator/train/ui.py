@@ -16,6 +16,7 @@ from orchestrator.train.types import TrainState
 from orchestrator.ui_text import (
     bounded,
     explain_wait,
+    host_list,
     names,
     one_line,
     plural,
@@ -124,6 +125,6 @@ def domain_details(
     ]
     order = {"draining": 0, "evicting": 1, "updating": 2, "installing": 3, "verifying": 4}
     rows = sorted(hosts.items(), key=lambda kv: (order.get(kv[1][0], 9), kv[0]))
-    lines += table(["host", "phase", "waits for / outcome"], ((h, p, n) for h, (p, n) in rows))
+    lines += host_list((h, p, n) for h, (p, n) in rows)
     lines += ["", f"_domain {domain_id}_"]
     return bounded("\n".join(lines))
