@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 from activities.fleet_access import FleetAccess
 from orchestrator import metrics
 from orchestrator.campaign.types import (
+    BakeClockRequest,
     CampaignReport,
     PlanRequest,
     Progress,
@@ -36,7 +37,7 @@ from orchestrator.campaign.types import (
     TrainAnswer,
     TrainHandoff,
 )
-from orchestrator.constants import HELD_STATES
+from orchestrator.constants import HELD_STATES, LOGICAL_CLOCK
 from orchestrator.models import CapacityBudget, HostState
 from orchestrator.planning.campaign_plan import plan_campaign
 from orchestrator.train.client import (
@@ -198,6 +199,20 @@ class CampaignActivities(FleetAccess):
         """Run an instant PromQL query; an answer we cannot read holds the stage (says why)."""
         return await asyncio.to_thread(_query, req)
 
+    @activity.defn(name="campaign_bake_clock")
+    def bake_clock(self, req: BakeClockRequest) -> float:
+        """A bake on a cluster nobody else acts on (a CUDA stage: no train rides it) needs its
+        logical clock moved: move it to the bake's end if the cluster's clock has no party (a
+        train or an operation there moves it by itself, and must not be jumped). Scaled clocks
+        move with wall time. Returns the cluster's hour."""
+        fleet = self.fleet
+        if fleet.speed != LOGICAL_CLOCK:
+            return fleet.fleet_time(cluster=req.cluster)
+        parties = getattr(fleet, "clock_parties", None)
+        if parties is not None and parties(req.cluster):
+            return fleet.fleet_time(cluster=req.cluster)
+        return fleet.advance_clock(req.cluster, req.target_hours)
+
     @activity.defn(name="campaign_report")
     def report(self, req: CampaignReport) -> None:
         """The campaign's state and totals into this worker's ``trainctl_campaign_*`` gauges."""
@@ -220,6 +235,7 @@ class CampaignActivities(FleetAccess):
             self.stage_progress,
             self.train,
             self.prometheus,
+            self.bake_clock,
             self.report,
         ]
 

@@ -128,3 +128,32 @@ async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, mon
     assert all(r[3]["os"] != "6.12.0-bad" for r in rows if r[1] != "c00")
     assert all(r[2] == "in_service" or r[1] == "c00" or r[2] == "in_repair" for r in rows)
     assert audit_ok(path)
+
+
+async def test_cuda_canary_runs_as_a_bulk_operation(dev_env, tmp_home, task_queue) -> None:
+    """Driver/CUDA targets go to a BulkOperation child over the canary's hosts only, then bake
+    on the cluster's clock (which the campaign moves: no train acts there)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from orchestrator.campaign.client import start_campaign
+    from orchestrator.campaign.spec import CampaignSpec
+
+    path = multi_fleet(tmp_home)
+    upper = {"gpu_driver": "590.44.01", "cuda": "13.1"}
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "cuda-canary",
+            "targets": upper,
+            "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 8, "bake": "1h"}],
+        }
+    )
+    async with build_worker(dev_env.client, path, task_queue):
+        started = await start_campaign(dev_env.client, spec, task_queue=task_queue, wait=True)
+        op = dev_env.client.get_workflow_handle("ops-cuda-canary-canary-c00")
+        op_state = (await op.describe()).status
+    status = started.status
+    assert status is not None and status.state == "succeeded", status
+    assert op_state == WorkflowExecutionStatus.COMPLETED
+    new = [r for r in hosts(path) if all(r[3].get(c) == v for c, v in upper.items())]
+    assert len(new) == 8 and {r[1] for r in new} == {"c00"}
+    assert audit_ok(path)

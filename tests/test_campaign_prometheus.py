@@ -104,14 +104,19 @@ async def ready(url: str) -> None:
     raise AssertionError("prometheus did not become ready")
 
 
-async def firing(url: str) -> None:
-    query = urllib.parse.urlencode({"query": QUERY})
+async def scraped(url: str, promql: str) -> None:
+    """Wait until Prometheus answers ``promql`` with something (it scrapes every second)."""
+    query = urllib.parse.urlencode({"query": promql})
     for _ in range(240):
         with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as resp:
             if json.loads(resp.read())["data"]["result"]:
                 return
         await asyncio.sleep(0.5)
-    raise AssertionError("ClusterQuarantinesHigh never fired")
+    raise AssertionError(f"Prometheus never answered {promql}")
+
+
+async def firing(url: str) -> None:
+    await scraped(url, QUERY)
 
 
 async def test_firing_alert_holds_the_stage_until_it_clears(dev_env, tmp_home, task_queue):
@@ -144,6 +149,7 @@ async def test_firing_alert_holds_the_stage_until_it_clears(dev_env, tmp_home, t
                 assert status.stages[0].state == "held"
                 assert "ClusterQuarantinesHigh" in status.stages[0].gate
                 assert status.stages[0].hosts_changed == 2  # the canary itself is done
+                await scraped(url, 'trainctl_campaign_state{campaign="gated",state="held"} == 1')
                 set_state(path, HELD_HOSTS, "in_service", "operator: PSU replaced")
                 final = await asyncio.wait_for(
                     final_status(campaign_handle(dev_env.client, spec.workflow_id)), 120

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.campaign import ui
     from orchestrator.campaign.types import (
         FINAL_STATES,
+        BakeClockRequest,
         CampaignControl,
         CampaignInput,
         CampaignReport,
@@ -393,7 +394,14 @@ class Campaign:
                     cs.state, cs.done_hours = "baking", prog.fleet_hours
             if cs.state == "baking":
                 assert cs.done_hours is not None
-                if prog.fleet_hours >= cs.done_hours + plan.bake_hours:
+                end = cs.done_hours + plan.bake_hours
+                if prog.fleet_hours < end and not self._lower():  # no train moves this clock
+                    await workflow.execute_activity_method(
+                        CampaignActivities.bake_clock,
+                        BakeClockRequest(cluster=cs.cluster, target_hours=end),
+                        **fleet_options(),
+                    )
+                if prog.fleet_hours >= end:
                     cs.state = "done"
                     await self._cluster_done(plan, cs)
         gating.roll_up(plan, ss)

@@ -193,3 +193,10 @@ class CampaignReport(BaseModel):
     hosts_changed: int = 0
     hosts_quarantined: int = 0
     hosts_rolled_back: int = 0
+
+
+class BakeClockRequest(BaseModel):
+    """Move a cluster's logical clock toward a bake's end when no party there moves it."""
+
+    cluster: str
+    target_hours: float
