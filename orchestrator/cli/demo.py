@@ -7,6 +7,7 @@ person: the train's page in the Temporal UI, a progress bar on stderr, and the s
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import click
@@ -17,6 +18,10 @@ from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_op
 from orchestrator.fleet.sqlite_fleet import parse_speed
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.train.types import TrainStatus
+from orchestrator.ui_text import explain_wait
+
+#: Seconds between two plain progress lines when stderr is not a terminal.
+PLAIN_EVERY = 10.0
 
 
 class _CycleBar:
@@ -36,10 +41,14 @@ class _CycleBar:
             console=self.console,
         )
         self.task = self.progress.add_task("starting", total=total)
+        #: Not a terminal (a log file, CI): plain lines every PLAIN_EVERY seconds, no bar.
+        self.plain = not self.console.is_terminal
+        self.last_line = -PLAIN_EVERY
 
     def ui(self, url: str) -> None:
         self.console.print(f"Temporal UI: [link={url}]{url}[/link]")
-        self.progress.start()
+        if not self.plain:
+            self.progress.start()
 
     def status(self, status: TrainStatus) -> None:
         self.latest[status.cluster] = status
@@ -50,15 +59,30 @@ class _CycleBar:
             else s.hosts_total
             for s in trains
         )
-        why = f" waiting: {status.waiting}" if status.waiting and len(trains) == 1 else ""
+        why = (
+            f"; waiting: {explain_wait(status.waiting)}"
+            if status.waiting and len(trains) == 1
+            else ""
+        )
         hours = "/".join(f"{s.fleet_hours:.1f}" for s in trains)  # each cluster's own clock
+        ended = [s for s in trains if s.state in ("stopped", "halted")]
+        if self.plain:
+            now = time.monotonic()
+            if now - self.last_line >= PLAIN_EVERY or len(ended) == self.trains:
+                self.last_line = now
+                click.echo(
+                    f"cycle: {done}/{self.total} hosts visited, "
+                    f"{sum(s.in_maintenance for s in trains)} in maintenance, "
+                    f"{sum(s.quarantined for s in trains)} quarantined, fleet hour {hours}{why}",
+                    err=True,
+                )
+            return
         self.progress.update(
             self.task,
             completed=done,
             description=f"{sum(s.in_maintenance for s in trains)} in maintenance, "
             f"{sum(s.quarantined for s in trains)} quarantined, fleet h {hours}{why}",
         )
-        ended = [s for s in trains if s.state in ("stopped", "halted")]
         if len(ended) == self.trains:
             self.progress.stop()
 
@@ -66,8 +90,10 @@ class _CycleBar:
 def _print(o: dict[str, Any]) -> None:
     click.echo(
         f"{o['preset']}: {o['hosts_visited']}/{o['hosts_total']} hosts visited, "
-        f"{o['hosts_quarantined']} quarantined or in repair, {o['hosts_lost']} lost, "
-        f"{o['budget_violations']} budget violations, {o['job_interruptions']} job interruptions; "
+        f"{o['hosts_quarantined']} quarantined or in repair, "
+        f"{o['hosts_lost']} hosts lost (out of service with no owner), "
+        f"{o['budget_violations']} budget violations, {o['job_interruptions']} job interruptions "
+        f"({o['lost_gpu_hours']:,.1f} GPU-hours of work lost); "
         f"cycle took {o['cycle_fleet_hours']} fleet hours in {o['cycle_wall_seconds']} s. "
         f"Audit {'ok' if o['audit_ok'] else 'FAILED'}. Fleet kept at {o['fleet']}."
     )

@@ -99,10 +99,10 @@ def refusal(reason: str, extra: dict[str, Any]) -> BadInput:
 
 
 @ops.command("schema")
-@click.option("--json", "as_json", is_flag=True, help="Accepted for symmetry: always JSON.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on one line.")
 def schema(as_json: bool) -> None:
-    """Print the JSON Schema of an operation spec."""
-    sys.stdout.write(json.dumps(spec_json_schema(), indent=2) + "\n")
+    """Print the JSON Schema of an operation spec (indented; one line under --json)."""
+    sys.stdout.write(json.dumps(spec_json_schema(), indent=None if as_json else 2) + "\n")
 
 
 # ---------------------------------------------------------------------- execution

@@ -75,10 +75,13 @@ def _print_run(o: dict[str, Any]) -> None:
         "drain_wait_host_hours",
         "outage_budget_hosts_mean",
         "budget_violations",
+        "max_out_of_service",
         "wall_seconds",
     ):
         t.add_row(key, str(o.get(key)))
     con.print(t)
+    if o.get("max_out_of_service_note"):
+        con.print(f"max_out_of_service: {o['max_out_of_service_note']}")
 
 
 def _print_fleet(o: dict[str, Any]) -> None:

@@ -136,7 +136,8 @@ def plan_operation(
             f" (and {len(refusals) - 1} more clusters)" if refusals[1:] else ""
         )
     warnings = [
-        f"{r.summary.cluster}: {r.split_jobs} running jobs exceed a wave of {r.summary.wave_cap} "
+        f"{r.summary.cluster}: {r.split_jobs} running "
+        f"{'job exceeds' if r.split_jobs == 1 else 'jobs exceed'} a wave of {r.summary.wave_cap} "
         "hosts and are split: each is drained (ended or evicted) at its first wave and "
         "restarts on one version"
         for r in results

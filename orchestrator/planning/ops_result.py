@@ -99,7 +99,7 @@ class OperationPlan(BaseModel):
             f"{len(self.deferred):,} deferred until repaired",
             f"estimate: ~{self.estimated_duration_hours:.1f} h, "
             f"{self.gpu_hours_out_of_service:,.0f} GPU-hours out of service, "
-            f"{self.jobs_interrupted} of {self.jobs_affected} jobs interrupted "
+            f"{self.jobs_interrupted} of {_n(self.jobs_affected, 'job')} interrupted "
             f"({self.gpu_hours_lost:,.0f} GPU-hours of work lost)",
         ]
         for c in self.clusters:

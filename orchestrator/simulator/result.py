@@ -141,6 +141,17 @@ class SimResult:
             return None
         return self.makespan_hours / self.lower_bound_after_outages_hours
 
+    def out_of_service_note(self) -> str:
+        """Why ``max_out_of_service`` may exceed the budget with ``budget_violations`` at 0."""
+        over = self.max_out_of_service - self.budget_hosts
+        if over <= 0:
+            return f"at most {self.max_out_of_service} hosts out, within the {self.budget_hosts}-host budget"
+        return (
+            f"at the peak {over} host(s) beyond the {self.budget_hosts}-host maintenance budget "
+            "were out of service for failures or repair (hosts failing while the train held its "
+            "share), not for planned work; budget_violations counts planned work only"
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             k: v for k, v in self.__dict__.items() if k not in ("series",) and v is not None
@@ -149,6 +160,7 @@ class SimResult:
         out["lost_gpu_hours"] = _r(self.lost_gpu_hours)
         out["makespan_over_lower_bound"] = _r(self.makespan_ratio, 4)
         out["makespan_over_lower_bound_after_outages"] = _r(self.makespan_ratio_after_outages, 4)
+        out["max_out_of_service_note"] = self.out_of_service_note()
         for k in (
             "lower_bound_hours",
             "lower_bound_after_outages_hours",
