@@ -95,14 +95,15 @@ class Sampler(threading.Thread):
 
 
 def submit(lab: LabInfo, nodes: int, seconds: int) -> int:
-    """A requeueable batch job that checkpoints every 5 s (the --comment convention)."""
+    """A requeueable batch job that checkpoints every 5 s (the --comment convention), with a
+    time limit just above its run time (what the drain policy takes for its end)."""
     out = slurm(
         lab,
         "sbatch",
         "--parsable",
         "--requeue",
         f"-N{nodes}",
-        "-t2",
+        f"-t{seconds // 60 + 1}",
         "--comment=ckpt=5s",
         "-o/dev/null",
         f"--chdir={Path(lab.slurm_conf).parent}",
@@ -134,7 +135,9 @@ async def test_train_on_slurm_keeps_budget_and_survives_controller_restart(
         lab, "scontrol", "update", f"nodename={OPERATOR_NODE}", "state=drain",
         f"reason={OPERATOR_REASON}",
     )  # fmt: skip
-    jobs = [submit(lab, 4, 20), submit(lab, 8, 20), submit(lab, 2, 20)]
+    # Two jobs that outlive the 30 s drain deadline (the train must requeue them, after a
+    # checkpoint) and one short one that may end by itself.
+    jobs = [submit(lab, 4, 600), submit(lab, 8, 600), submit(lab, 2, 15)]
     cli = CliRunner().invoke(
         cli_main,
         [
