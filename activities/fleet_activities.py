@@ -167,7 +167,13 @@ class FleetActivities(FleetAccess):
         """Ask each job's owner before evicting it; the answers go into the event record."""
         with self.cluster(req.cluster, req.wall) as b:
             return drain.ask_jobs(
-                b, req.owner, req.planned, req.deadline_hours, req.max_refusals, req.refusals
+                b,
+                req.owner,
+                req.planned,
+                req.deadline_hours,
+                req.max_refusals,
+                req.refusals,
+                req.finals,
             )
 
     @activity.defn(name="update_switches")

@@ -39,7 +39,9 @@ def test_refusals_are_bounded_then_the_deadline_rules():
     second = resolve(first, "refuse", 1.5, "busy", 0.5, 3.0, 2, 0.5)
     assert second.evict_at == 3.0 and second.refusals == 2
     assert resolve(Talk(), "wait", 9.0, "", 0.0, 3.0, 2, 0.0).evict_at == 3.0  # bounded
-    assert resolve(Talk(), "go", None, "", 1.0, 3.0, 2, 2.0).evict_at == 1.0  # at once
+    assert resolve(first, "refuse", 1.5, "", 0.5, 3.0, 2, 0.5, final=2.5).evict_at == 2.5
+    assert resolve(Talk(), "go", None, "", 1.0, 3.0, 2, 1.0).evict_at == 1.0  # at once
+    assert resolve(Talk(), "go", None, "", 1.0, 3.0, 2, 2.0).evict_at == 2.0  # as planned
     assert resolve(Talk(), "refuse", 4.0, "", 3.0, 3.0, 2, 3.0).evict_at == 3.0  # past deadline
 
 
@@ -130,13 +132,19 @@ async def _live(env, tmp_home, task_queue, behaviour: str, policy: str):
 
 @pytest.mark.parametrize(
     ("behaviour", "policy"),
-    [("go", "job-aware"), ("checkpoint", "rolling-serial"), ("refuse", "job-aware")],
+    [
+        ("go", "drain-wait"),
+        ("checkpoint", "rolling-serial"),
+        ("refuse", "drain-wait"),
+        ("refuse", "job-aware"),
+    ],
 )
 async def test_answer_in_simulator_and_live_train(
     temporal_env, tmp_home, task_queue, behaviour, policy
 ):
-    """go: evicted at once; checkpoint: right after its next checkpoint (0.5), not before;
-    refuse: asked twice, then evicted at the drain deadline; simulator and live train agree."""
+    """go (drain-wait): evicted at once; checkpoint: right after its next checkpoint (0.5),
+    not before; refuse: asked twice, then the deadline rules: evicted at the drain deadline
+    (job-aware: right after its last checkpoint before it, 2.5); simulator and live agree."""
     sim_evicted, sim_answers, _ = _simulated(behaviour, policy)
     asked, live_evicted = await _live(temporal_env, tmp_home, task_queue, behaviour, policy)
     assert len(sim_evicted) == len(live_evicted) == 1
@@ -146,7 +154,8 @@ async def test_answer_in_simulator_and_live_train(
     cordoned = asked[0].t
     if behaviour == "go":
         assert [a.detail["answer"] for a in asked] == ["go"]
-        assert t_live == pytest.approx(cordoned, abs=1e-3)  # at once, before its checkpoint
+        # at once, before its checkpoint (drain-wait alone would wait for the deadline)
+        assert t_live == pytest.approx(cordoned, abs=1e-3)
         assert lost_live > 0  # its owner accepted losing the work since the last checkpoint
     elif behaviour == "checkpoint":
         assert [a.detail["answer"] for a in asked] == ["wait"]
@@ -156,4 +165,7 @@ async def test_answer_in_simulator_and_live_train(
         assert [a.detail["answer"] for a in asked] == ["refuse", "refuse"]
         assert asked[1].t == pytest.approx(0.5, abs=0.01)  # asked again after its checkpoint
         assert sim_answers.get("refuse") == 2
-        assert t_live == pytest.approx(cordoned + MAX_WAIT, abs=0.01)  # at the deadline
+        if policy == "job-aware":
+            assert 2.5 <= t_live <= 2.5 + 0.01 and lost_live < 0.1
+        else:
+            assert t_live == pytest.approx(cordoned + MAX_WAIT, abs=0.01)  # at the deadline

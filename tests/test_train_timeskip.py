@@ -57,6 +57,7 @@ async def test_drain_deadline_evicts_right_after_checkpoint(temporal_env, tmp_ho
     with fleet.cluster("c00", await temporal_env.get_current_time()) as sim:
         job = max((j for j in sim.jobs.values() if j.state == "running"), key=lambda j: j.size)
         job.work_hours = 24 * 60.0  # two months
+        sim.state.job_behaviours[str(job.id)] = "checkpoint"  # it answers: after my checkpoint
         sim.dirty_jobs.add(job.id)
         long_job, long_hosts = job.id, set(job.hosts)
     await _run_cycle(temporal_env, path, task_queue, domain_size=16, drain={"max_wait": "3h"})

@@ -163,6 +163,7 @@ class DomainMaintenance:
                             refusals={
                                 j: t.refusals for j, t in tracker.talks.items() if j in decision.ask
                             },
+                            finals={j: f for j, f in tracker.finals.items() if j in decision.ask},
                         ),
                         **fleet_options(),
                     )

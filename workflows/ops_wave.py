@@ -235,6 +235,7 @@ class WaveSteps:
             deadline_hours=tracker.deadline_hours,
             max_refusals=tracker.max_refusals,
             refusals={j: t.refusals for j, t in tracker.talks.items() if j in planned},
+            finals={j: f for j, f in tracker.finals.items() if j in planned},
         )
         asked: AskResult = await self._call(
             FleetActivities.ask_jobs, req, summary=f"ask {plural(len(planned), 'job')} first"

@@ -54,8 +54,15 @@ def drain_status(
         if job is None:  # pragma: no cover - a host's job is running by construction
             continue
         step = train_plan.drain_step(job, b.now, deadline_hours, policy)
+        final = train_plan.final_stop(job, b.now, deadline_hours, policy)
         out.waits.append(
-            JobWait(job_id=job_id, hosts=names, action=step.action, at_hours=step.at_hours)
+            JobWait(
+                job_id=job_id,
+                hosts=names,
+                action=step.action,
+                at_hours=step.at_hours,
+                final_hours=final,
+            )
         )
     return out
 
@@ -95,6 +102,7 @@ def ask_jobs(
     deadline_hours: float,
     max_refusals: int,
     refusals: dict[int, int] | None = None,
+    finals: dict[int, float] | None = None,
 ) -> AskResult:
     """Ask each job still running on ``owner``'s hosts before evicting it at its ``planned``
     instant; record the question, the answer and what it leads to (``negotiation.resolve``)."""
@@ -107,7 +115,15 @@ def ask_jobs(
         reply = JobReply(answer=a.answer, until_hours=a.until_hours, reason=a.reason)
         before = negotiation.Talk(refusals=(refusals or {}).get(job_id, 0))
         talk = negotiation.resolve(
-            before, a.answer, a.until_hours, a.reason, b.now, deadline_hours, max_refusals, at
+            before,
+            a.answer,
+            a.until_hours,
+            a.reason,
+            b.now,
+            deadline_hours,
+            max_refusals,
+            at,
+            (finals or {}).get(job_id),
         )
         b.record(
             owner,
@@ -125,6 +141,13 @@ def ask_jobs(
         )
         out.answers[job_id] = reply
     return out
+
+
+def _question(w: JobWait, now: float) -> float:
+    """The eviction instant a job is asked about: right after its next checkpoint when the
+    policy times it so (job-aware), else now (a policy that would wait only in case the job
+    ends, or would not wait at all); a "go ahead" takes effect then."""
+    return max(w.at_hours, now) if w.action == "evict_after_checkpoint" else now
 
 
 @dataclass
@@ -151,6 +174,8 @@ class DrainTracker:
     negotiate: bool = False
     max_refusals: int = negotiation.DEFAULT_MAX_REFUSALS
     talks: dict[int, negotiation.Talk] = field(default_factory=dict)
+    #: job -> when the deadline rules for it, from the latest look (``JobWait.final_hours``)
+    finals: dict[int, float] = field(default_factory=dict)
 
     def heard(self, answers: dict[int, JobReply], planned: dict[int, float], now: float) -> None:
         """Fold the answers to one round of questions into each job's negotiation."""
@@ -165,6 +190,7 @@ class DrainTracker:
                 self.deadline_hours,
                 self.max_refusals,
                 planned.get(job_id, now),
+                self.finals.get(job_id),
             )
         for job_id in planned:  # gone before it could answer: nothing to wait for
             self.talks.setdefault(job_id, negotiation.Talk(answer="gone", evict_at=now))
@@ -175,6 +201,7 @@ class DrainTracker:
         self.scheduled = {j: t for j, t in self.scheduled.items() if j in running}
         if self.negotiate:
             self.talks = {j: t for j, t in self.talks.items() if j in running}
+            self.finals = {w.job_id: w.final_hours for w in waits if w.final_hours is not None}
             return self._negotiated(waits, now)
         due = now + EPSILON_HOURS
         evict = [
@@ -211,7 +238,7 @@ class DrainTracker:
                 if w.action == "wait_end":  # it ends by itself in time: nothing to ask
                     wake = min(wake, w.at_hours)
                 else:
-                    ask[w.job_id] = max(w.at_hours, now)
+                    ask[w.job_id] = _question(w, now)
             elif talk.evict_at is not None:
                 if talk.evict_at <= due:
                     evict[w.job_id] = talk.evict_at
@@ -219,7 +246,7 @@ class DrainTracker:
                     wake = min(wake, talk.evict_at)
             elif talk.ask_at is not None:
                 if talk.ask_at <= due:
-                    ask[w.job_id] = max(w.at_hours, now)
+                    ask[w.job_id] = _question(w, now)
                 else:
                     wake = min(wake, talk.ask_at)
         if evict:

@@ -95,6 +95,8 @@ class JobWait(BaseModel):
     hosts: list[str]
     action: str  # wait_end | evict_after_checkpoint | evict_now
     at_hours: float
+    #: when the policy stops the job once the deadline rules (negotiation's last word)
+    final_hours: float | None = None
 
 
 class DrainStatus(BaseModel):
@@ -125,6 +127,8 @@ class AskRequest(BaseModel):
     deadline_hours: float
     max_refusals: int = 2
     refusals: dict[int, int] = Field(default_factory=dict)
+    #: job -> when the deadline rules for it (``JobWait.final_hours``)
+    finals: dict[int, float] = Field(default_factory=dict)
 
 
 class JobReply(BaseModel):

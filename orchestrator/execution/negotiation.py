@@ -3,13 +3,16 @@
 Before a train, an operation or a campaign evicts a job it asks the job's owner (through the
 backend's ``ask_job``), telling it when the drain policy would stop it. The owner answers:
 
-- ``go``: go ahead; the job is evicted at once (its owner accepts losing the work since its
-  last checkpoint, usually a small job that restarts in minutes);
-- ``wait`` until an instant: its next checkpoint or its end; the job is evicted then, never
-  past the drain deadline, without being asked again;
+- ``go``: go ahead; the job is evicted at the instant it was asked about: at once, or right
+  after its next checkpoint when the policy (job-aware) timed the eviction so, since waiting
+  for a checkpoint costs nobody work (``drain._question``);
+- ``wait`` until an instant: its next checkpoint or its end; the job is evicted then, without
+  being asked again; an instant past the drain deadline is not granted and the deadline rules;
 - ``refuse``: not now; it is asked again when it says (its next checkpoint, or after
   ``REASK_HOURS``), never past the deadline; a visit honours at most ``max_refusals`` of them,
-  after which the deadline rules: the job is evicted at the drain deadline.
+  after which the deadline rules: the job is evicted at the drain deadline, or, for the
+  job-aware policy, right after its last checkpoint before the deadline (``JobWait.final_hours``:
+  the policy loses no work it need not lose because a job said "not now").
 
 Past the deadline no answer delays anything. ``resolve`` is the one rule: the drain tracker
 (inside workflows and the simulator) folds answers with it, and the ask step (``drain.ask_jobs``)
@@ -68,16 +71,21 @@ def resolve(
     deadline: float,
     max_refusals: int,
     asked_for: float,
+    final: float | None = None,
 ) -> Talk:
-    """The negotiation after one more answer at fleet hour ``now`` (see the module docstring)."""
+    """The negotiation after one more answer at fleet hour ``now`` (see the module docstring).
+
+    ``final`` is when the drain policy stops the job once the deadline rules (job-aware: right
+    after its last checkpoint before the deadline); the deadline itself if not given."""
     talk = replace(talk, asks=talk.asks + 1, answer=answer, reason=reason, asked_for=asked_for)
-    bound = max(deadline, now)
+    bound = max(deadline if final is None else min(final, deadline), now)
     if now + _EPS >= deadline and answer != "go":
         return replace(talk, evict_at=now, ask_at=None, reason=reason or "drain deadline reached")
     if answer == "go":
-        return replace(talk, evict_at=now, ask_at=None)
+        return replace(talk, evict_at=min(max(asked_for, now), bound), ask_at=None)
     if answer == "wait":
-        at = now if until_hours is None else min(max(until_hours, now), bound)
+        late = until_hours is not None and until_hours > deadline
+        at = now if until_hours is None else bound if late else max(until_hours, now)
         return replace(talk, evict_at=at, ask_at=None)
     refusals = talk.refusals + 1
     if refusals >= max_refusals:

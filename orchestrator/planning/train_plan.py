@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.models import HostState
-from orchestrator.views import HostView, JobView
+from orchestrator.views import HostView, JobView, last_checkpoint
 
 IN_SERVICE = HostState.IN_SERVICE
 DRAINING = HostState.DRAINING
@@ -222,6 +222,19 @@ def _job_aware(
         before = len(plan.hosts)
         take(best)
         in_flight += len(plan.hosts) - before
+
+
+def final_stop(job: JobView, now: float, deadline: float, policy: str = "job-aware") -> float:
+    """When a job is stopped once the deadline rules (a negotiation's last word): job-aware
+    stops it right after its last checkpoint before the deadline (at once if none is left
+    ahead of now), the others at the deadline."""
+    interval = job.next_checkpoint_hours - job.last_checkpoint_hours
+    if policy != "job-aware" or interval <= 0 or job.end_hours <= deadline:
+        return deadline
+    last = last_checkpoint(job.last_checkpoint_hours, interval, deadline) + CHECKPOINT_SLACK_HOURS
+    if last > deadline:
+        last -= interval
+    return min(deadline, max(last, now))
 
 
 def drain_step(job: JobView, now: float, deadline: float, policy: str = "job-aware") -> DrainStep:

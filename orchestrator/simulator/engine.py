@@ -377,8 +377,15 @@ class Engine:
             if decision.ask:
                 t = d.tracker
                 refusals = {j: t.talks[j].refusals for j in decision.ask if j in t.talks}
+                finals = {j: f for j, f in t.finals.items() if j in decision.ask}
                 asked = ask_jobs(
-                    self._tx(), ACTOR, decision.ask, t.deadline_hours, t.max_refusals, refusals
+                    self._tx(),
+                    ACTOR,
+                    decision.ask,
+                    t.deadline_hours,
+                    t.max_refusals,
+                    refusals,
+                    finals,
                 )
                 t.heard(asked.answers, decision.ask, sim.now)
                 self._absorb()
