@@ -71,6 +71,27 @@ async def ui_env() -> AsyncIterator[tuple[WorkflowEnvironment, str]]:
         await env.shutdown()
 
 
+#: The saved queries the README lists for on-call (the cluster one is checked here).
+SAVED_QUERIES = {
+    "cluster": "TrainCluster = '{cluster}' OR WorkflowId STARTS_WITH 'train-{cluster}-'",
+    "campaign": "TrainCampaign = 'campaign-{name}' OR WorkflowId STARTS_WITH 'ops-{name}-'",
+    "operation": "TrainCampaign = '{op_id}'",
+    "failed": "ExecutionStatus = 'Failed' OR TrainPhase IN ('halted', 'failed')",
+    "waiting": "ExecutionStatus = 'Running' AND TrainPhase IN ('waiting', 'paused', 'halted')",
+}
+
+
+async def _ids(client: Client, query: str, expect: set[str]) -> set[str]:
+    """Workflow ids a visibility query finds, once it finds ``expect`` (visibility lags)."""
+    found: set[str] = set()
+    for _ in range(20):
+        found = {w.id async for w in client.list_workflows(query)}
+        if expect <= found:
+            break
+        await asyncio.sleep(1)
+    return found
+
+
 async def _running(client: Client, workflow_type: str) -> list[str]:
     query = f"WorkflowType='{workflow_type}' AND ExecutionStatus='Running'"
     return [w.id async for w in client.list_workflows(query)]
@@ -101,10 +122,10 @@ async def _page_text(page: Page) -> str:
     return "\n".join(parts)
 
 
-async def _metadata_tab(page: Page) -> None:
-    """Show the workflow's User Metadata tab: its summary and current details."""
-    with contextlib.suppress(Exception):
-        await page.get_by_text("User Metadata", exact=True).first.click(timeout=20_000)
+async def _metadata_url(client: Client, ui: str, workflow_id: str) -> str:
+    """The page of a workflow's User Metadata tab: its summary and current details."""
+    run_id = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    return f"{ui}/namespaces/{client.namespace}/workflows/{workflow_id}/{run_id}/user-metadata"
 
 
 async def _open(page: Page, url: str, must_show: list[str], shot: Path) -> str:
@@ -116,7 +137,6 @@ async def _open(page: Page, url: str, must_show: list[str], shot: Path) -> str:
     deadline = time.monotonic() + PAGE_WAIT
     text, missing = "", must_show
     await page.goto(url)
-    await _metadata_tab(page)
     loaded = time.monotonic()
     while missing:
         if time.monotonic() > deadline:
@@ -124,7 +144,6 @@ async def _open(page: Page, url: str, must_show: list[str], shot: Path) -> str:
             raise AssertionError(f"{url} never showed {missing}; it showed:\n{text[:4000]}")
         if time.monotonic() - loaded > 15:
             await page.reload()
-            await _metadata_tab(page)
             loaded = time.monotonic()
         await page.wait_for_timeout(1_000)
         text = await _page_text(page)
@@ -159,7 +178,6 @@ async def test_the_ui_shows_progress_and_per_host_waits(ui_env, tmp_path, task_q
         try:
             domain, host, wait = await _draining_domain(env.client)
             started = await start_operation(env.client, op, clusters=["c00"], task_queue=task_queue)
-            ns = f"{ui}/namespaces/{env.client.namespace}/workflows"
             async with async_playwright() as pw:
                 browser = await pw.chromium.launch(
                     executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
@@ -167,13 +185,13 @@ async def test_the_ui_shows_progress_and_per_host_waits(ui_env, tmp_path, task_q
                 page = await browser.new_page(viewport={"width": 1400, "height": 1600})
                 await _open(
                     page,
-                    f"{ns}/{train.id}",
+                    await _metadata_url(env.client, ui, train.id),
                     [r"Running.*cycle 1 of c00", r"\d+/128 hosts visited", r"ETA", r"Budget"],
                     shots / "train.png",
                 )
                 await _open(
                     page,
-                    f"{ns}/{domain}",
+                    await _metadata_url(env.client, ui, domain),
                     [
                         re.escape(host),
                         r"waits for job \d+ to (end|checkpoint|be evicted)",
@@ -183,18 +201,32 @@ async def test_the_ui_shows_progress_and_per_host_waits(ui_env, tmp_path, task_q
                 )
                 await _open(
                     page,
-                    f"{ns}/{started.operation_id}-c00",
+                    await _metadata_url(env.client, ui, f"{started.operation_id}-c00"),
                     [r"\d+/\d+ waves done", r"(Waiting for: train-c00|Wave 1)"],
                     shots / "operation-c00.png",
                 )
                 await _open(
                     page,
-                    f"{ns}/{started.operation_id}",
+                    await _metadata_url(env.client, ui, started.operation_id),
                     [r"waves done over 1 cluster", r"cuda-upgrade to cuda 12\.6", r"c00"],
                     shots / "operation.png",
                 )
                 await browser.close()
             print(f"domain {domain}: {host} {wait}")
+            # The README's saved queries find what on-call looks for.
+            op_id = started.operation_id
+            expect = {train.id, domain, f"{op_id}-c00"}
+            query = SAVED_QUERIES["cluster"].format(cluster="c00")
+            assert expect <= await _ids(env.client, query, expect)
+            expect = {op_id, f"{op_id}-c00"}
+            query = SAVED_QUERIES["operation"].format(op_id=op_id)
+            assert await _ids(env.client, query, expect) == expect
+            for q in (
+                SAVED_QUERIES["waiting"],
+                SAVED_QUERIES["failed"],
+                SAVED_QUERIES["campaign"].format(name="x"),
+            ):
+                await _ids(env.client, q, set())  # the server accepts it
         finally:
             for wid in (op.operation_id, f"{op.operation_id}-c00", train.id):
                 with contextlib.suppress(RPCError):
