@@ -1,0 +1,90 @@
+"""The Slurm backend's paths the train's happy cycle does not take, on a real 2-node lab.
+
+No Temporal here: the backend's sessions are driven directly, as an activity would, against a
+real slurmctld and slurmd. A job that cannot be requeued is cancelled (and the record says so),
+a hook that fails for good fails the install and the node is quarantined (kept drained with
+trainctl's reason), an operator's resume of that node is respected, and Slurm's "no such node"
+is a permanent error.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import PERMANENT_KINDS
+from orchestrator.fleet.slurm import SlurmFleet
+from orchestrator.fleet.slurm.commands import SlurmUnknownObject
+from orchestrator.fleet.slurm.config import SlurmBackendConfig
+from orchestrator.lab.slurm import LabInfo, lab_down, lab_up
+
+OWNER = "op-test"
+
+
+@pytest.fixture
+def lab2(tmp_home: Path) -> Iterator[LabInfo]:
+    try:
+        yield lab_up(tmp_home, nodes=2)
+    finally:
+        lab_down(tmp_home)
+
+
+def slurm(lab: LabInfo, *args: str) -> str:
+    env = {**os.environ, "SLURM_CONF": lab.slurm_conf}
+    return subprocess.run(
+        list(args), env=env, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+
+
+def until(check, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+    return value
+
+
+def test_cancel_quarantine_operator_resume_and_unknown_node(lab2: LabInfo, tmp_home: Path):
+    config = SlurmBackendConfig(hooks={"*": "true", "bios": "echo flash failed; exit 3"})
+    fleet = SlurmFleet.create(tmp_home / "fleet.db", Path(lab2.slurm_conf), config)
+    job = int(
+        slurm(lab2, "sbatch", "--parsable", "--no-requeue", "-N1", "-wh01", "-o/dev/null",
+              f"--chdir={tmp_home}", "--wrap=sleep 300").split(";")[0]
+    )  # fmt: skip
+    until(lambda: slurm(lab2, "squeue", "-h", "-t", "R", "-o", "%i").split(), "the job to run")
+    try:
+        with fleet.cluster("lab") as b:
+            assert b.cordon("h01", OWNER, OWNER, limit=2)
+            assert not b.cordon("h02", OWNER, OWNER, limit=1)  # the budget counts h01
+            assert b.host("h01").job_id == job
+            b.evict(job, OWNER)  # --no-requeue: cancelled, and said so
+        until(lambda: not slurm(lab2, "squeue", "-h", "-o", "%i").split(), "the job to go")
+        with fleet.cluster("lab") as b:
+            assert b.begin_update("h01", OWNER)
+            out = b.install("h01", {"os": "6.8.0-45", "bios": "3.2"}, OWNER, "0")
+            assert not out.ok and out.permanent and out.failed_component == "bios"
+            assert b.host("h01").versions["bios"] == "3.1"  # the record keeps what the node has
+            b.quarantine("h01", OWNER, "update of bios failed permanently")
+        rows = slurm(lab2, "sinfo", "-h", "-N", "-o", "%N|%E").splitlines()
+        table = dict(line.split("|", 1) for line in rows if line)
+        assert table["h01"].startswith("trainctl:quarantine update of bios failed"), table
+        evs = [e for _, e, _ in fleet.records()]
+        (cut,) = [e for e in evs if e.kind == "job_interrupted"]
+        assert cut.detail["how"].startswith("cancelled: the job cannot be requeued"), cut
+        failed = [e for e in evs if e.kind == "update_failed"]
+        assert failed and failed[-1].detail["reason"] == "flash failed", failed
+
+        slurm(lab2, "scontrol", "update", "nodename=h01", "state=resume")  # a person triaged it
+        with fleet.cluster("lab") as b:
+            h = b.host("h01")
+            assert (h.state, h.owner) == ("in_service", ""), h
+        with pytest.raises(SlurmUnknownObject) as err:
+            fleet.commands.drain("h99", "trainctl:x")
+        assert err.value.kind in PERMANENT_KINDS
+    finally:
+        fleet.close()
