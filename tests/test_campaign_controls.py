@@ -14,7 +14,7 @@ from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.campaign.types import CampaignInput, CampaignStatus
 from orchestrator.train.client import train_result
 from orchestrator.worker import build_worker
-from tests.test_campaign_e2e import multi_fleet
+from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 from tests.test_ops_exec import trainctl
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -64,9 +64,9 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, task_queue,
         code, out, _ = await trainctl("campaign", "abort", "--id", "campaign-steer", "--json")
         assert code == 0
         final = await asyncio.wait_for(
-            final_status(campaign_handle(dev_env.client, "campaign-steer")), 60
+            final_status(campaign_handle(dev_env.client, "campaign-steer")), 180
         )
-        train = await asyncio.wait_for(train_result(dev_env.client, "c00"), 60)
+        train = await asyncio.wait_for(train_result(dev_env.client, "c00"), 180)
         code, out, _ = await trainctl("campaign", "status", "--id", "steer", "--json")
     assert final.state == "aborted"
     assert train.state == "stopped" and train.in_maintenance == 0

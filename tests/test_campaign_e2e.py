@@ -8,12 +8,17 @@ on it and the other clusters untouched. The audit checks that no host was lost o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from orchestrator.audit import audit
 from orchestrator.campaign.types import CampaignStatus
@@ -37,6 +42,18 @@ ISSUE_SPEC: dict[str, Any] = {
     ],
     "gates": {"max_failures": "5%"},
 }
+
+
+@pytest_asyncio.fixture(autouse=True, loop_scope="session")
+async def no_train_left(dev_env: Any) -> AsyncIterator[None]:
+    """Trains are one per cluster (``train-c00``) on the shared dev server: none may outlive
+    the test that started it (its worker is gone), or the next test's campaign would find it."""
+    yield
+    for cluster in get_preset("multi").cluster_names():
+        handle = dev_env.client.get_workflow_handle(f"train-{cluster}")
+        with contextlib.suppress(RPCError):
+            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await handle.terminate("test ended")
 
 
 def multi_fleet(home: Path, seed: int = 1) -> Path:
@@ -133,8 +150,6 @@ async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, mon
 async def test_cuda_canary_runs_as_a_bulk_operation(dev_env, tmp_home, task_queue) -> None:
     """Driver/CUDA targets go to a BulkOperation child over the canary's hosts only, then bake
     on the cluster's clock (which the campaign moves: no train acts there)."""
-    from temporalio.client import WorkflowExecutionStatus
-
     from orchestrator.campaign.client import start_campaign
     from orchestrator.campaign.spec import CampaignSpec
 

@@ -32,7 +32,7 @@ from orchestrator.campaign.client import (
 from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.metrics import serve_metrics
 from orchestrator.worker import build_worker
-from tests.test_campaign_e2e import multi_fleet
+from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
