@@ -15,23 +15,35 @@ from orchestrator.views import is_due
 
 def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCounts:
     """Visit-cycle figures: visited = returned by a train since the cycle began."""
-    c = CycleCounts(hosts_total=len(b.host_names()), fleet_hours=b.now)
-    for name in b.host_names():
+    # Plain ints while counting: a pydantic model's attribute writes cost ~10x (measured on
+    # meta-24k, where the simulator counts 3,072 hosts at every plan).
+    quarantined = in_repair = in_flight = due = visited = out = 0
+    names = b.host_names()
+    for name in names:
         h = b.host(name)
         if h.state == HostState.QUARANTINED:
-            c.quarantined += 1
+            quarantined += 1
         elif h.state == HostState.IN_REPAIR:
-            c.in_repair += 1
+            in_repair += 1
         elif h.owner == owner:
-            c.in_flight += 1
+            in_flight += 1
         elif is_due(h, cycle_started):
-            c.due += 1
+            due += 1
         elif h.state == HostState.IN_SERVICE:
-            c.visited += 1
+            visited += 1
         else:
-            c.due += 1  # held by another campaign: still to visit
-        c.out_of_service += h.state != HostState.IN_SERVICE
-    return c
+            due += 1  # held by another campaign: still to visit
+        out += h.state != HostState.IN_SERVICE
+    return CycleCounts(
+        hosts_total=len(names),
+        fleet_hours=b.now,
+        quarantined=quarantined,
+        in_repair=in_repair,
+        in_flight=in_flight,
+        due=due,
+        visited=visited,
+        out_of_service=out,
+    )
 
 
 def cycle_complete(counts: CycleCounts, domains_in_flight: int) -> bool:

@@ -63,11 +63,15 @@ class MaintenanceOps(JobScheduler, HostInstall):
         h = self.hosts[name]
         if h.state != S.IN_SERVICE:
             return False
-        down = self.out_of_service()
+        down = [d for d in self.hosts.values() if d.state != S.IN_SERVICE]
         if len(down) + 1 > limit:
             return False
-        if maintenance is not None and self.planned_count() + 1 > maintenance:
-            return False
+        if maintenance is not None:
+            planned = sum(
+                1 for d in down if d.state in HELD_STATES and d.owner not in NOT_MAINTENANCE_OWNERS
+            )
+            if planned + 1 > maintenance:
+                return False
         if per_rack is not None and sum(d.rack == h.rack for d in down) + 1 > per_rack:
             return False
         if per_zone is not None and sum(d.zone == h.zone for d in down) + 1 > per_zone:
