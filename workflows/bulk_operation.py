@@ -228,6 +228,7 @@ class BulkOperation:
                 check: OperationCheck = await workflow.execute_activity_method(
                     OpsActivities.check,
                     CheckRequest(spec=spec, wall=workflow.now()),
+                    summary=f"check the plan over {spec.scope.cluster} before anything moves",
                     **fleet_options(),
                 )
             except ActivityError as err:  # a scope that matches nothing, an unknown cluster
@@ -239,6 +240,7 @@ class BulkOperation:
             clock = await workflow.execute_activity_method(
                 FleetActivities.fleet_info,
                 FleetInfoRequest(cluster=check.clusters[0]),
+                summary=f"read the fleet clock of {check.clusters[0]}",
                 **fleet_options(),
             )
             st.clusters = {
@@ -400,6 +402,7 @@ class BulkOperation:
             closed: list[str] = await workflow.execute_activity_method(
                 ArbiterActivities.closed_workflows,
                 HoldersRequest(holders=sorted(open_ids)),
+                summary="check that the clusters which reported have closed",
                 **fleet_options(),
             )
             open_ids -= set(closed)
@@ -432,6 +435,7 @@ class BulkOperation:
         closed: list[str] = await workflow.execute_activity_method(
             ArbiterActivities.closed_workflows,
             HoldersRequest(holders=sorted(ids)),
+            summary="check that the rejoined clusters still run",
             **fleet_options(),
         )
         for name in (ids[wid] for wid in closed if wid in ids):

@@ -201,8 +201,12 @@ class ClockParty:
 
     async def _turn(self, req: AdvanceClockRequest) -> float | None:
         """The hour of our turn for ``req``'s wait, or None once that wait is outdated."""
+        until = "nothing" if req.target_hours is None else f"fleet hour {req.target_hours:.2f}"
         res: AdvanceClockResult = await workflow.execute_activity_method(
-            FleetActivities.advance_clock, req, **fleet_options()
+            FleetActivities.advance_clock,
+            req,
+            summary=f"wait on {req.cluster}'s logical clock for {until}",
+            **fleet_options(),
         )
         check = req.model_copy(update={"children": None, "wakes": []})
         while not res.released:
@@ -213,7 +217,10 @@ class ClockParty:
                 )
             except TimeoutError:  # no word of our turn: ask (it may have been lost)
                 res = await workflow.execute_activity_method(
-                    FleetActivities.advance_clock, check, **fleet_options()
+                    FleetActivities.advance_clock,
+                    check,
+                    summary=f"ask whether {req.cluster}'s clock reached our turn",
+                    **fleet_options(),
                 )
                 continue
             return self._released.pop(req.epoch, None)
