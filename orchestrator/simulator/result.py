@@ -145,7 +145,10 @@ class SimResult:
         """Why ``max_out_of_service`` may exceed the budget with ``budget_violations`` at 0."""
         over = self.max_out_of_service - self.budget_hosts
         if over <= 0:
-            return f"at most {self.max_out_of_service} hosts out, within the {self.budget_hosts}-host budget"
+            return (
+                f"at most {self.max_out_of_service} hosts out, "
+                f"within the {self.budget_hosts}-host budget"
+            )
         return (
             f"at the peak {over} host(s) beyond the {self.budget_hosts}-host maintenance budget "
             "were out of service for failures or repair (hosts failing while the train held its "
