@@ -97,7 +97,7 @@ class CampaignInput(BaseModel):
     #: Wall seconds between looks at a stage's progress.
     poll_seconds: float = Field(default=1.0, gt=0, le=600)
     #: Continue as new past this many history events (or when the server suggests it).
-    max_history_events: int = Field(default=8_000, ge=200)
+    max_history_events: int = Field(default=8_000, ge=50)
 
 
 class CampaignControl(BaseModel):
