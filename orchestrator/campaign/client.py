@@ -9,6 +9,7 @@ package does not import ``workflows``.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -34,6 +35,8 @@ from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
 WORKFLOW_NAME = "Campaign"
 QUERY_TIMEOUT = timedelta(seconds=5)
 UPDATE_TIMEOUT = timedelta(seconds=10)
+#: A campaign just started may be asked before its first workflow task ran: ask a few times.
+FIRST_QUERY_TRIES = 10
 
 CampaignHandle = WorkflowHandle[Any, CampaignStatus]
 CampaignAction = Literal["pause", "resume", "abort"]
@@ -136,10 +139,18 @@ async def campaign_status(client: Client, campaign_id: str) -> CampaignStatus:
         raise CampaignNotFound(f"id: no campaign {campaign_id!r}")
     if found != WorkflowExecutionStatus.RUNNING:
         return await final_status(handle)
-    try:
-        return await handle.query("status", result_type=CampaignStatus, rpc_timeout=QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError) as err:
-        raise CampaignNotFound(f"id: {campaign_id}: status query failed: {err}") from None
+    for attempt in range(FIRST_QUERY_TRIES):
+        try:
+            return await handle.query(
+                "status", result_type=CampaignStatus, rpc_timeout=QUERY_TIMEOUT
+            )
+        except WorkflowQueryFailedError as err:  # asked before its first workflow task ran
+            if attempt + 1 == FIRST_QUERY_TRIES:
+                raise CampaignNotFound(f"id: {campaign_id}: status query failed: {err}") from None
+            await asyncio.sleep(0.3)
+        except RPCError as err:
+            raise CampaignNotFound(f"id: {campaign_id}: status query failed: {err}") from None
+    raise AssertionError("unreachable")
 
 
 async def control_campaign(
