@@ -89,7 +89,7 @@ def _plan_json(spec: CampaignSpec, plans: list[StagePlan]) -> dict[str, Any]:
 
 
 def _print_plan(obj: dict[str, Any]) -> None:
-    click.echo(f"{obj['campaign_id']}: {obj['targets']}")
+    click.echo(f"{obj['campaign_id']}: " + ", ".join(f"{c} {v}" for c, v in obj["targets"].items()))
     for s in obj["stages"]:
         gate = "base-rate rule" if s["max_failures"] is None else f"<= {s['max_failures']} failed"
         click.echo(
