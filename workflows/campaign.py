@@ -31,6 +31,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
@@ -348,6 +349,8 @@ class Campaign:
                 id=operation_id(op_spec),
                 task_queue=workflow.info().task_queue,
                 result_type=OperationStatus,
+                # An aborted or failed campaign lets the operation hand its hosts back itself.
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=f"campaign {self.inp.spec.name}: {dict(op_spec.targets)} on "  # type: ignore[union-attr]
                 f"{op_spec.scope.cluster}",
             )
