@@ -87,10 +87,9 @@ def _print_run(o: dict[str, Any]) -> None:
 def _print_fleet(o: dict[str, Any]) -> None:
     con = Console()
     title = f"{o['policy']} on every cluster of {o['preset']}"
-    t = Table(*(c[0] for c in _COLUMNS[1:]), title=title)
-    t.add_column("cluster")
+    t = Table("cluster", *(c[0] for c in _COLUMNS[1:]), title=title)
     for row in [*o["clusters"], {**o["totals"], "cluster": "fleet"}]:
-        t.add_row(*(_cell(k, row.get(k)) for _, k in _COLUMNS[1:]), str(row.get("cluster")))
+        t.add_row(str(row.get("cluster")), *(_cell(k, row.get(k)) for _, k in _COLUMNS[1:]))
     con.print(t)
 
 
