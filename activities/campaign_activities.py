@@ -15,6 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio import activity
@@ -75,6 +76,12 @@ class CampaignActivities(FleetAccess):
             plans = plan_campaign(req.spec, sizes)
         except ValueError as err:
             raise ApplicationError(str(err), type="BadSpec", non_retryable=True) from None
+        first = next((c for p in plans for c in p.clusters), None)
+        rate = (
+            self.peek(first, datetime.now(UTC)).change_failure_rate(req.spec.targets)
+            if first is not None
+            else 0.0
+        )
         return [
             StagePlanModel(
                 name=p.name,
@@ -84,6 +91,7 @@ class CampaignActivities(FleetAccess):
                 bake_hours=p.bake_hours,
                 parallel=p.parallel,
                 gates=p.gates,
+                base_rate=rate,
             )
             for p in plans
         ]

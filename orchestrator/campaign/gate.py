@@ -17,8 +17,8 @@ from orchestrator.campaign.types import CampaignStatus, ClusterStage, StagePlanM
 from orchestrator.planning import failure_gate
 from orchestrator.planning.campaign_plan import failure_limit
 
-#: The fleet's base rate of hosts failing around a change (install, verification), as the
-#: simulated fleet draws it: about 2% (README, "Policies": ~2% fail at random).
+#: The base rate a stage planned before plans carried one is judged against (about 2%, the
+#: simulated fleet's random failures); plans now carry the backend's rate for the change.
 BASE_RATE = 0.02
 
 
@@ -56,7 +56,7 @@ def judge_stage(plan: StagePlanModel, ss: StageStatus) -> str | None:
             )
         return None
     tried = sum(c.attempted for c in ss.clusters.values())
-    verdict = failure_gate.judge(failures, tried, BASE_RATE)
+    verdict = failure_gate.judge(failures, tried, plan.base_rate)
     ss.failure_limit = verdict.threshold
     ss.gate = verdict.reason
     return verdict.reason if verdict.bad else None

@@ -27,6 +27,9 @@ class StagePlanModel(BaseModel):
     bake_hours: float
     parallel: int
     gates: Gates
+    #: The fleet's base rate of hosts failing around this change (its components' fault
+    #: rates, from the backend): what the bad-build rule judges the stage's failures against.
+    base_rate: float = 0.02
 
 
 class ClusterStage(BaseModel):
