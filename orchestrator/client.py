@@ -11,9 +11,17 @@ cluster.
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 
 from orchestrator.connection import (
     DEFAULT_ADDRESS,
@@ -54,8 +62,32 @@ async def connect(
     return await connect_resolved(resolve(opts))
 
 
+def forward_core_logs() -> None:
+    """Send the SDK core's own log lines (Rust) through Python logging, to stderr.
+
+    By default the core prints them on stdout, where they would break a command's ``--json``
+    (a loaded machine makes the core warn, e.g. "Task not found when completing"). Idempotent;
+    it must run before the first client or worker, when the default runtime is created.
+    """
+    global _FORWARDING
+    if _FORWARDING:
+        return
+    _FORWARDING = True
+    logging_config = LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+        forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+    )
+    Runtime.set_default(
+        Runtime(telemetry=TelemetryConfig(logging=logging_config)), error_if_already_set=False
+    )
+
+
+_FORWARDING = False
+
+
 async def connect_resolved(conn: Resolved) -> Client:
     """Connect with settings already resolved (the CLI resolves first to report errors)."""
+    forward_core_logs()
     return await Client.connect(
         conn.address, data_converter=pydantic_data_converter, **conn.connect_kwargs()
     )
