@@ -10,7 +10,6 @@ package does not import ``workflows``.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -21,6 +20,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
@@ -30,11 +30,10 @@ from orchestrator.campaign.spec import CampaignSpec, campaign_workflow_id
 from orchestrator.campaign.types import CampaignControl, CampaignInput, CampaignStatus
 from orchestrator.campaign.ui import campaign_summary
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
+from orchestrator.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
 
 #: The name ``workflows.campaign.Campaign`` is registered under.
 WORKFLOW_NAME = "Campaign"
-QUERY_TIMEOUT = timedelta(seconds=5)
-UPDATE_TIMEOUT = timedelta(seconds=10)
 #: A campaign just started may be asked before its first workflow task ran: ask a few times.
 FIRST_QUERY_TRIES = 10
 
@@ -149,6 +148,8 @@ async def campaign_status(client: Client, campaign_id: str) -> CampaignStatus:
                 raise CampaignNotFound(f"id: {campaign_id}: status query failed: {err}") from None
             await asyncio.sleep(0.3)
         except RPCError as err:
+            if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise await not_answering(handle, "status query", QUERY_TIMEOUT) from None
             raise CampaignNotFound(f"id: {campaign_id}: status query failed: {err}") from None
     raise AssertionError("unreachable")
 
@@ -169,6 +170,8 @@ async def control_campaign(
         cause = err.cause
         text = str(cause.message if isinstance(cause, ApplicationError) else cause)
         raise CampaignRefused(f"{action}: {text}") from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise await not_answering(handle, f"{action} request", UPDATE_TIMEOUT) from None
     except RPCError as err:
         raise CampaignNotFound(f"id: no running campaign {campaign_id!r}: {err.message}") from None
 
