@@ -26,6 +26,8 @@ from activities.fleet_access import FleetAccess
 from orchestrator import metrics
 from orchestrator.campaign.types import (
     BakeClockRequest,
+    BlameRequest,
+    BlameResult,
     CampaignReport,
     PlanRequest,
     Progress,
@@ -39,7 +41,10 @@ from orchestrator.campaign.types import (
     TrainHandoff,
 )
 from orchestrator.constants import HELD_STATES, LOGICAL_CLOCK
+from orchestrator.fleet.bad_versions import mark_bad
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.models import CapacityBudget, HostState
+from orchestrator.planning.blame import HostOutcome, rank_blame
 from orchestrator.planning.campaign_plan import plan_campaign
 from orchestrator.train.client import (
     TrainNotFound,
@@ -57,6 +62,8 @@ from orchestrator.train.types import TrainChange
 #: (a host failing alone is a bad host, not a reason to stop the cluster).
 NO_HALT = 1_000_000
 _DOWN = (HostState.QUARANTINED, HostState.IN_REPAIR)
+#: A suspect explaining at least this much (F1 of carrying it vs failing) is marked bad.
+BLAME_MARK_SCORE = 0.5
 #: How long (seconds) a stop waits for the train to close, within the activity's timeout.
 STOP_WAIT = 20.0
 
@@ -141,6 +148,44 @@ class CampaignActivities(FleetAccess):
             out.attempted += on_target or failed
         if req.campaign:
             metrics.campaign_stage(req.campaign, req.stage, req.cluster, out.changed, out.failed)
+        return out
+
+    @activity.defn(name="campaign_blame")
+    def blame(self, req: BlameRequest) -> BlameResult:
+        """Which component=version broke the stage's hosts, from versions and verification only.
+
+        The stage's failed hosts fail; its hosts in service pass (changed or not yet: those that
+        lack a pair are what makes it suspect). The top suspect, when it is one of this
+        campaign's targets and explains most failures (score >= ``BLAME_MARK_SCORE``), is
+        marked bad fleet-wide, so no train or operation installs it again until cleared.
+        """
+        outcomes: list[HostOutcome] = []
+        for cs in req.clusters:
+            b = self.peek(cs.cluster, req.wall)
+            failed = set(cs.failed)
+            for name in cs.hosts if cs.hosts is not None else b.host_names():
+                h = b.host(name)
+                if name in failed:
+                    outcomes.append(HostOutcome(name, dict(h.versions), False))
+                elif h.state == HostState.IN_SERVICE:
+                    outcomes.append(HostOutcome(name, dict(h.versions), True))
+        ranked = rank_blame(outcomes, {req.campaign: req.targets})
+        out = BlameResult(blame=ranked)
+        top = ranked[0] if ranked else None
+        fleet = self.fleet
+        if (
+            top is not None
+            and top.campaign == req.campaign
+            and top.score >= BLAME_MARK_SCORE
+            and isinstance(fleet, SqliteFleet)
+        ):
+            why = (
+                f"campaign {req.campaign}, stage {req.stage}: {top.failing} of "
+                f"{top.failing + top.passing} hosts carrying it failed (blame score {top.score})"
+            )
+            _, new = mark_bad(fleet, top.component, top.version, why, f"campaign-{req.campaign}")
+            if new:
+                out.marked.append(f"{top.component}={top.version}")
         return out
 
     @activity.defn(name="campaign_train")
@@ -240,6 +285,7 @@ class CampaignActivities(FleetAccess):
         return [
             self.plan,
             self.stage_hosts,
+            self.blame,
             self.stage_progress,
             self.train,
             self.prometheus,

@@ -145,6 +145,19 @@ async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, mon
     assert all(r[3]["os"] != "6.12.0-bad" for r in rows if r[1] != "c00")
     assert all(r[2] == "in_service" or r[1] == "c00" or r[2] == "in_repair" for r in rows)
     assert audit_ok(path)
+    # Blame names the kernel (issue 12), which is then bad fleet-wide: refused as a target.
+    top = status.blame[0]
+    assert (top.component, top.version, top.campaign) == ("os", "6.12.0-bad", "kernel-bad")
+    assert top.failing >= 2 and top.score >= 0.5, status.blame
+    assert "marked bad: os=6.12.0-bad" in status.stages[0].reason
+    code, listed, err = await trainctl("versions", "list", "--json")
+    assert code == 0 and [(e["component"], e["version"]) for e in listed["bad_versions"]] == [
+        ("os", "6.12.0-bad")
+    ], (listed, err)
+    train_spec = tmp_home / "bad-train.json"
+    train_spec.write_text(json.dumps({"cluster": "c01", "targets": {"os": "6.12.0-bad"}}))
+    code, out, err = await trainctl("train", "start", "--spec", str(train_spec), "--json")
+    assert code == 2 and out["field"] == "targets.os", (out, err)
 
 
 async def test_cuda_canary_runs_as_a_bulk_operation(dev_env, tmp_home, task_queue) -> None:

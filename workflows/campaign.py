@@ -40,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.campaign.types import (
         FINAL_STATES,
         BakeClockRequest,
+        BlameRequest,
+        BlameResult,
         CampaignControl,
         CampaignInput,
         CampaignReport,
@@ -200,12 +202,14 @@ class Campaign:
             verdict = gating.judge_stage(plan, ss)
             if verdict is not None:
                 ss.state, ss.reason = "failed", verdict
+                await self._blame(ss)
                 self._show()
                 return "failed"
             broken = [c for c in ss.clusters.values() if c.state == "failed"]
             if broken:  # a cluster's bulk operation failed (it rolled its wave back)
                 ss.state = "failed"
                 ss.reason = "; ".join(f"{c.cluster}: {c.reason}" for c in broken)
+                await self._blame(ss)
                 return "failed"
             await self._apply_pause(ss)
             done = bool(ss.clusters) and all(c.state == "done" for c in ss.clusters.values())
@@ -221,6 +225,27 @@ class Campaign:
                 return "continue"
             self.wake = False
             await self._nap(self.inp.poll_seconds)
+
+    async def _blame(self, ss: StageStatus) -> None:
+        """Name the change behind a failed stage (``status.blame``); its top suspect, if it is
+        ours, is marked bad fleet-wide. Runs recorded before it replay unchanged (a patch)."""
+        assert self.st is not None and self.inp is not None
+        if not workflow.patched("campaign-blame"):
+            return
+        found: BlameResult = await workflow.execute_activity_method(
+            CampaignActivities.blame,
+            BlameRequest(
+                campaign=self.inp.spec.name,
+                stage=ss.name,
+                targets=dict(self.inp.spec.targets),
+                clusters=list(ss.clusters.values()),
+                wall=workflow.now(),
+            ),
+            **fleet_options(),
+        )
+        self.st.status.blame = found.blame
+        if found.marked:
+            ss.reason += f" (blamed and marked bad: {', '.join(found.marked)})"
 
     async def _nap(self, seconds: float) -> None:
         """Wait ``seconds`` of wall time, or less if a control or a child's end wakes us."""

@@ -11,6 +11,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from orchestrator.campaign.spec import CampaignSpec, Gates
+from orchestrator.planning.blame import Blame
 from orchestrator.schedule_window import Schedule
 
 #: Top-level states: succeeded | failed | held | rolled_back | running | paused | aborted.
@@ -79,7 +80,9 @@ class CampaignStatus(BaseModel):
     hosts_changed: int = 0
     hosts_quarantined: int = 0
     hosts_rolled_back: int = 0
-    blame: list[str] = Field(default_factory=list)  # component=version pairs (a follow-up)
+    #: When a stage failed: the component=version pairs that best explain its failures, best
+    #: first (``planning.blame``); the top one, if it is this campaign's, is marked bad.
+    blame: list[Blame] = Field(default_factory=list)
 
 
 class CampaignState(BaseModel):
@@ -203,3 +206,18 @@ class BakeClockRequest(BaseModel):
 
     cluster: str
     target_hours: float
+
+
+class BlameRequest(BaseModel):
+    """Name the change behind a failed stage, and mark it bad fleet-wide if it is ours."""
+
+    campaign: str  # its name
+    stage: str
+    targets: dict[str, str]
+    clusters: list[ClusterStage]
+    wall: datetime
+
+
+class BlameResult(BaseModel):
+    blame: list[Blame] = Field(default_factory=list)
+    marked: list[str] = Field(default_factory=list)  # component=version marked bad by this call
