@@ -22,6 +22,7 @@ from orchestrator import metrics
 from orchestrator.constants import LOGICAL_CLOCK
 from orchestrator.errors import PermanentError
 from orchestrator.execution import drain, install, settle, switches
+from orchestrator.execution.cycle import cycle_counts
 from orchestrator.execution.messages import (
     CLOCK_SIGNAL,
     AdvanceClockRequest,
@@ -42,6 +43,7 @@ from orchestrator.execution.messages import (
 )
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
+from orchestrator.fleet.target_checks import held_on_bad_version
 from orchestrator.logging import get_logger
 from orchestrator.planning.rollout import RolloutScope, domain_targets, recorded_targets
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
@@ -113,11 +115,24 @@ class FleetActivities(FleetAccess):
 
     @activity.defn(name="plan_domain")
     def plan_domain(self, req: PlanDomainRequest) -> PlanDomainResult:
-        """Choose the next hosts with the shared planner and cordon them, atomically."""
+        """Choose the next hosts with the shared planner and cordon them, atomically.
+
+        A train whose targets (its own, or a campaign's rollout riding it) include a version
+        marked bad fleet-wide holds: it takes nothing, records nothing, and says so in
+        ``waiting`` until an operator clears the version or changes the target.
+        """
         scope = None
         if req.rollout is not None:
             r = req.rollout
             scope = RolloutScope.of(r.targets, r.hosts, req.rollout_only)
+        held = held_on_bad_version(
+            self.fleet, {**req.targets, **(req.rollout.targets if req.rollout else {})}
+        )
+        if held:
+            b = self.peek(req.cluster, req.wall)
+            return PlanDomainResult(
+                waiting=held, counts=cycle_counts(b, req.cycle_started_hours, req.owner)
+            )
         with self.cluster(req.cluster, req.wall) as b:
             b.set_targets(recorded_targets(req.targets, scope), req.owner)
             taken = take_domain(

@@ -27,6 +27,7 @@ from orchestrator.errors import BadSpec
 from orchestrator.execution import baseline, install, settle
 from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.execution.messages import UpdateResult, VerifyOutcome
+from orchestrator.fleet.target_checks import held_on_bad_version
 from orchestrator.models import HostState
 from orchestrator.ops.spec import OperationSpec, resolve_clusters
 from orchestrator.ops.types import (
@@ -175,6 +176,10 @@ class OpsActivities(FleetAccess):
             out.limit = max(1, plan.clusters[0].budget_limit)
             if plan.refused:
                 out.waiting = plan.refused
+                return out
+            held = held_on_bad_version(self.fleet, dict(spec.targets))
+            if held:  # a version marked bad since it started: no new wave until cleared
+                out.waiting = held
                 return out
             out.waves_left = len(plan.waves)
             # The arbiter's word lags the fleet (a holder reports what it held at its last

@@ -33,3 +33,19 @@ def target_refusal(
             field, message = found
             return field, f"{message} (cluster {cluster})"
     return None
+
+
+def held_on_bad_version(fleet: object, targets: Mapping[str, str]) -> str:
+    """Why work installing ``targets`` must hold now (one was marked bad since it started), or
+    ''. Trains and operations ask before each new domain or wave; a fleet without the list
+    (another backend's store) never holds."""
+    if not targets or not isinstance(fleet, SqliteFleet):
+        return ""
+    found = bad_version_refusal(targets, active_bad(fleet))
+    if found is None:
+        return ""
+    comp = found[0].removeprefix("targets.")
+    return (
+        f"held: target {comp}={targets[comp]} is marked bad fleet-wide; clear it "
+        f"(`trainctl versions clear {comp}={targets[comp]} --reason ...`) or change the target"
+    )
