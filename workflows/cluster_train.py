@@ -297,6 +297,10 @@ class ClusterTrain:
         """
         assert self.inp is not None
         st = self.inp.state
+        if st.phase == "stopping" and not self.in_flight and workflow.patched("train-stop-now"):
+            # Stopped while it planned (the stop came during its plan): nothing holds it, so it
+            # must not wait for domains to move the clock (there are none): it closes now.
+            return
         now = st.counts.fleet_hours
         target = now + POLL_FLEET_HOURS
         if st.retry_at_hours is not None and now < st.retry_at_hours < target:
