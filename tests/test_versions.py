@@ -9,7 +9,6 @@ issue's two staggered campaigns.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -148,46 +147,49 @@ def test_blame_names_the_bad_bios_not_the_good_nic_firmware() -> None:
     assert rank_blame(_hosts(5, nic, True, "x"), flights) == []  # nothing failed: no blame
 
 
-async def test_a_running_train_holds_when_its_target_is_marked_bad(dev_env, tmp_home, task_queue):
-    """Marked bad mid-cycle: the train takes no new host (its domains in flight finish), says
-    why in its status, and goes on where it stopped once the version is cleared."""
+def test_a_train_holds_while_its_target_is_marked_bad(tmp_home: Path) -> None:
+    """The train's plan step (the real activity on the real fleet) takes and records nothing
+    while a target is marked bad, says why, and takes hosts again once it is cleared."""
+    from datetime import UTC, datetime
+
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.fleet_activities import FleetActivities
     from orchestrator.fleet.bad_versions import clear_bad, mark_bad
-    from tests.test_train_e2e import (
-        SPEED,
-        is_cordon_by_train,
-        last_seq,
-        returns,
-        running_train,
-        status,
-        wait_for,
-    )
-    from tests.train_helpers import TARGETS, spec
+    from orchestrator.models import CapacityBudget
+    from orchestrator.train.types import PlanDomainRequest
+    from tests.train_helpers import TARGETS
 
-    path = make_fleet(tmp_home, SPEED)
-    async with running_train(dev_env, path, task_queue, spec()) as handle:
-        await wait_for(lambda: returns(path) >= 8, "the first visits")
-        fleet = SqliteFleet(path)
-        try:
-            mark_bad(fleet, "os", TARGETS["os"], "test: a bad kernel", "test")
-        finally:
-            fleet.close()
-        held = await wait_for(lambda: _held(handle, status), "the train to hold", timeout=90)
-        assert f"os={TARGETS['os']}" in held.waiting and held.in_maintenance == 0, held
-        seq = last_seq(path)
-        await asyncio.sleep(3)  # fleet hours pass: a held train cordons nothing
-        from tests.test_train_e2e import events
+    path = make_fleet(tmp_home, 3600.0)
+    acts = FleetActivities(path)
+    env = ActivityEnvironment()
 
-        assert not [ev for _, ev in events(path, seq) if is_cordon_by_train(ev)]
-        fleet = SqliteFleet(path)
-        try:
-            clear_bad(fleet, "os", TARGETS["os"], "test: fixed", "test")
-        finally:
-            fleet.close()
-        await wait_for(lambda: returns(path, seq) >= 8, "visits after the clear", timeout=90)
-        after = await status(handle)
-    assert after.cycles_completed == 0 and not after.waiting.startswith("held")
+    def plan() -> Any:
+        return env.run(
+            acts.plan_domain,
+            PlanDomainRequest(
+                cluster="c00",
+                owner="train-c00",
+                wall=datetime.now(UTC),
+                cycle_started_hours=0.0,
+                max_held=8,
+                budget=CapacityBudget(max_unavailable="10%"),
+                max_wait_hours=4.0,
+                targets=TARGETS,
+            ),
+        )
 
-
-async def _held(handle, status):  # type: ignore[no-untyped-def]
-    st = await status(handle)
-    return st if st.waiting.startswith("held:") and st.in_maintenance == 0 else None
+    fleet = SqliteFleet(path)
+    try:
+        mark_bad(fleet, "os", TARGETS["os"], "test: a bad kernel", "test")
+        before = sum(1 for _ in fleet.events())
+        held = plan()
+        assert held.hosts == [] and held.waiting.startswith("held:"), held
+        assert f"os={TARGETS['os']}" in held.waiting and held.counts.hosts_total == 128
+        assert sum(1 for _ in fleet.events()) == before  # nothing cordoned, nothing recorded
+        assert "os" not in fleet.peek("c00").state.targets  # repair would not spread it
+        clear_bad(fleet, "os", TARGETS["os"], "test: fixed", "test")
+        going = plan()
+        assert len(going.hosts) == 8 and not going.waiting, going
+    finally:
+        fleet.close()
