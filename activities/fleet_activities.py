@@ -253,8 +253,26 @@ class FleetActivities(FleetAccess):
         _count(req.cluster, out)
         return out
 
+    @activity.defn(name="withdraw_claim")
+    def withdraw_claim(self, req: HostsRequest) -> None:
+        """Withdraw a train's standing claim on freed hosts and hand back the hosts cordoned for
+        it outside its domains (``req.hosts``): a paused or halted train holds no idle host
+        (its next plan leaves a new claim)."""
+        with self.cluster(req.cluster, req.wall) as b:
+            b.set_piggyback(None)
+            # Hosts cordoned for the claim since its last plan, in no domain: back to service.
+            keep = set(req.hosts)
+            spare = [
+                n
+                for n in b.host_names()
+                if n not in keep and b.host(n).owner == req.owner and b.host(n).state == "cordoned"
+            ]
+            if spare:
+                settle.hand_back(b, req.owner, spare, req.targets, False)
+
     def all(self) -> list[Callable[..., object]]:
         return [
+            self.withdraw_claim,
             self.fleet_info,
             self.advance_clock,
             self.plan_domain,

@@ -255,6 +255,10 @@ class ClusterTrain:
                         if spec.stop_after_cycles and st.cycles_completed >= spec.stop_after_cycles:
                             self._set_phase("stopping", f"completed {st.cycles_completed} cycle(s)")
                             continue
+                if st.phase in ("halted", "paused"):
+                    await self._withdraw_claim()
+                else:
+                    self.claim_withdrawn = False
                 self.wake = False
                 self._show()
                 await self._idle(clock)
@@ -271,6 +275,27 @@ class ClusterTrain:
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(
             TrainInput(spec=spec, state=st, clock=clock, max_history_events=inp.max_history_events)
+        )
+
+    async def _withdraw_claim(self) -> None:
+        """Once paused or halted, take back the standing claim on freed hosts (piggybacking),
+        so no host is cordoned for a train that will not visit it (train-withdraw-claim)."""
+        assert self.inp is not None
+        if getattr(self, "claim_withdrawn", False) or not workflow.patched("train-withdraw-claim"):
+            return
+        self.claim_withdrawn = True
+        spec = self.inp.spec
+        await workflow.execute_activity_method(
+            FleetActivities.withdraw_claim,
+            HostsRequest(
+                cluster=spec.cluster,
+                owner=spec.workflow_id,
+                hosts=[h for hosts in self.in_flight.values() for h in hosts],
+                wall=workflow.now(),
+                targets=spec.targets,
+            ),
+            summary=f"withdraw {spec.workflow_id}'s claim on freed hosts of {spec.cluster}",
+            **fleet_options(),
         )
 
     def _history_full(self) -> bool:
