@@ -30,6 +30,7 @@ from orchestrator.cli.common import (
     BadInput,
     OperationFailed,
     connect_or_fail,
+    cron_option,
     emit,
     handle_errors,
     json_option,
@@ -157,12 +158,7 @@ def plan(spec_path: Path, as_json: bool) -> None:
 )
 @click.option("--wait", is_flag=True, help="Wait for the end: exit 0 succeeded, 1 otherwise.")
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True, hidden=True)
-@click.option(
-    "--cron",
-    default=None,
-    help="Run it again at each instant of this cron (UTC) as a Temporal Schedule, never two "
-    "runs at once; see `trainctl schedule`.",
-)
+@cron_option
 @address_option
 @json_option
 @handle_errors

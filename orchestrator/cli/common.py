@@ -206,6 +206,15 @@ def _usage_error(err: click.ClickException) -> CliError:
     return out
 
 
+#: ``--cron`` of ``ops start`` and ``campaign start``: a Temporal Schedule instead of one run.
+cron_option = click.option(
+    "--cron",
+    default=None,
+    help="Run it again at each instant of this cron (UTC) as a Temporal Schedule, never two "
+    "runs at once; see `trainctl schedule`.",
+)
+
+
 def handle_errors(fn: F) -> F:
     """Map what a command raises to the contract: bad input exits 2, failures exit 1."""
 

@@ -25,6 +25,7 @@ from orchestrator.cli.common import (
     BadInput,
     OperationFailed,
     connect_or_fail,
+    cron_option,
     emit,
     field_of,
     handle_errors,
@@ -140,12 +141,7 @@ def print_status(o: dict[str, Any]) -> None:
 @spec_option
 @click.option("--wait", is_flag=True, help="Wait for the end; exit 1 unless it succeeded.")
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
-@click.option(
-    "--cron",
-    default=None,
-    help="Run it again at each instant of this cron (UTC) as a Temporal Schedule, never two "
-    "runs at once; see `trainctl schedule`.",
-)
+@cron_option
 @address_option
 @json_option
 @handle_errors
