@@ -29,11 +29,17 @@ from orchestrator.campaign.types import (
     BlameRequest,
     BlameResult,
     CampaignReport,
+    ClusterRollback,
     PlanRequest,
     Progress,
     ProgressRequest,
     PromAnswer,
     PromQuery,
+    ReclaimRequest,
+    ReclaimResult,
+    RollbackGroup,
+    RollbackPlan,
+    RollbackPlanRequest,
     StageHosts,
     StageHostsRequest,
     StagePlanModel,
@@ -41,11 +47,15 @@ from orchestrator.campaign.types import (
     TrainHandoff,
 )
 from orchestrator.constants import HELD_STATES, LOGICAL_CLOCK
+from orchestrator.execution import settle
+from orchestrator.execution.install import install_hosts
 from orchestrator.fleet.bad_versions import mark_bad
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import CapacityBudget, HostState
 from orchestrator.planning.blame import HostOutcome, rank_blame
 from orchestrator.planning.campaign_plan import plan_campaign
+from orchestrator.planning.rollback import Install, plan_rollback, previous_versions
 from orchestrator.train.client import (
     TrainNotFound,
     TrainRefused,
@@ -76,13 +86,22 @@ class CampaignActivities(FleetAccess):
 
     @activity.defn(name="campaign_plan")
     def plan(self, req: PlanRequest) -> list[StagePlanModel]:
-        """The stages resolved against the fleet's clusters (an unknown one is permanent)."""
+        """The stages resolved against the fleet's clusters (an unknown one is permanent), and
+        the targets checked on every cluster they cover, as ``campaign start`` does: a bad
+        version or one over the skew window is a permanent ``BadSpec`` (a campaign started
+        through the API is refused too)."""
         fleet = self.fleet
         sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
         try:
             plans = plan_campaign(req.spec, sizes)
         except ValueError as err:
             raise ApplicationError(str(err), type="BadSpec", non_retryable=True) from None
+        if isinstance(fleet, SqliteFleet):  # the fleet that keeps the list of bad versions
+            spec = req.spec
+            covered = sorted({c for p in plans for c in p.clusters})
+            refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
+            if refused is not None:
+                raise ApplicationError(refused[1], type="BadSpec", non_retryable=True)
         first = next((c for p in plans for c in p.clusters), None)
         rate = (
             self.peek(first, datetime.now(UTC)).change_failure_rate(req.spec.targets)
@@ -186,7 +205,58 @@ class CampaignActivities(FleetAccess):
             _, new = mark_bad(fleet, top.component, top.version, why, f"campaign-{req.campaign}")
             if new:
                 out.marked.append(f"{top.component}={top.version}")
+        if top is not None and top.campaign == req.campaign and top.score >= BLAME_MARK_SCORE:
+            out.blamed = {top.component: top.version}
         return out
+
+    @activity.defn(name="campaign_rollback_plan")
+    def rollback_plan(self, req: RollbackPlanRequest) -> RollbackPlan:
+        """The hosts of each cluster carrying a blamed version, and the versions each had
+        before (from the record's installs); a blamed version recorded as the cluster's target
+        is forgotten, so repair reimages no host with it."""
+        out = RollbackPlan()
+        for cluster in req.clusters:
+            installs = [
+                Install(str(ev.host), ev.detail.get("before") or {}, ev.detail.get("after") or {})
+                for _, ev, _ in self.fleet.records(cluster=cluster)
+                if ev.kind == "updated" and ev.host is not None
+            ]
+            previous = previous_versions(installs, req.blamed)
+            with self.cluster(cluster, req.wall) as b:
+                recorded = b.recorded_targets()
+                stale = [c for c, v in req.blamed.items() if recorded.get(c) == v]
+                if stale:
+                    b.unset_targets(stale, req.campaign)
+                hosts = [(n, b.host(n).state, b.host(n).versions) for n in b.host_names()]
+                planned = plan_rollback(hosts, previous, req.blamed)
+            out.clusters.append(
+                ClusterRollback(
+                    cluster=cluster,
+                    groups=[RollbackGroup(targets=t, hosts=h) for t, h in planned.groups],
+                    reclaim=planned.reclaim,
+                    unknown=planned.unknown,
+                )
+            )
+        return out
+
+    @activity.defn(name="campaign_reclaim")
+    def reclaim(self, req: ReclaimRequest) -> ReclaimResult:
+        """Take hosts the bad build put out of service back from quarantine and reinstall their
+        previous versions (one transaction); a failed reinstall quarantines the host again."""
+        with self.cluster(req.cluster, req.wall) as b:
+            out = ReclaimResult(fleet_hours=b.now)
+            mine: dict[str, dict[str, str]] = {}
+            for name, targets in sorted(req.previous.items()):
+                if b.reclaim(name, req.owner, req.reason):
+                    mine[name] = targets
+                else:
+                    h = b.host(name)
+                    out.left[name] = f"{h.state}: {h.reason}".strip()
+            res = install_hosts(b, req.owner, mine, rollback=True, on_host=_beat)
+            settle.quarantine_hosts(b, req.owner, res.failed, f"{req.owner}: rollback failed")
+            out.updated, out.failed = res.updated, res.failed
+            out.duration_hours = res.duration_hours
+            return out
 
     @activity.defn(name="campaign_train")
     async def train(self, req: TrainHandoff) -> TrainAnswer:
@@ -203,7 +273,8 @@ class CampaignActivities(FleetAccess):
                 campaign=req.campaign, stage=req.stage, targets=req.targets, hosts=req.hosts
             )
             try:
-                status = await reconfigure_train(self.client, c, TrainChange(rollout=rollout))
+                change = TrainChange(rollout=rollout, targets=await self._retarget(req))
+                status = await reconfigure_train(self.client, c, change)
             except TrainNotFound:
                 return await self._start(req, rollout)
             if status.state == "halted":
@@ -211,7 +282,7 @@ class CampaignActivities(FleetAccess):
             return TrainAnswer(state=status.state)
         try:
             if req.action in ("end", "keep"):
-                change = TrainChange(clear_rollout=True)
+                change = TrainChange(clear_rollout=True, rollout_campaign=req.campaign)
                 if req.action == "keep" and req.targets:
                     change.targets = dict(req.targets)
                 status = await reconfigure_train(self.client, c, change)
@@ -230,6 +301,24 @@ class CampaignActivities(FleetAccess):
         except TrainNotFound as err:  # the train has ended: it holds nothing of ours any more
             return TrainAnswer(state="gone", reason=str(err))
         return TrainAnswer(state=status.state)
+
+    async def _retarget(self, req: TrainHandoff) -> dict[str, str] | None:
+        """The train's own targets a superseding ride replaces, or None.
+
+        A train still rolling the version this campaign supersedes would go on installing it
+        on the hosts it has not visited yet; they get the campaign's version instead. Only
+        once the ride covers the whole cluster (``hosts`` None): re-targeted during a canary,
+        the train would give the new version to hosts outside it before the canary passed.
+        """
+        if not req.supersedes or req.hosts is not None:
+            return None
+        own = (await train_status(self.client, req.cluster)).targets
+        moved = {
+            comp: req.targets[comp]
+            for comp, old in req.supersedes.items()
+            if comp in req.targets and own.get(comp) == old
+        }
+        return moved or None
 
     async def _start(self, req: TrainHandoff, rollout: Rollout) -> TrainAnswer:
         spec = TrainSpec(
@@ -279,6 +368,7 @@ class CampaignActivities(FleetAccess):
                 "quarantined": req.hosts_quarantined,
                 "rolled_back": req.hosts_rolled_back,
             },
+            req.held_on_blame,
         )
 
     def all(self) -> list[Callable[..., object]]:
@@ -286,12 +376,18 @@ class CampaignActivities(FleetAccess):
             self.plan,
             self.stage_hosts,
             self.blame,
+            self.rollback_plan,
+            self.reclaim,
             self.stage_progress,
             self.train,
             self.prometheus,
             self.bake_clock,
             self.report,
         ]
+
+
+def _beat(_host: str) -> None:
+    activity.heartbeat()
 
 
 def _query(req: PromQuery) -> PromAnswer:

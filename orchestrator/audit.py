@@ -201,7 +201,8 @@ class _ClusterReplay:
             h.holder, h.updated_since_out, h.verified_ok = None, False, False
             self.planned.discard(name)
             return
-        if after == "cordoned" and d.get("owner"):
+        # Cordoned by an owner, or reclaimed from quarantine by one to roll a bad build back.
+        if d.get("owner") and (after == "cordoned" or d.get("reclaimed")):
             h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
         elif after in (IN_REPAIR, QUARANTINED):
             h.holder, h.hold_seq, h.hold_t = after, seq, ev.t

@@ -150,15 +150,30 @@ CAMPAIGN_STAGE_LIMIT = Gauge(
 )
 CAMPAIGN_STATE = Gauge(
     "trainctl_campaign_state",
-    "1 for a campaign's current state (running, held, paused, succeeded, failed, aborted)",
+    "1 for a campaign's current state (running, held, paused, rolling_back, succeeded, failed, "
+    "rolled_back, aborted)",
     ["campaign", "state"],
+)
+CAMPAIGN_HELD_ON_BLAME = Gauge(
+    "trainctl_campaign_held_on_blame",
+    "1 while a campaign is held (or rolling back) because blame named one of its versions",
+    ["campaign"],
 )
 CAMPAIGN_HOSTS = Gauge(
     "trainctl_campaign_hosts",
     "Distinct hosts of a campaign by outcome (changed, quarantined, rolled_back)",
     ["campaign", "outcome"],
 )
-CAMPAIGN_STATES = ("running", "held", "paused", "succeeded", "failed", "rolled_back", "aborted")
+CAMPAIGN_STATES = (
+    "running",
+    "held",
+    "paused",
+    "rolling_back",
+    "succeeded",
+    "failed",
+    "rolled_back",
+    "aborted",
+)
 
 
 def campaign_stage(
@@ -170,9 +185,15 @@ def campaign_stage(
 
 
 def campaign_report(
-    campaign: str, state: str, stage: str, limit: int | None, hosts: dict[str, int]
+    campaign: str,
+    state: str,
+    stage: str,
+    limit: int | None,
+    hosts: dict[str, int],
+    held_on_blame: bool = False,
 ) -> None:
     """A campaign's state and totals, as its workflow last reported them."""
+    CAMPAIGN_HELD_ON_BLAME.labels(campaign).set(1 if held_on_blame else 0)
     for s in CAMPAIGN_STATES:
         CAMPAIGN_STATE.labels(campaign, s).set(1 if s == state else 0)
     if stage and limit is not None:

@@ -134,9 +134,11 @@ async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, mon
     code, _, err = await trainctl("fleet", "inject-fault", *fault, "--json")
     assert code == 0, err
     spec = {**ISSUE_SPEC, "name": "kernel-bad", "targets": {"os": "6.12.0-bad"}}
+    before = {r[0]: r[3]["os"] for r in hosts(path)}
     code, status = await run_campaign(dev_env, tmp_home, path, task_queue, spec)
     assert code == 1
-    assert status.state == "failed"
+    # on_failure defaults to rollback: the hosts that got it are back on their previous kernel.
+    assert status.state == "rolled_back", status.reason
     assert status.stages[0].state == "failed" and status.stage == "canary"
     assert [s.state for s in status.stages[1:]] == ["pending", "pending"]
     got = ever_had(path, "os", "6.12.0-bad")
@@ -144,6 +146,14 @@ async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, mon
     rows = hosts(path)
     assert all(r[3]["os"] != "6.12.0-bad" for r in rows if r[1] != "c00")
     assert all(r[2] == "in_service" or r[1] == "c00" or r[2] == "in_repair" for r in rows)
+    assert not [r[0] for r in rows if r[2] == "in_service" and r[3]["os"] == "6.12.0-bad"]
+    now = {r[0]: r for r in rows}
+    back = [h for h in got if now[h][3]["os"] == before[h]]
+    assert status.hosts_rolled_back == len([h for h in back if now[h][2] == "in_service"]) > 0
+    # Every host that got it is back on its kernel, or out of service with a reason.
+    assert all(h in back or now[h][2] in ("quarantined", "in_repair") for h in got), (
+        [now[h] for h in got]
+    )
     assert audit_ok(path)
     # Blame names the kernel (issue 12), which is then bad fleet-wide: refused as a target.
     top = status.blame[0]

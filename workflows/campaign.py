@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.models import UPPER_LAYER
     from orchestrator.ops.spec import OperationSpec, Scope, operation_id
     from orchestrator.ops.types import OperationInput, OperationStatus
+    from workflows.campaign_rollback import RollbackSteps
     from workflows.fleet_clock import fleet_options
 
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while.
@@ -83,7 +84,7 @@ PROM_OPTIONS: dict[str, Any] = {
 
 
 @workflow.defn(name="Campaign")
-class Campaign:
+class Campaign(RollbackSteps):
     def __init__(self) -> None:
         self.inp: CampaignInput | None = None
         self.st: CampaignState | None = None
@@ -113,11 +114,17 @@ class Campaign:
     def resume(self, req: CampaignControl) -> CampaignStatus:
         assert self.st is not None
         self.st.paused = False
-        self._set_state("running", req.reason)
+        if self.st.held_on_blame:  # the operator takes the blame on: the stage goes on
+            self.st.held_on_blame = ""
+            self._set_state("running", req.reason or "resumed by operator after blame")
+        else:
+            self._set_state("running", req.reason)
         return self.status()
 
     @resume.validator
     def _can_resume(self, req: CampaignControl) -> None:
+        if self.st is not None and self.st.held_on_blame:
+            return
         self._require(("paused",), "resume")
 
     @workflow.update(name="abort")
@@ -177,6 +184,10 @@ class Campaign:
             if outcome == "continue":
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": st}))
+            if outcome == "failed" and workflow.patched("campaign-rollback"):
+                outcome = await self._after_failure(st.status.stages[st.stage_index])
+                if outcome == "resume":
+                    continue
             if outcome != "passed":
                 return await self._finish(outcome)
             st.stage_index += 1
@@ -244,6 +255,7 @@ class Campaign:
             **fleet_options(),
         )
         self.st.status.blame = found.blame
+        self.st.blamed = dict(found.blamed)
         if found.marked:
             ss.reason += f" (blamed and marked bad: {', '.join(found.marked)})"
 
@@ -343,6 +355,7 @@ class Campaign:
             domain_size=spec.train.domain_size,
             budget=spec.train.budget.model_dump(),
             schedule=spec.schedule,
+            supersedes=spec.supersedes,  # an activity input only: no command changes
             **kw,  # type: ignore[arg-type]
         )
 
@@ -478,6 +491,7 @@ class Campaign:
             hosts_changed=status.hosts_changed,
             hosts_quarantined=status.hosts_quarantined,
             hosts_rolled_back=status.hosts_rolled_back,
+            held_on_blame=bool(self.st.held_on_blame) or status.state == "rolling_back",
         )
         if report != self.reported:
             await workflow.execute_activity_method(
@@ -486,10 +500,12 @@ class Campaign:
             self.reported = report
 
     # ------------------------------------------------------------------- finish
-    async def _finish(self, outcome: str) -> CampaignStatus:
-        """Withdraw what is ours from every train and operation; the final status."""
+    async def _withdraw(self, outcome: str) -> None:
+        """Cancel our operations and hand every train back what we gave it (once)."""
         assert self.st is not None and self.inp is not None
         st = self.st
+        if st.withdrawn:
+            return
         for task in self.ops.values():
             task.cancel()
         touched = sorted(
@@ -504,11 +520,20 @@ class Campaign:
                 self._handoff(cluster, action, reason=f"campaign {self.inp.spec.name} {outcome}"),
                 **TRAIN_OPTIONS,
             )
+        st.withdrawn = True
+
+    async def _finish(self, outcome: str) -> CampaignStatus:
+        """Withdraw what is ours from every train and operation; the final status."""
+        assert self.st is not None and self.inp is not None
+        st = self.st
+        await self._withdraw(outcome)
         if outcome == "aborted":
             reason = st.abort
         elif outcome == "failed":
             failed = next((s for s in st.status.stages if s.state == "failed"), None)
             reason = f"stage {failed.name} failed: {failed.reason}" if failed else "failed"
+        elif outcome == "rolled_back":
+            reason = st.status.reason
         else:
             reason = f"every stage passed ({len(st.plan)})"
         gating.roll_up_campaign(st.status)

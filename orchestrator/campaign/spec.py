@@ -21,10 +21,27 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from orchestrator.models import CapacityBudget, Count, DurationHours, check_targets
+from orchestrator.models import (
+    SKEWED_COMPONENTS,
+    CapacityBudget,
+    Count,
+    DurationHours,
+    check_skew,
+    check_supersedes,
+    check_supersedes_targets,
+    check_targets,
+)
 from orchestrator.models import parse_duration_hours as _hours
 from orchestrator.schedule_window import Schedule
 from orchestrator.specs import load_spec
@@ -180,6 +197,43 @@ class CampaignSpec(BaseModel):
     #: campaign's bulk operations start waves only inside them, and a train it starts keeps
     #: to them; a train already running on a cluster keeps its own schedule.
     schedule: Schedule | None = None
+    #: When a stage fails and blame names one of this campaign's versions: ``rollback`` (the
+    #: default) puts the hosts that got it back on their previous versions through the same
+    #: drain/verify path and ends ``rolled_back``; ``hold`` keeps every host as it is and waits
+    #: in state ``held`` for an operator (``campaign resume`` once the version is cleared, or
+    #: ``campaign abort``).
+    on_failure: Literal["rollback", "hold"] = "rollback"
+    #: The version skew window (``orchestrator.planning.version_policy``), checked on every
+    #: cluster the stages cover before anything starts: ``{os: 3, bios: 2}``, default 3.
+    skew: dict[str, int] = Field(default_factory=dict)
+    #: The older rollout this campaign replaces: ``{os: "6.8.0-50"}``, or just ``"6.8.0-50"``
+    #: when the campaign targets one lower layer. That version leaves the skew window's count,
+    #: and a train whose own target it is gets the campaign's version instead once the
+    #: campaign rolls over its whole cluster.
+    supersedes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("skew", mode="before")
+    @classmethod
+    def _skew(cls, v: object) -> dict[str, int]:
+        return check_skew(v)
+
+    @field_validator("supersedes", mode="before")
+    @classmethod
+    def _supersedes(cls, v: object, info: ValidationInfo) -> dict[str, str]:
+        targets = info.data.get("targets")
+        if targets is None:
+            return {}  # the targets' own error is the one to show
+        if isinstance(v, list | tuple):
+            raise ValueError("supersedes: a version, or {component: VERSION}")
+        if v is not None and not isinstance(v, dict):
+            lower = [c for c in targets if c in SKEWED_COMPONENTS]
+            if len(lower) != 1:
+                raise ValueError(
+                    f"supersedes: a bare version needs exactly one lower-layer target (this "
+                    f"campaign has {len(lower)}); write supersedes: {{component: VERSION}}"
+                )
+            v = {lower[0]: v}
+        return check_supersedes_targets(check_supersedes(v), targets)
 
     @field_validator("schedule")
     @classmethod

@@ -14,7 +14,8 @@ from orchestrator.campaign.spec import CampaignSpec, Gates
 from orchestrator.planning.blame import Blame
 from orchestrator.schedule_window import Schedule
 
-#: Top-level states: succeeded | failed | held | rolled_back | running | paused | aborted.
+#: Top-level states: succeeded | failed | held | rolling_back | rolled_back | running | paused |
+#: aborted.
 FINAL_STATES = ("succeeded", "failed", "rolled_back", "aborted")
 
 
@@ -95,6 +96,11 @@ class CampaignState(BaseModel):
     abort: str = ""
     trains_started: list[str] = Field(default_factory=list)  # clusters whose train we started
     trains_paused: list[str] = Field(default_factory=list)  # trains our pause paused
+    #: component -> version of ours that blame named for the failed stage (marked bad).
+    blamed: dict[str, str] = Field(default_factory=dict)
+    #: Why the campaign is held on blame (``on_failure: hold``), '' when it is not.
+    held_on_blame: str = ""
+    withdrawn: bool = False  # trains and operations already told we are done
 
 
 class CampaignInput(BaseModel):
@@ -170,6 +176,9 @@ class TrainHandoff(BaseModel):
     reason: str = ""
     #: The campaign's windows, for a train it starts (a running train keeps its own).
     schedule: Schedule | None = None
+    #: The campaign's ``supersedes``: a running train whose own target is the superseded
+    #: version gets the campaign's instead when the ride covers its whole cluster.
+    supersedes: dict[str, str] = Field(default_factory=dict)
 
 
 class TrainAnswer(BaseModel):
@@ -199,6 +208,7 @@ class CampaignReport(BaseModel):
     hosts_changed: int = 0
     hosts_quarantined: int = 0
     hosts_rolled_back: int = 0
+    held_on_blame: bool = False
 
 
 class BakeClockRequest(BaseModel):
@@ -221,3 +231,51 @@ class BlameRequest(BaseModel):
 class BlameResult(BaseModel):
     blame: list[Blame] = Field(default_factory=list)
     marked: list[str] = Field(default_factory=list)  # component=version marked bad by this call
+    #: The top suspect when it is ours and explains the failures (marked bad, now or before).
+    blamed: dict[str, str] = Field(default_factory=dict)
+
+
+class RollbackPlanRequest(BaseModel):
+    """Find the hosts of ``clusters`` carrying a blamed version, and what they had before."""
+
+    campaign: str  # its workflow id: who records the change of targets
+    clusters: list[str]
+    blamed: dict[str, str]
+    wall: datetime
+
+
+class RollbackGroup(BaseModel):
+    """In-service hosts going back to the same versions: one bulk operation."""
+
+    targets: dict[str, str]
+    hosts: list[str]
+
+
+class ClusterRollback(BaseModel):
+    cluster: str
+    groups: list[RollbackGroup] = Field(default_factory=list)
+    #: Hosts the bad build took out of service: host -> versions to reinstall.
+    reclaim: dict[str, dict[str, str]] = Field(default_factory=dict)
+    unknown: list[str] = Field(default_factory=list)  # previous version not in the record
+
+
+class RollbackPlan(BaseModel):
+    clusters: list[ClusterRollback] = Field(default_factory=list)
+
+
+class ReclaimRequest(BaseModel):
+    """Reclaim hosts a bad build took out of service and reinstall their previous versions."""
+
+    cluster: str
+    owner: str
+    wall: datetime
+    previous: dict[str, dict[str, str]]
+    reason: str = ""
+
+
+class ReclaimResult(BaseModel):
+    updated: list[str] = Field(default_factory=list)  # reinstalled, to verify
+    failed: dict[str, str] = Field(default_factory=dict)  # reinstall failed: quarantined again
+    left: dict[str, str] = Field(default_factory=dict)  # not reclaimed, and why
+    fleet_hours: float = 0.0
+    duration_hours: float = 0.0

@@ -14,6 +14,7 @@ _STATE = {
     "running": "Running",
     "held": "Held",
     "paused": "Paused",
+    "rolling_back": "Rolling back",
     "succeeded": "Succeeded",
     "failed": "Failed",
     "rolled_back": "Rolled back",

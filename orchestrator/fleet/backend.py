@@ -229,6 +229,11 @@ class ClusterBackend(Protocol):
         """Reopen a host whose new versions failed, to reinstall its previous ones."""
         ...
 
+    def reclaim(self, name: str, actor: str, reason: str) -> bool:
+        """Take a host quarantined by a bad build (not by its own hardware) into ``actor``'s
+        maintenance, to roll it back; False if it is not such a host or this backend cannot."""
+        ...
+
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str
     ) -> InstallOutcome:

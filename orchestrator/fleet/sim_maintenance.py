@@ -127,6 +127,24 @@ class MaintenanceOps(JobScheduler, HostInstall):
         self._set_state(h, S.IN_MAINTENANCE, actor, "rolling back")
         return True
 
+    def reclaim(self, name: str, actor: str, reason: str) -> bool:
+        """Take a host out of quarantine (or out of the repair its triage sent it to) into
+        ``actor``'s maintenance, because the build it failed on was bad, not the host.
+
+        A host that failed of its own (a hardware failure sent it to repair) is not taken:
+        repair still owes it a fix. The host stays out of service (the floor is unchanged); its
+        triage and repair are called off, and ``actor`` owns it until it returns or is
+        quarantined again.
+        """
+        h = self.hosts[name]
+        triaged = h.state == S.IN_REPAIR and h.reason.startswith("triaged after quarantine")
+        if not (h.state == S.QUARANTINED or triaged) or h.job_id is not None:
+            return False
+        h.owner, h.repair_until = actor, None
+        self.dirty_hosts.add(name)
+        self._set_state(h, S.IN_MAINTENANCE, actor, reason, owner=actor, reclaimed=True)
+        return True
+
     def inject_fault(self, component: str, version: str, rate: float, actor: str) -> None:
         """Make ``component=version`` a bad build that leaves hosts bad with ``rate``."""
         self.state.faults[f"{component}={version}"] = rate

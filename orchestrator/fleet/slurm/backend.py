@@ -624,6 +624,17 @@ class SlurmCluster:
         h.owner = QUARANTINE_OWNER
         self._set_state(h, S.QUARANTINED, actor, reason)
 
+    def reclaim(self, name: str, actor: str, reason: str) -> bool:
+        """A node trainctl quarantined after a bad build stays drained, now held by ``actor``
+        (its reason says so) to roll it back; a node in repair is left to the people on it."""
+        h = self.host(name)
+        if h.state != S.QUARANTINED or h.job_id is not None:
+            return False
+        self.cmd.drain(name, self._reason(actor, reason))
+        h.owner = actor
+        self._set_state(h, S.IN_MAINTENANCE, actor, reason, owner=actor, reclaimed=True)
+        return True
+
     def hand_to_repair(self, name: str, actor: str, reason: str) -> None:
         h = self.host(name)
         if h.state == S.IN_REPAIR:
