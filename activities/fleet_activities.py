@@ -45,7 +45,8 @@ from orchestrator.execution.take import take_domain
 from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.fleet.target_checks import held_on_bad_version
 from orchestrator.logging import get_logger
-from orchestrator.planning.rollout import RolloutScope, domain_targets, recorded_targets
+from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
+from orchestrator.train.spec import riding
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
 
 log = get_logger(__name__)
@@ -121,20 +122,20 @@ class FleetActivities(FleetAccess):
         marked bad fleet-wide holds: it takes nothing, records nothing, and says so in
         ``waiting`` until an operator clears the version or changes the target.
         """
-        scope = None
-        if req.rollout is not None:
-            r = req.rollout
-            scope = RolloutScope.of(r.targets, r.hosts, req.rollout_only)
-        held = held_on_bad_version(
-            self.fleet, {**req.targets, **(req.rollout.targets if req.rollout else {})}
-        )
+        scopes = [
+            RolloutScope.of(r.targets, r.hosts, req.rollout_only)
+            for r in riding(req.rollout, req.rollouts)
+        ]
+        held = held_on_bad_version(self.fleet, req.targets)
+        for scope in scopes:  # each campaign's targets: the same component may differ
+            held = held or held_on_bad_version(self.fleet, dict(scope.targets))
         if held:
             b = self.peek(req.cluster, req.wall)
             return PlanDomainResult(
                 waiting=held, counts=cycle_counts(b, req.cycle_started_hours, req.owner)
             )
         with self.cluster(req.cluster, req.wall) as b:
-            b.set_targets(recorded_targets(req.targets, scope), req.owner)
+            b.set_targets(recorded_targets_of(req.targets, scopes), req.owner)
             taken = take_domain(
                 b,
                 req.owner,
@@ -144,7 +145,7 @@ class FleetActivities(FleetAccess):
                 req.max_wait_hours,
                 req.policy,
                 known=req.in_flight,
-                rollout=scope,
+                rollouts=scopes,
                 switch_target=req.targets.get("switch_firmware"),
                 claim_until_hours=req.claim_until_hours,
             )
@@ -156,7 +157,7 @@ class FleetActivities(FleetAccess):
         )
         return PlanDomainResult(
             hosts=taken.hosts,
-            targets=domain_targets(req.targets, scope, True) if taken.rollout else None,
+            targets=None if taken.targets is None else {**req.targets, **taken.targets},
             waiting=taken.waiting,
             retry_at_hours=taken.retry_at_hours,
             limit=taken.limit,

@@ -100,7 +100,8 @@ class ClusterTrain:
             fleet_hours=st.counts.fleet_hours,
             last_cycle_fleet_hours=st.last_cycle_fleet_hours,
             last_cycle_wall_seconds=st.last_cycle_wall_seconds,
-            rollout=spec.rollout,
+            rollout=spec.rollout or next(iter(spec.rollouts), None),
+            rollouts=spec.riding(),
             negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
             window_state=st.window_state,
             next_window_start=st.next_window_start if st.window_state != "open" else None,
@@ -194,12 +195,33 @@ class ClusterTrain:
             spec.targets = {**spec.targets, **check_targets(change.targets, allow_upper=False)}
         if change.halt_after_failures is not None:
             spec.halt_after_failures = change.halt_after_failures
-        if change.clear_rollout:
-            spec.rollout = None
-        if change.rollout is not None:
-            spec.rollout = change.rollout
+        if (change.clear_rollout or change.rollout is not None) and workflow.patched(
+            "train-many-rollouts"
+        ):
+            self._change_rollouts(change)
+        else:
+            if change.clear_rollout:
+                spec.rollout = None
+            if change.rollout is not None:
+                spec.rollout = change.rollout
         self.wake = True
         return self.status()
+
+    def _change_rollouts(self, change: TrainChange) -> None:
+        """Several campaigns ride at once, one rollout each: a ride adds or replaces that
+        campaign's (keeping its place in the arrival order), a clear drops only the named
+        campaign's (all when none is named). The older single ``rollout`` moves into the list."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        by_campaign = {r.campaign: r for r in spec.riding()}
+        if change.clear_rollout:
+            if change.rollout_campaign:
+                by_campaign.pop(change.rollout_campaign, None)
+            else:
+                by_campaign.clear()
+        if change.rollout is not None:
+            by_campaign[change.rollout.campaign] = change.rollout
+        spec.rollout, spec.rollouts = None, list(by_campaign.values())
 
     @reconfigure.validator
     def _check_change(self, change: TrainChange) -> None:
@@ -401,6 +423,7 @@ class ClusterTrain:
                 in_flight=held,
                 cycle_target_hours=spec.cycle_target_hours,
                 rollout=spec.rollout,
+                rollouts=spec.rollouts,
                 rollout_only=spec.rollout_only,
                 claim_until_hours=self.windows.closes_hours() if self.windows else None,
             ),

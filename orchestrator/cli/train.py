@@ -149,6 +149,7 @@ def print_status(o: dict[str, Any]) -> None:
         f"  domain size {o['domain_size']}, budget {_limits(o)}, "
         f"targets {versions(o['targets'])}\n"
         f"{_outlook(o)}"
+        f"{_rollouts(o)}"
         f"{_window(o)}"
         f"{'  waiting: ' + explain_wait(o['waiting']) if o['waiting'] else ''}".rstrip("\n")
     )
@@ -164,6 +165,17 @@ def _progress(o: dict[str, Any]) -> str:
         f"{o['in_maintenance']} in maintenance, {o['quarantined']} quarantined, "
         f"{o['in_repair']} in repair"
     )
+
+
+def _rollouts(o: dict[str, Any]) -> str:
+    """``  rollout campaign-x (stage s): bios 3.3 on every host``, one line per campaign riding."""
+    lines = []
+    for r in o.get("rollouts") or ([o["rollout"]] if o.get("rollout") else []):
+        where = "every host" if r.get("hosts") is None else f"{len(r['hosts'])} host(s)"
+        lines.append(
+            f"  rollout {r['campaign']} (stage {r['stage']}): {versions(r['targets'])} on {where}\n"
+        )
+    return "".join(lines)
 
 
 def _window(o: dict[str, Any]) -> str:

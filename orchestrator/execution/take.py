@@ -11,7 +11,7 @@ with the fleet in the same transaction, renewed each time it plans.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, UNTOUCHED_STATES
@@ -21,7 +21,12 @@ from orchestrator.execution.take_rack import take_rack
 from orchestrator.fleet.backend import ClusterBackend, PiggybackClaim
 from orchestrator.models import CapacityBudget
 from orchestrator.planning import train_plan
-from orchestrator.planning.rollout import RolloutScope, apply_rollout
+from orchestrator.planning.rollout import (
+    RolloutScope,
+    covering_key,
+    covering_targets,
+    rollout_choices,
+)
 
 
 @dataclass
@@ -35,7 +40,8 @@ class Taken:
     maintenance: int = 0
     piggybacked: list[str] = field(default_factory=list)
     """Of ``hosts``, those the fleet had cordoned for the owner as a job freed them."""
-    rollout: bool = False  # the hosts taken get a campaign rollout's targets
+    targets: dict[str, str] | None = None
+    """What the hosts taken get from campaigns' rollouts (over the train's own); None: own."""
 
 
 #: A piggyback claim lapses this long after the plan that left it, so a train that stopped
@@ -56,14 +62,16 @@ def take_domain(
     max_wait_hours: float,
     policy: str,
     known: Collection[str] = (),
-    rollout: RolloutScope | None = None,
+    rollouts: Sequence[RolloutScope] = (),
     switch_target: str | None = None,
     claim_until_hours: float | None = None,
 ) -> Taken:
     """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
 
-    With a campaign's ``rollout`` the planner sees as due what the rollout says
-    (``planning.rollout``), and ``rollout`` in the result says the hosts get its targets.
+    With campaigns' ``rollouts`` (in arrival order) the planner sees as due what they say
+    (``planning.rollout``), and ``targets`` in the result is what the hosts get from them: the
+    same for every host taken (those the same rollouts cover), so a domain installs and
+    verifies one set of targets. Several sets pending: the one the planner takes most of.
     """
     names = b.host_names()
     limit = max(1, budget.limit(len(names)))  # as the arbiter's grant (cluster_train)
@@ -89,25 +97,41 @@ def take_domain(
             out.hosts, out.waiting = rack.hosts, rack.waiting
         out.counts = cycle_counts(b, cycle_started_hours, owner)
         return out
+    scopes = list(rollouts)
+    if scopes and orphans:
+        # Hosts we hold unknown to the caller go back first, alone, those covered by the same
+        # rollouts together (with their targets); the rest come back at the next look.
+        key = covering_key(orphans[0], scopes)
+        orphans = [n for n in orphans if covering_key(n, scopes) == key]
+        out.targets = covering_targets(key, scopes)
+        slots = 0
     if slots > 0:
         out.asked = True
         snap = b.snapshot(cycle_started_hours)
-        ruled = apply_rollout(snap.hosts, rollout)
-        out.rollout = ruled.rollout
-        plan = train_plan.choose_domain(
-            ruled.hosts,
-            snap.jobs,
-            snap.now,
-            train_plan.BudgetView(limit, budget.per_rack, budget.per_zone, maintenance),
-            slots,
-            max_wait_hours,
-            policy,
-        )
+        view = train_plan.BudgetView(limit, budget.per_rack, budget.per_zone, maintenance)
+        best: tuple[tuple[bool, int, int], train_plan.DomainPlan, dict[str, str] | None] | None
+        best = None
+        retry: list[float] = []
+        for choice in rollout_choices(snap.hosts, scopes):
+            plan = train_plan.choose_domain(
+                choice.hosts, snap.jobs, snap.now, view, slots, max_wait_hours, policy
+            )
+            if plan.retry_at_hours is not None:
+                retry.append(plan.retry_at_hours)
+            # The newest rollout's hosts first (a stage just begun, often a canary wanting its
+            # signal soon; older rollouts' hosts it does not cover are bounded by its size),
+            # unless the planner can take none of them now; then the most hosts.
+            rank = (bool(plan.hosts), max(choice.key, default=-1), len(plan.hosts))
+            if best is None or rank > best[0]:
+                best = (rank, plan, choice.targets)
+        assert best is not None
+        _, plan, out.targets = best
         for name in plan.hosts:
             if b.cordon(name, owner, owner, limit, budget.per_rack, budget.per_zone, maintenance):
                 out.hosts.append(name)
-        out.waiting, out.retry_at_hours = plan.waiting, plan.retry_at_hours
-    if policy in PIGGYBACK_POLICIES and rollout is None:
+        out.waiting = plan.waiting
+        out.retry_at_hours = plan.retry_at_hours if plan.hosts or not retry else min(retry)
+    if policy in PIGGYBACK_POLICIES and not scopes:
         b.set_piggyback(
             PiggybackClaim(
                 owner,

@@ -84,3 +84,89 @@ def recorded_targets(own: Mapping[str, str], scope: RolloutScope | None) -> dict
     if scope is None or scope.hosts is not None:
         return dict(own)
     return {**own, **scope.targets}
+
+
+# ------------------------------------------------------------ several rollouts at once
+# Several campaigns may ride one train (a NIC firmware rolling, then a BIOS starting): each is
+# a scope as above, in the order they arrived. A host the train takes gets the train's own
+# targets with every rollout covering it over them, later rollouts winning on a component both
+# change. Hosts covered by different sets of rollouts get different targets, and a domain's
+# hosts all get the same (one install and one verification per domain), so the train is given
+# one choice per set of covering rollouts and takes its next domain from one of them.
+
+
+@dataclass(frozen=True)
+class RolloutChoice:
+    """Host views with ``due`` for one set of covering rollouts, and what those hosts get."""
+
+    hosts: tuple[HostView, ...]
+    targets: dict[str, str] | None
+    """The rollouts' targets merged in arrival order (over the train's own); None: own only."""
+    pending: int
+    key: tuple[int, ...] = ()
+    """The rollouts (places in the scopes) covering the hosts this choice makes due."""
+
+
+def _merged(scopes: Iterable[RolloutScope]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for s in scopes:
+        out.update(s.targets)
+    return out
+
+
+def rollout_choices(
+    hosts: Sequence[HostView], scopes: Sequence[RolloutScope]
+) -> list[RolloutChoice]:
+    """What the train may take now under every rollout riding it (the largest set of pending
+    hosts first); one choice without rollouts. The module docstring's rule, each
+    host's set of covering rollouts deciding what it gets: a canary's targets never reach a
+    host outside it."""
+    if not scopes:
+        return [RolloutChoice(tuple(hosts), None, 0)]
+    whole_key = tuple(i for i, s in enumerate(scopes) if s.hosts is None)
+    only = any(s.only for s in scopes)
+    groups: dict[tuple[int, ...], set[str]] = {}
+    for h in hosts:
+        if any(s.lacks(h) for s in scopes):
+            key = covering_key(h.name, scopes)
+            groups.setdefault(key, set()).add(h.name)
+    if groups:
+        pending = sum(len(g) for g in groups.values())
+        ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        return [
+            RolloutChoice(
+                tuple(dataclasses.replace(h, due=h.name in names) for h in hosts),
+                covering_targets(key, scopes),
+                pending,
+                key,
+            )
+            for key, names in ranked
+        ]
+    targets = covering_targets(whole_key, scopes)
+    if only:
+        idle = tuple(dataclasses.replace(h, due=False) for h in hosts)
+        return [RolloutChoice(idle, targets, 0, whole_key)]
+    partial = [s for s in scopes if s.hosts is not None]
+    rest = [
+        dataclasses.replace(h, due=h.due and not any(s.covers(h.name) for s in partial))
+        if partial
+        else h
+        for h in hosts
+    ]
+    return [RolloutChoice(tuple(rest), targets, 0, whole_key)]
+
+
+def recorded_targets_of(own: Mapping[str, str], scopes: Sequence[RolloutScope]) -> dict[str, str]:
+    """The cluster's recorded targets under several rollouts: the train's own, with those of
+    rollouts covering every host over them (arrival order); partial ones stay out."""
+    return {**own, **_merged(s for s in scopes if s.hosts is None)}
+
+
+def covering_key(name: str, scopes: Sequence[RolloutScope]) -> tuple[int, ...]:
+    """Which rollouts (their places in ``scopes``) cover host ``name``."""
+    return tuple(i for i, s in enumerate(scopes) if s.covers(name))
+
+
+def covering_targets(key: tuple[int, ...], scopes: Sequence[RolloutScope]) -> dict[str, str] | None:
+    """The targets of the rollouts ``key`` names, merged in arrival order; None: none."""
+    return _merged(scopes[i] for i in key) if key else None

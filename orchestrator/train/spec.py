@@ -34,6 +34,7 @@ __all__ = [
     "TrainSpec",
     "check_train_change",
     "load_train_spec",
+    "riding",
     "train_workflow_id",
 ]
 
@@ -81,8 +82,13 @@ class TrainSpec(BaseModel):
     #: Every host visited within this long (``7d``): status projects the current cycle's end and
     #: says whether it is on track; ``trainctl_cycle_off_track`` (an alert rule) when not.
     cycle_target_hours: DurationHours | None = Field(default=None, alias="cycle_target")
-    #: A campaign's stage riding this train (see ``Rollout``).
+    #: A campaign's stage riding this train (see ``Rollout``): the one field of trains from
+    #: before several campaigns could ride at once (``rollouts``); still read, and still what
+    #: a train a campaign starts is given.
     rollout: Rollout | None = None
+    #: Every campaign's stage riding this train, one per campaign, in the order they arrived
+    #: (a later one wins on a component both change): see ``riding``.
+    rollouts: list[Rollout] = Field(default_factory=list)
     #: Visit only the rollout's hosts (a train a campaign started where none ran).
     rollout_only: bool = False
     #: Versions of a lower layer that may serve at once in the cluster (default 3: old,
@@ -127,6 +133,19 @@ class TrainSpec(BaseModel):
     @property
     def workflow_id(self) -> str:
         return train_workflow_id(self.cluster)
+
+    def riding(self) -> list[Rollout]:
+        """The campaigns' rollouts on this train, in arrival order, one per campaign."""
+        return riding(self.rollout, self.rollouts)
+
+
+def riding(rollout: Rollout | None, rollouts: list[Rollout]) -> list[Rollout]:
+    """``rollout`` (the older single field) first, then ``rollouts``; one per campaign, a
+    campaign's later rollout taking its earlier one's place."""
+    by_campaign: dict[str, Rollout] = {}
+    for r in ([rollout] if rollout is not None else []) + list(rollouts):
+        by_campaign[r.campaign] = r
+    return list(by_campaign.values())
 
 
 def train_workflow_id(cluster: str) -> str:

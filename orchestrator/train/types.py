@@ -30,7 +30,9 @@ class PlanDomainRequest(BaseModel):
     targets: dict[str, str] = Field(default_factory=dict)
     in_flight: list[str] = Field(default_factory=list)
     cycle_target_hours: float | None = None  # the spec's cycle_target: the projection's gauge
-    rollout: Rollout | None = None
+    rollout: Rollout | None = None  # a train from before ``rollouts`` (still honoured)
+    #: Every campaign's rollout riding the train, in arrival order (``TrainSpec.riding``).
+    rollouts: list[Rollout] = Field(default_factory=list)
     rollout_only: bool = False
     #: The fleet takes freed hosts for this train (piggybacking) until this fleet hour at the
     #: latest: its maintenance window closes then (None: no window).
@@ -157,6 +159,8 @@ class TrainStatus(BaseModel):
     window_closes_at: datetime | None = None
     """While open: when (fleet time) this window closes."""
     rollout: Rollout | None = None
+    #: Every campaign's rollout riding the train, in arrival order (``rollout``: the first).
+    rollouts: list[Rollout] = Field(default_factory=list)
     #: job -> its negotiation with the train's draining domains (question, answer, wait)
     negotiations: dict[str, str] = Field(default_factory=dict)
 
@@ -174,10 +178,13 @@ class TrainChange(BaseModel):
     budget: CapacityBudget | None = None
     targets: dict[str, str] | None = None
     halt_after_failures: int | None = Field(default=None, ge=1)
-    #: A campaign's stage to ride this train (replaces any earlier one).
+    #: A campaign's stage to ride this train (replaces that campaign's earlier one; other
+    #: campaigns' rollouts stay).
     rollout: Rollout | None = None
     #: Drop the campaign's rollout (the campaign ended or moved its targets into ``targets``).
     clear_rollout: bool = False
+    #: Whose rollout ``clear_rollout`` drops (a ``Rollout.campaign``); empty: every one.
+    rollout_campaign: str = ""
 
     @field_validator("domain_size", "halt_after_failures", mode="before")
     @classmethod

@@ -64,6 +64,16 @@ def eta_line(st: TrainState, counts: CycleCounts, speed: float | None) -> str:
     )
 
 
+def rollout_lines(spec: TrainSpec) -> list[str]:
+    """One line per campaign riding the train: its stage, targets and hosts (arrival order,
+    a later one winning on a component both change)."""
+    return [
+        f"- **Rollout of {r.campaign}** (stage {r.stage}): {versions(r.targets)} on "
+        + ("every host" if r.hosts is None else f"{plural(len(r.hosts), 'host')}")
+        for r in spec.riding()
+    ]
+
+
 def train_details(
     spec: TrainSpec,
     st: TrainState,
@@ -92,6 +102,7 @@ def train_details(
         f"- **Budget:** {c.out_of_service:,} of {limit:,} hosts out of service allowed "
         f"(maintenance, repair and failures together); domain size {spec.domain_size}",
         f"- **Targets:** {versions(spec.targets)}",
+        *rollout_lines(spec),
         f"- **So far:** {plural(st.visits_total, 'host visit')}, "
         f"{plural(st.quarantined_total, 'host')} quarantined, "
         f"{plural(st.jobs_interrupted, 'job')} interrupted, "
