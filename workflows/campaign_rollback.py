@@ -132,10 +132,12 @@ class RollbackSteps:
         return "rolled_back"
 
     async def _roll_back_cluster(self, cr: ClusterRollback) -> str:
-        """Roll one cluster back: operations for hosts in service, then the reclaimed ones.
+        """Roll one cluster back: the reclaimed hosts, then operations for hosts in service.
         What could not be rolled back, in words ('' when everything was)."""
         assert self.st is not None
         left: list[str] = []
+        if cr.reclaim:  # first: back in service, they make room for the drains
+            left += await self._reclaim(cr)
         for i, group in enumerate(cr.groups):
             result = await self._operation(self._rollback_spec(cr.cluster, i, group))
             if isinstance(result, str):
@@ -144,8 +146,6 @@ class RollbackSteps:
             self.st.status.hosts_rolled_back += result.hosts_changed
             if result.state != "succeeded":
                 left.append(f"{cr.cluster}: rollback operation {result.state}: {result.reason}")
-        if cr.reclaim:
-            left += await self._reclaim(cr)
         if cr.unknown:
             left.append(
                 f"{cr.cluster}: {len(cr.unknown)} hosts carry it with no earlier version on "
@@ -161,6 +161,8 @@ class RollbackSteps:
             "scope": Scope(cluster=cluster, hosts=group.hosts),
             "targets": group.targets,
             "request_id": f"{self.inp.spec.name}-rollback-{cluster}-{i}",
+            # Sized as the campaign's own train: a rollback is the campaign's work.
+            "budget": self.inp.spec.train.budget,
         }
         if self.inp.spec.schedule is not None:
             fields["schedule"] = self.inp.spec.schedule
