@@ -351,3 +351,19 @@ def check_supersedes(value: object, field: str = "supersedes") -> dict[str, str]
             raise ValueError(f"{field}.{comp}: only lower layers ({', '.join(SKEWED_COMPONENTS)})")
         out[comp] = check_version(f"{field}.{comp}", version)
     return out
+
+
+def check_supersedes_targets(
+    supersedes: dict[str, str], targets: dict[str, str], field: str = "supersedes"
+) -> dict[str, str]:
+    """An operation's or campaign's ``supersedes`` against its own targets: each superseded
+    component must be one it targets (something has to replace the older rollout), with
+    another version than the one it rolls out."""
+    for comp, version in supersedes.items():
+        if comp not in targets:
+            raise ValueError(
+                f"{field}.{comp}: the spec has no {comp} target to replace {version!r} with"
+            )
+        if targets[comp] == version:
+            raise ValueError(f"{field}.{comp}: {version!r} is this spec's own target")
+    return supersedes

@@ -38,6 +38,7 @@ from orchestrator.cli.common import (
     reason_option,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 from orchestrator.worker import TASK_QUEUE
 
@@ -57,15 +58,23 @@ def campaign() -> None:
 
 
 def _plan(spec: CampaignSpec) -> list[StagePlan]:
+    """The stages resolved, and the targets checked on every cluster they cover (a bad
+    version, or one version more in service than the skew window allows): exit 2 naming
+    ``targets.<component>`` before anything starts."""
     fleet = open_fleet_or_fail()
     try:
         sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
+        try:
+            plans = plan_campaign(spec, sizes)
+        except ValueError as err:
+            raise BadInput(str(err)) from None
+        covered = sorted({c for p in plans for c in p.clusters})
+        refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
     finally:
         fleet.close()
-    try:
-        return plan_campaign(spec, sizes)
-    except ValueError as err:
-        raise BadInput(str(err)) from None
+    if refused is not None:
+        raise BadInput(refused[1], field=refused[0])
+    return plans
 
 
 def _plan_json(spec: CampaignSpec, plans: list[StagePlan]) -> dict[str, Any]:
@@ -128,7 +137,7 @@ def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec
 
 def _outcome(status: CampaignStatus, as_json: bool) -> None:
     emit(status.model_dump(mode="json"), as_json, _print_status)
-    if status.state in ("failed", "aborted", "rolled_back"):
+    if status.state in ("failed", "aborted", "rolled_back") or status.held_on_blame:
         raise click.exceptions.Exit(1)
 
 

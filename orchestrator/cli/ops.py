@@ -70,7 +70,8 @@ spec_option = click.option(
 def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
     """Peek each cluster of the scope (read-only) and plan; ValueError naming ``scope``."""
     names = resolve_clusters(spec.scope, fleet.cluster_names())
-    refused = target_refusal(fleet, names, spec.targets)  # bad versions, the skew window
+    # Bad versions, and the skew window with the spec's own limits and what it supersedes.
+    refused = target_refusal(fleet, names, spec.targets, spec.skew, spec.supersedes)
     if refused is not None:
         raise BadInput(refused[1], field=refused[0])
     snaps = {name: fleet.peek(name).snapshot() for name in names}

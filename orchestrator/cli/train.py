@@ -27,7 +27,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.connection import connection_options
 from orchestrator.fleet.target_checks import target_refusal
-from orchestrator.models import check_targets
+from orchestrator.models import check_supersedes, check_supersedes_targets, check_targets
 from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.train.client import (
     TrainAction,
@@ -275,6 +275,20 @@ for _name, _doc in (
     train.add_command(_control(_name, _doc))
 
 
+def _supersedes_options(given: tuple[str, ...], targets: dict[str, str]) -> dict[str, str]:
+    """``--supersedes component=version`` options checked against the ``--target`` ones."""
+    pairs: dict[str, str] = {}
+    for t in given:
+        comp, sep, ver = t.partition("=")
+        if not sep or not comp.strip():
+            raise BadInput(f"supersedes: {t!r} is not component=version", field="supersedes")
+        pairs[comp.strip()] = ver.strip()
+    try:
+        return check_supersedes_targets(check_supersedes(pairs), targets)
+    except ValueError as err:
+        raise BadInput(str(err)) from None
+
+
 def parse_target_options(targets: tuple[str, ...] | list[str]) -> dict[str, str]:
     """``--target component=version`` options as a validated mapping, versions exactly as typed.
 
@@ -301,6 +315,13 @@ def parse_target_options(targets: tuple[str, ...] | list[str]) -> dict[str, str]
 @click.option("--domain-size", type=click.IntRange(1, 10_000), default=None)
 @click.option("--budget", default=None, help="Hosts or percent out of service at once.")
 @click.option("--target", "targets", multiple=True, help="component=version (repeatable).")
+@click.option(
+    "--supersedes",
+    "superseded",
+    multiple=True,
+    help="component=version: the older target a --target replaces (it leaves the skew "
+    "window's count; hosts not visited yet get the new one).",
+)
 @address_option
 @json_option
 @handle_errors
@@ -309,11 +330,13 @@ def reconfigure(
     domain_size: int | None,
     budget: str | None,
     targets: tuple[str, ...],
+    superseded: tuple[str, ...],
     address: str | None,
     as_json: bool,
 ) -> None:
     """Change domain size, budget or targets of a running train; the next visits use them."""
     pairs = parse_target_options(targets)
+    supersedes = _supersedes_options(superseded, pairs)
     change = TrainChange.model_validate(
         {
             "domain_size": domain_size,
@@ -325,7 +348,7 @@ def reconfigure(
     if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
         fleet = open_fleet_or_fail()
         try:
-            refused = target_refusal(fleet, [cluster], pairs)
+            refused = target_refusal(fleet, [cluster], pairs, supersedes=supersedes)
         finally:
             fleet.close()
         if refused is not None:

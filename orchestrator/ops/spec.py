@@ -36,6 +36,9 @@ from orchestrator.models import (
     Count,
     DrainPolicy,
     DurationHours,
+    check_skew,
+    check_supersedes,
+    check_supersedes_targets,
     check_targets,
     parse_duration_hours,
 )
@@ -168,6 +171,37 @@ class OperationSpec(BaseModel):
     #: Maintenance windows and blackouts (fleet time): no wave starts outside them. Not the
     #: ``window`` above, a larger budget for a bounded time (``orchestrator.schedule_window``).
     schedule: Schedule | None = None
+    #: The version skew window (``orchestrator.planning.version_policy``), kind lower-layer only.
+    skew: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "lower-layer component -> versions that may serve at once in one cluster (default 3: "
+            "old, rolling, new); a target that would put more in service is refused up front"
+        ),
+    )
+    supersedes: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "lower-layer component -> the older rollout's version this one replaces: it leaves "
+            "the skew window's count (hosts still waiting for it get this target instead)"
+        ),
+    )
+
+    @field_validator("skew", mode="before")
+    @classmethod
+    def _skew(cls, v: object, info: ValidationInfo) -> dict[str, int]:
+        out = check_skew(v)
+        _lower_layer_only(out, "skew", info)
+        return out
+
+    @field_validator("supersedes", mode="before")
+    @classmethod
+    def _supersedes(cls, v: object, info: ValidationInfo) -> dict[str, str]:
+        out = check_supersedes(v)
+        _lower_layer_only(out, "supersedes", info)
+        if "targets" in info.data:  # else the targets' own error is the one to show
+            check_supersedes_targets(out, info.data["targets"])
+        return out
 
     @field_validator("schedule")
     @classmethod
@@ -215,6 +249,12 @@ class OperationSpec(BaseModel):
         return operation_id(self)
 
 
+def _lower_layer_only(value: dict[str, Any], field: str, info: ValidationInfo) -> None:
+    kind = info.data.get("kind")
+    if value and kind is not None and kind != "lower-layer":
+        raise ValueError(f"{field}: kind {kind} changes no lower layer; only lower-layer has one")
+
+
 def operation_id(spec: OperationSpec) -> str:
     """``ops-<request_id>``, or ``ops-<hash>`` of the canonical spec: stable, without '/'."""
     if spec.request_id:
@@ -222,6 +262,9 @@ def operation_id(spec: OperationSpec) -> str:
     dump = spec.model_dump(mode="json", exclude={"request_id"})
     if dump.get("schedule") is None:  # specs from before schedules keep their ids
         dump.pop("schedule", None)
+    for name in ("skew", "supersedes"):  # and those from before the skew window
+        if not dump.get(name):
+            dump.pop(name, None)
     canon = json.dumps(dump, sort_keys=True, separators=(",", ":"))
     return "ops-" + hashlib.sha256(canon.encode()).hexdigest()[:12]
 
