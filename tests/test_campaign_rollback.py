@@ -15,6 +15,9 @@ Real dev server, real SQLite ``multi`` fleet at speed max, the worker in this pr
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +28,6 @@ from orchestrator.campaign.client import (
     campaign_handle,
     campaign_status,
     final_status,
-    start_campaign,
 )
 from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.campaign.types import CampaignStatus
@@ -40,7 +42,7 @@ from tests.test_campaign_e2e import (  # noqa: F401 (no_train_left: the autouse 
 )
 from tests.test_ops_exec import trainctl
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+ASYNC = pytest.mark.asyncio(loop_scope="session")
 
 BAD = "6.12.0-bad"
 
@@ -62,6 +64,7 @@ async def _inject(rate: str) -> None:
     assert code == 0, err
 
 
+@ASYNC
 async def test_rollback_drains_serving_hosts_and_reclaims_quarantined_ones(
     dev_env, tmp_home, task_queue, monkeypatch
 ) -> None:
@@ -101,6 +104,7 @@ async def _wait_state(client: Any, cid: str, want: str) -> CampaignStatus:
     raise AssertionError(f"never {want}: {status}")
 
 
+@ASYNC
 async def test_hold_keeps_hosts_and_waits_for_the_operator(
     dev_env, tmp_home, task_queue, monkeypatch
 ) -> None:
@@ -109,8 +113,21 @@ async def test_hold_keeps_hosts_and_waits_for_the_operator(
     await _inject("1.0")
     spec = CampaignSpec.model_validate(_canary("hold-bad", on_failure="hold"))
 
+    spec_file = tmp_home / "hold.json"
+    spec_file.write_text(spec.model_dump_json(by_alias=True))
     async with build_worker(dev_env.client, path, task_queue):
-        await start_campaign(dev_env.client, spec, task_queue=task_queue)
+        # --wait hears of the hold at once (exit 1): the campaign now waits for an operator.
+        code, out, err = await trainctl(
+            "campaign",
+            "start",
+            "--spec",
+            str(spec_file),
+            "--wait",
+            "--json",
+            "--task-queue",
+            task_queue,
+        )
+        assert code == 1 and out["state"] == "held" and out["held_on_blame"], (out, err)
         held = await _wait_state(dev_env.client, spec.workflow_id, "held")
         assert "blame names os=6.12.0-bad" in held.reason, held.reason
         assert held.hosts_rolled_back == 0
@@ -129,3 +146,45 @@ async def test_hold_keeps_hosts_and_waits_for_the_operator(
     assert final.state == "aborted", final
     assert _held_gauge("hold-bad") == 0.0
     assert audit_ok(path)
+
+
+def test_held_on_blame_alert_fires_in_promtool(tmp_path: Path) -> None:
+    """promtool's rule test: the gauge at 1 fires CampaignHeldOnBlame for that campaign only."""
+    root = Path(__file__).resolve().parents[1]
+    summary = (
+        "campaign hold-bad: held on blame of its version; see `trainctl campaign status --id "
+        "hold-bad` and `trainctl versions list`"
+    )
+    series = "trainctl_campaign_held_on_blame"
+    case = {
+        "rule_files": [str(root / "deploy" / "alerts.yml")],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'{series}{{campaign="hold-bad"}}', "values": "0 1x10"},
+                    {"series": f'{series}{{campaign="fine"}}', "values": "0x10"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "0m", "alertname": "CampaignHeldOnBlame", "exp_alerts": []},
+                    {
+                        "eval_time": "5m",
+                        "alertname": "CampaignHeldOnBlame",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "page", "campaign": "hold-bad"},
+                                "exp_annotations": {"summary": summary},
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "blame_test.json"
+    path.write_text(json.dumps(case))
+    out = subprocess.run(
+        ["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

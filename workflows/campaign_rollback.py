@@ -86,6 +86,7 @@ class RollbackSteps:
             "every host as it is; clear the version (`trainctl versions clear`) and resume, or "
             "abort"
         )
+        st.status.held_on_blame = True
         self._set_state("held", st.held_on_blame)
         await self._report()
         await workflow.wait_condition(lambda: bool(st.abort) or not st.held_on_blame)
@@ -97,7 +98,7 @@ class RollbackSteps:
             if cs.state == "failed":
                 cs.state, cs.reason = "pending", ""
         ss.state, ss.reason = "running", ""
-        st.blamed = {}
+        st.blamed, st.status.held_on_blame = {}, False
         return "resume"
 
     async def _roll_back(self, ss: StageStatus) -> str:

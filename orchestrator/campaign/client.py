@@ -10,6 +10,7 @@ package does not import ``workflows``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -100,7 +101,7 @@ async def start_campaign(
             ),
             static_summary=campaign_summary(spec),
         )
-    status = await final_status(handle) if wait else None
+    status = await outcome_status(client, handle) if wait else None
     return CampaignStart(
         campaign_id=spec.workflow_id,
         started=not running,
@@ -128,6 +129,26 @@ async def final_status(handle: CampaignHandle) -> CampaignStatus:
         return await handle.result(follow_runs=True)
     except WorkflowFailureError as err:
         return _failed_status(handle.id, err)
+
+
+async def outcome_status(
+    client: Client, handle: CampaignHandle, poll_seconds: float = 2.0
+) -> CampaignStatus:
+    """The final status, or the live one as soon as the campaign is held on blame (it then
+    waits for an operator: whoever waits on it should hear now, not at the end)."""
+    end = asyncio.ensure_future(final_status(handle))
+    latest = campaign_handle(client, handle.id)  # the current run, across continue-as-new
+    try:
+        while True:
+            done, _ = await asyncio.wait({end}, timeout=poll_seconds)
+            if done:
+                return end.result()
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                live = await latest.query("status", result_type=CampaignStatus)
+                if live.held_on_blame:
+                    return live
+    finally:
+        end.cancel()
 
 
 async def campaign_status(client: Client, campaign_id: str) -> CampaignStatus:

@@ -84,6 +84,9 @@ class CampaignStatus(BaseModel):
     #: When a stage failed: the component=version pairs that best explain its failures, best
     #: first (``planning.blame``); the top one, if it is this campaign's, is marked bad.
     blame: list[Blame] = Field(default_factory=list)
+    #: Held because blame named one of its versions (``on_failure: hold``): waits for an
+    #: operator, so ``campaign start --wait`` returns (exit 1) instead of waiting for the end.
+    held_on_blame: bool = False
 
 
 class CampaignState(BaseModel):
