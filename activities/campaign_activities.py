@@ -65,7 +65,7 @@ from orchestrator.train.client import (
     train_result,
     train_status,
 )
-from orchestrator.train.spec import Rollout, TrainSpec
+from orchestrator.train.spec import Rollout, TrainSpec, riding
 from orchestrator.train.types import TrainChange
 
 #: A train a campaign starts never halts on its own: the campaign's gate judges the failures
@@ -249,9 +249,11 @@ class CampaignActivities(FleetAccess):
             for name, targets in sorted(req.previous.items()):
                 if b.reclaim(name, req.owner, req.reason):
                     mine[name] = targets
-                else:
-                    h = b.host(name)
-                    out.left[name] = f"{h.state}: {h.reason}".strip()
+                    continue
+                h = b.host(name)
+                out.left[name] = f"{h.state}: {h.reason}".strip()
+                if b.set_reimage(name, targets, req.owner):  # repair gives it them instead
+                    out.left[name] += f" (its reimage after repair gives it {targets})"
             res = install_hosts(b, req.owner, mine, rollback=True, on_host=_beat)
             settle.quarantine_hosts(b, req.owner, res.failed, f"{req.owner}: rollback failed")
             out.updated, out.failed = res.updated, res.failed
@@ -273,7 +275,9 @@ class CampaignActivities(FleetAccess):
                 campaign=req.campaign, stage=req.stage, targets=req.targets, hosts=req.hosts
             )
             try:
-                change = TrainChange(rollout=rollout, targets=await self._retarget(req))
+                rollout.superseded = await self._retarget(req)
+                moved = {comp: req.targets[comp] for comp in rollout.superseded}
+                change = TrainChange(rollout=rollout, targets=moved or None)
                 status = await reconfigure_train(self.client, c, change)
             except TrainNotFound:
                 return await self._start(req, rollout)
@@ -285,6 +289,8 @@ class CampaignActivities(FleetAccess):
                 change = TrainChange(clear_rollout=True, rollout_campaign=req.campaign)
                 if req.action == "keep" and req.targets:
                     change.targets = dict(req.targets)
+                elif req.action == "end" and req.supersedes:
+                    change.targets = await self._restore(req)
                 status = await reconfigure_train(self.client, c, change)
             elif req.action == "stop":
                 status = await control_train(self.client, c, "stop", req.reason)
@@ -302,23 +308,45 @@ class CampaignActivities(FleetAccess):
             return TrainAnswer(state="gone", reason=str(err))
         return TrainAnswer(state=status.state)
 
-    async def _retarget(self, req: TrainHandoff) -> dict[str, str] | None:
-        """The train's own targets a superseding ride replaces, or None.
+    async def _retarget(self, req: TrainHandoff) -> dict[str, str]:
+        """component -> the train's own target a superseding ride replaces (by the campaign's).
 
         A train still rolling the version this campaign supersedes would go on installing it
         on the hosts it has not visited yet; they get the campaign's version instead. Only
         once the ride covers the whole cluster (``hosts`` None): re-targeted during a canary,
         the train would give the new version to hosts outside it before the canary passed.
+        A retried ride finds the train moved already and keeps what its first try replaced.
         """
         if not req.supersedes or req.hosts is not None:
-            return None
-        own = (await train_status(self.client, req.cluster)).targets
-        moved = {
-            comp: req.targets[comp]
-            for comp, old in req.supersedes.items()
-            if comp in req.targets and own.get(comp) == old
+            return {}
+        status = await train_status(self.client, req.cluster)
+        before = {
+            comp: old
+            for r in riding(status.rollout, status.rollouts)
+            if r.campaign == req.campaign
+            for comp, old in r.superseded.items()
         }
-        return moved or None
+        out: dict[str, str] = {}
+        for comp, old in req.supersedes.items():
+            own = status.targets.get(comp)
+            moved = before.get(comp) == old and own == req.targets.get(comp)
+            if comp in req.targets and (own == old or moved):
+                out[comp] = old
+        return out
+
+    async def _restore(self, req: TrainHandoff) -> dict[str, str] | None:
+        """The superseded targets to put back when the campaign ends without keeping its own
+        on this cluster (failed, aborted, rolled back mid-way), or None: the train goes on with
+        the rollout it was given before, not with a version the campaign did not finish."""
+        status = await train_status(self.client, req.cluster)
+        ours = [r for r in riding(status.rollout, status.rollouts) if r.campaign == req.campaign]
+        back = {
+            comp: old
+            for r in ours
+            for comp, old in r.superseded.items()
+            if status.targets.get(comp) == r.targets.get(comp)
+        }
+        return back or None
 
     async def _start(self, req: TrainHandoff, rollout: Rollout) -> TrainAnswer:
         spec = TrainSpec(

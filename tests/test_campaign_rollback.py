@@ -188,3 +188,28 @@ def test_held_on_blame_alert_fires_in_promtool(tmp_path: Path) -> None:
         ["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_host_in_repair_comes_back_on_its_rolled_back_version(tmp_home: Path) -> None:
+    """A host repair holds (its own hardware failed) while its build is rolled back is not
+    reclaimed; its reimage on the way back gives it the previous version instead, so it never
+    serves on the bad one (the fleet store's own repair pipeline, persisted across opens)."""
+    from orchestrator.fleet import SqliteFleet
+
+    path = multi_fleet(tmp_home)
+    fleet = SqliteFleet(path)
+    try:
+        with fleet.cluster("c00") as sim:
+            name = sim.host_names()[5]
+            prev = sim.host(name).versions["os"]
+            sim.host(name).versions["os"] = BAD
+            sim.dirty_hosts.add(name)
+            sim.hand_to_repair(name, "test", "gpu fell off the bus")
+            assert not sim.reclaim(name, "campaign-x", "rolling back")  # repair owes it a fix
+            assert sim.set_reimage(name, {"os": prev}, "campaign-x")
+            now = sim.now
+        fleet.advance_clock("c00", now + 80.0)  # past any repair (12-48 h, retries)
+        h = fleet.peek("c00").host(name)
+    finally:
+        fleet.close()
+    assert h.state == "in_service" and h.versions["os"] == prev, (h.state, h.versions)

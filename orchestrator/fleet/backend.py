@@ -58,6 +58,16 @@ class InstallOutcome:
 
 
 @dataclass(frozen=True)
+class RefusalNote:
+    """A job said "not now" to a train that handed its hosts back rather than hold them: ask
+    it again at ``until_hours``; its ``refusals`` so far carry over to the next visit
+    (``execution.drain``). Dropped when the job ends or stops."""
+
+    until_hours: float
+    refusals: int
+
+
+@dataclass(frozen=True)
 class PiggybackClaim:
     """A train's standing claim on freed due hosts, with the limits its plan was held to."""
 
@@ -213,6 +223,15 @@ class ClusterBackend(Protocol):
         """Ask a job's owner before evicting it at ``evict_at_hours``."""
         ...
 
+    def note_refusal(self, job_id: int, note: RefusalNote) -> None:
+        """Remember that a running job refused and when to ask it again (until it ends or
+        stops); the planner leaves its hosts alone till then."""
+        ...
+
+    def refusal_notes(self) -> Mapping[int, RefusalNote]:
+        """job -> its standing refusal, for running jobs that refused a train."""
+        ...
+
     def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
         """Stop (requeue) a job so its cordoned hosts can be maintained; GPU-hours of work lost."""
         ...
@@ -227,6 +246,11 @@ class ClusterBackend(Protocol):
 
     def begin_rollback(self, name: str, actor: str) -> bool:
         """Reopen a host whose new versions failed, to reinstall its previous ones."""
+        ...
+
+    def set_reimage(self, name: str, versions: dict[str, str], actor: str) -> bool:
+        """Have a host out of service come back from repair on ``versions`` (under the
+        recorded targets); False if it is not out of service or this backend cannot."""
         ...
 
     def reclaim(self, name: str, actor: str, reason: str) -> bool:

@@ -84,6 +84,11 @@ class ClusterState:
     job_behaviours: dict[str, str] = field(default_factory=dict)
     #: a train's standing claim on freed due hosts (``sim_piggyback.PiggybackClaim``), or empty
     piggyback: dict[str, object] = field(default_factory=dict)
+    #: job id (as text) -> [until_hours, refusals] (``backend.RefusalNote``)
+    job_refusals: dict[str, list[float]] = field(default_factory=dict)
+    #: host -> versions its reimage gives it on the way back from repair, under the recorded
+    #: targets (a rolled-back build's previous versions for a host the repair pipeline holds)
+    reimage: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 #: One entry of the fleet's append-only record (the backend interface's shape).

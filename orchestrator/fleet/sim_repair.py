@@ -65,7 +65,9 @@ class RepairPipeline(JobScheduler, HostInstall):
         h.repair_until = None
         h.defect = None
         self.dirty_hosts.add(h.name)
-        targets = host_targets(self.state.targets)  # a rack switch is no part of a reimage
+        # Every recorded target over the host's own (a rolled-back build's previous versions);
+        # a rack switch is no part of a reimage.
+        targets = host_targets({**self.state.reimage.get(h.name, {}), **self.state.targets})
         pending = dyn.pending_components(h.versions, targets)
         note = "repaired"
         if pending:
@@ -84,6 +86,7 @@ class RepairPipeline(JobScheduler, HostInstall):
                 return
             note = "repaired and reimaged with " + ",".join(pending)
         h.owner = NO_OWNER
+        self.state.reimage.pop(h.name, None)
         self._set_state(h, S.IN_SERVICE, REPAIR_OWNER, note)
 
     def quarantine(self, name: str, actor: str, reason: str) -> None:
@@ -96,6 +99,16 @@ class RepairPipeline(JobScheduler, HostInstall):
         # Not a visit: once repaired the host is due again, and verified before it serves.
         h.repair_until = self.now + QUARANTINE_TRIAGE_HOURS
         self._set_state(h, S.QUARANTINED, actor, reason)
+
+    def set_reimage(self, name: str, versions: dict[str, str], actor: str) -> bool:
+        """A host out of service gets ``versions`` from its reimage on the way back from
+        repair (under the recorded targets): a rollback of a host the repair pipeline holds."""
+        h = self.hosts[name]
+        if h.state not in (S.IN_REPAIR, S.QUARANTINED):
+            return False
+        self.state.reimage[name] = {**self.state.reimage.get(name, {}), **versions}
+        self._log(actor, "reimage_set", name, versions=dict(versions))
+        return True
 
     def hand_to_repair(self, name: str, actor: str, reason: str) -> None:
         """Give a host to the repair pipeline now (no triage wait): it returns when repaired."""

@@ -624,6 +624,8 @@ def _save(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -> None:
                     "faults": s.faults,
                     "job_behaviours": s.job_behaviours,
                     "piggyback": s.piggyback,
+                    "job_refusals": s.job_refusals,
+                    "reimage": s.reimage,
                 }
             ),
         ),

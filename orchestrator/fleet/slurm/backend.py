@@ -47,6 +47,7 @@ from orchestrator.fleet.backend import (
     JobAnswer,
     PiggybackClaim,
     RecordEntry,
+    RefusalNote,
     Verification,
 )
 from orchestrator.fleet.sim_records import HostRec
@@ -398,6 +399,20 @@ class SlurmCluster:
                 return JobAnswer("wait", until_hours=nxt, reason="until its next checkpoint")
         return JobAnswer("go")
 
+    def note_refusal(self, job_id: int, note: RefusalNote) -> None:
+        """Kept with the backend's state; stands while Slurm still runs the job."""
+        if job_id in self.jobs:
+            notes = self.state.setdefault("job_refusals", {})
+            notes[str(job_id)] = [note.until_hours, note.refusals]
+
+    def refusal_notes(self) -> dict[int, RefusalNote]:
+        notes = self.state.get("job_refusals", {})
+        return {
+            int(j): RefusalNote(float(v[0]), int(v[1]))
+            for j, v in notes.items()
+            if int(j) in self.jobs
+        }
+
     def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
         """Requeue the job (cancel it only if it cannot be requeued, and say so); the
         GPU-hours of work since its last checkpoint."""
@@ -623,6 +638,10 @@ class SlurmCluster:
         self.cmd.drain(name, self._reason(QUARANTINE_OWNER, reason))
         h.owner = QUARANTINE_OWNER
         self._set_state(h, S.QUARANTINED, actor, reason)
+
+    def set_reimage(self, name: str, versions: dict[str, str], actor: str) -> bool:
+        """People repair Slurm nodes (and image them); trainctl cannot choose the image."""
+        return False
 
     def reclaim(self, name: str, actor: str, reason: str) -> bool:
         """A node trainctl quarantined after a bad build stays drained, now held by ``actor``
