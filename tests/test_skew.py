@@ -7,7 +7,8 @@ plan``/``campaign start`` (exit 2 naming ``targets.os`` and the versions, nothin
 by the campaign's own plan activity (a campaign started through the API); with ``supersedes``
 it is accepted. Live, on the dev server and the ``multi`` fleet at speed max: a campaign that
 supersedes a train's own target moves that train to the campaign's version when it rides its
-whole cluster, and leaves a train rolling something else alone.
+whole cluster, leaves a train rolling something else alone, and puts it back when the campaign
+is aborted before it finished that cluster.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.campaign_activities import CampaignActivities
+from orchestrator.campaign.client import campaign_handle, final_status
 from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.campaign.types import PlanRequest
 from orchestrator.fleet import SqliteFleet
@@ -192,7 +194,8 @@ async def test_a_superseding_campaign_retargets_the_train_rolling_the_old_versio
 ) -> None:
     """c00's train rolls os 6.8.0-50, c01's 6.8.0-47; a campaign of 6.12.0-9 that supersedes
     6.8.0-50 rides both clusters whole: c00's train now targets 6.12.0-9 (hosts it has not
-    visited get the new kernel, not the superseded one), c01's keeps its own."""
+    visited get the new kernel, not the superseded one), c01's keeps its own. Aborted before
+    it finished c00, the campaign puts c00's train back on 6.8.0-50."""
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
     path = multi_fleet(tmp_home)
     own = {"c00": "6.8.0-50", "c01": "6.8.0-47"}
@@ -213,6 +216,10 @@ async def test_a_superseding_campaign_retargets_the_train_rolling_the_old_versio
         ridden = {c: await _ridden(dev_env.client, c) for c in own}
         code, out, err = await trainctl("campaign", "abort", "--id", "supersede", "--json")
         assert code == 0, (out, err)
+        final = await asyncio.wait_for(
+            final_status(campaign_handle(dev_env.client, "campaign-supersede")), 180
+        )
+        after = {c: await train_status(dev_env.client, c) for c in own}
         # By hand on a train: c01's own target superseded the same way.
         code, moved, err = await trainctl(
             "train", "reconfigure", "--cluster", "c01", "--target", f"os={NEW}",
@@ -224,6 +231,10 @@ async def test_a_superseding_campaign_retargets_the_train_rolling_the_old_versio
     assert ridden["c01"].targets["os"] == "6.8.0-47", ridden["c01"]
     for status in ridden.values():
         assert [r.targets for r in riding(status.rollout, status.rollouts)] == [{"os": NEW}]
+    # Aborted before it kept its targets on c00: the train goes back to what it was rolling.
+    assert final.state == "aborted", final.reason
+    assert after["c00"].targets["os"] == "6.8.0-50", after["c00"]
+    assert not riding(after["c00"].rollout, after["c00"].rollouts), after["c00"]
 
 
 async def _ridden(client: Any, cluster: str) -> Any:

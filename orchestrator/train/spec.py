@@ -53,6 +53,9 @@ class Rollout(BaseModel):
     stage: str
     targets: dict[str, str]
     hosts: list[str] | None = None
+    #: component -> the train's own target this ride replaced because the campaign
+    #: ``supersedes`` it; put back if the campaign ends without keeping its targets.
+    superseded: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("targets", mode="before")
     @classmethod
