@@ -190,6 +190,7 @@ class FleetActivities(FleetAccess):
                 req.max_refusals,
                 req.refusals,
                 req.finals,
+                req.release,
             )
 
     @activity.defn(name="update_switches")

@@ -45,6 +45,28 @@ def test_refusals_are_bounded_then_the_deadline_rules():
     assert resolve(Talk(), "refuse", 4.0, "", 3.0, 3.0, 2, 3.0).evict_at == 3.0  # past deadline
 
 
+def test_releasing_tracker_hands_a_refusing_job_back_and_counts_on():
+    """A releasing tracker hands a refusing job's hosts back at once; the next visit counts on
+    from the refusals noted, and once they are spent evicts at the policy's instant (the next
+    checkpoint), not at the last one before the deadline."""
+    t = DrainTracker(4.0, negotiate=True, release=True, max_refusals=2)
+    w = JobWait(job_id=7, hosts=["a", "b"], action="evict_after_checkpoint", at_hours=0.5)
+    d = t.decide([w], 0.0)
+    assert d.ask == {7: 0.5}
+    t.heard({7: JobReply(answer="refuse", until_hours=0.5)}, d.ask, 0.0)
+    d = t.decide([w], 0.0)
+    assert d.release == {7: ["a", "b"]} and not d.evict and not d.ask
+    # The next visit, at 0.5: the fleet's note says one refusal so far.
+    t2 = DrainTracker(4.5, negotiate=True, release=True, max_refusals=2)
+    w2 = w.model_copy(update={"at_hours": 1.5, "final_hours": 3.5, "refusals": 1})
+    d = t2.decide([w2], 0.5)
+    assert d.ask == {7: 1.5}
+    t2.heard({7: JobReply(answer="refuse", until_hours=1.5)}, d.ask, 0.5)
+    assert t2.talks[7].refusals == 2 and t2.talks[7].evict_at == 1.5
+    assert t2.decide([w2], 0.5).wake_at_hours == 1.5
+    assert t2.decide([w2], 1.5).evict == [7]
+
+
 def test_tracker_asks_before_it_evicts():
     """A negotiating tracker asks first, then evicts when the answer says, not before."""
     t = DrainTracker(3.0, negotiate=True)
@@ -108,7 +130,7 @@ async def _live(env, tmp_home, task_queue, behaviour: str, policy: str):
     path = make_fleet(tmp_home, 1.0, now, seed=SEED)
     fleet = SqliteFleet(path)
     with fleet.cluster("c00", now) as sim:
-        job_id, _ = _one_job_due(sim, behaviour)
+        job_id, hosts = _one_job_due(sim, behaviour)
     async with build_worker(env.client, path, task_queue):
         status = await env.client.execute_workflow(
             ClusterTrain.run,
@@ -127,7 +149,16 @@ async def _live(env, tmp_home, task_queue, behaviour: str, policy: str):
         for e in events
         if e.kind == "job_interrupted" and e.detail["job"] == job_id
     ]
-    return asked, evicted
+    # The job's hosts going back to service untouched (no visit) while it still runs.
+    released = [
+        e.t
+        for e in events
+        if e.kind == "host_state"
+        and e.host in hosts
+        and e.detail.get("after") == "in_service"
+        and e.t < (evicted[0][0] if evicted else float("inf"))
+    ]
+    return asked, evicted, released
 
 
 @pytest.mark.parametrize(
@@ -143,10 +174,15 @@ async def test_answer_in_simulator_and_live_train(
     temporal_env, tmp_home, task_queue, behaviour, policy
 ):
     """go (drain-wait): evicted at once; checkpoint: right after its next checkpoint (0.5),
-    not before; refuse: asked twice, then the deadline rules: evicted at the drain deadline
-    (job-aware: right after its last checkpoint before it, 2.5); simulator and live agree."""
+    not before; refuse: asked twice, then the deadline rules: drain-wait evicts at the drain
+    deadline; job-aware hands the job's hosts back at the first refusal (holding them would
+    only hold the budget), takes them again once it may ask again (0.5), and with the
+    refusals spent stops the job right after its next checkpoint (1.5), not at the last one
+    before the deadline (2.5); simulator and live agree."""
     sim_evicted, sim_answers, _ = _simulated(behaviour, policy)
-    asked, live_evicted = await _live(temporal_env, tmp_home, task_queue, behaviour, policy)
+    asked, live_evicted, released = await _live(
+        temporal_env, tmp_home, task_queue, behaviour, policy
+    )
     assert len(sim_evicted) == len(live_evicted) == 1
     (t_sim, _, lost_sim), (t_live, _, lost_live) = sim_evicted[0], live_evicted[0]
     assert t_live == pytest.approx(t_sim, abs=0.01)
@@ -166,6 +202,8 @@ async def test_answer_in_simulator_and_live_train(
         assert asked[1].t == pytest.approx(0.5, abs=0.01)  # asked again after its checkpoint
         assert sim_answers.get("refuse") == 2
         if policy == "job-aware":
-            assert 2.5 <= t_live <= 2.5 + 0.01 and lost_live < 0.1
+            assert 1.5 <= t_live <= 1.5 + 0.01 and lost_live < 0.1
+            assert released, "the job's hosts were handed back between the two questions"
+            assert all(asked[0].t <= t <= asked[1].t for t in released)
         else:
             assert t_live == pytest.approx(cordoned + MAX_WAIT, abs=0.01)  # at the deadline

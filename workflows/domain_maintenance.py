@@ -16,7 +16,7 @@ from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.execution.drain import DrainTracker
+    from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
     from orchestrator.execution.messages import (
         AskRequest,
         AskResult,
@@ -111,8 +111,17 @@ class DomainMaintenance:
                 if tracker is None:
                     # Asking jobs first is a new step: histories from before it replay without.
                     talks = inp.negotiate and workflow.patched("job-negotiation")
+                    # Handing a refusing job's hosts back is a new step too.
+                    release = (
+                        talks
+                        and inp.policy in RELEASE_POLICIES
+                        and workflow.patched("refusal-release")
+                    )
                     tracker = DrainTracker(
-                        now + inp.max_wait_hours, negotiate=talks, max_refusals=inp.max_refusals
+                        now + inp.max_wait_hours,
+                        negotiate=talks,
+                        max_refusals=inp.max_refusals,
+                        release=release,
                     )
                     continue  # ask again with the real deadline
                 for host, why in status.lost.items():
@@ -128,6 +137,9 @@ class DomainMaintenance:
                 elif status.ready:
                     tasks.append(spawn(inp.clock, self._maintain(inp, status.ready, result)))
                 decision = tracker.decide(status.waits, now)
+                if decision.release:
+                    await self._release_refused(inp, decision.release, pending, result)
+                    continue
                 if decision.evict:
                     self.phase = "evicting"
                     for w in status.waits:
@@ -164,6 +176,7 @@ class DomainMaintenance:
                                 j: t.refusals for j, t in tracker.talks.items() if j in decision.ask
                             },
                             finals={j: f for j, f in tracker.finals.items() if j in decision.ask},
+                            release=tracker.release,
                         ),
                         **fleet_options(),
                     )
@@ -299,6 +312,34 @@ class DomainMaintenance:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
                 "domain_progress", DomainProgress(domain_id=inp.domain_id, negotiations=talks)
             )
+
+    async def _release_refused(
+        self,
+        inp: DomainInput,
+        refused: dict[int, list[str]],
+        pending: list[str],
+        result: DomainResult,
+    ) -> None:
+        """Hand the hosts of jobs that said "not now" back untouched (no visit): the budget
+        goes to hosts that can be drained now; the train takes them again once the job may be
+        asked again (``DrainTracker.release``). The train is told: it has room to plan."""
+        hosts = [h for job_hosts in refused.values() for h in job_hosts if h in pending]
+        if not hosts:
+            return
+        back: VerifyResult = await workflow.execute_activity_method(
+            FleetActivities.release_hosts,
+            self._req(inp, hosts),
+            summary=f"hand back {plural(len(hosts), 'host')} of job "
+            f"{names([str(j) for j in sorted(refused)])}: not now",
+            **fleet_options(),
+        )
+        for h in hosts:
+            pending.remove(h)
+        self._mark(hosts, "released", "its job said not now: handed back, asked again later")
+        self._show()
+        result.released += back.returned
+        result.quarantined.update(back.quarantined)
+        await self._tell_parent(inp, [])
 
     async def _tell_parent(self, inp: DomainInput, outcomes: list[bool]) -> None:
         """Tell the train how a batch went, as it happens: it counts failures (and may halt)

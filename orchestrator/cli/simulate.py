@@ -132,9 +132,10 @@ def _print_sweep(o: dict[str, Any]) -> None:
 @click.option(
     "--halt-after-failures",
     type=click.IntRange(1, 1_000_000),
-    default=3,
-    show_default=True,
-    help="The train's halt_after_failures (hosts failing in a row halt the cycle).",
+    default=None,
+    help="Halt the cycle on this many hosts failing in a row (a train spec's "
+    "halt_after_failures). Default: only a bad build halts it (failures more than the fleet's "
+    "base rate explains, planning.failure_gate), as behind a campaign's train.",
 )
 @click.option("--days", type=str, default="30", show_default=True, help="Fleet days to run.")
 @click.option(
@@ -167,7 +168,7 @@ def simulate(
     domain_size: str | None,
     budget: str,
     max_unavailable: str | None,
-    halt_after_failures: int,
+    halt_after_failures: int | None,
     days: str,
     seed: int,
     max_wait: str,

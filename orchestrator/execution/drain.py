@@ -25,12 +25,15 @@ from orchestrator.execution.messages import (
     JobReply,
     JobWait,
 )
-from orchestrator.fleet.backend import ClusterBackend
+from orchestrator.fleet.backend import ClusterBackend, RefusalNote
 from orchestrator.models import HostState
 from orchestrator.planning import train_plan
 
 #: Fleet hours treated as "now" when comparing instants (float noise of scaled clocks).
 EPSILON_HOURS = 1e-6
+#: Policies whose drains hand a refusing job's hosts back (``DrainTracker.release``); the
+#: baselines model tools that hold what they cordoned.
+RELEASE_POLICIES = frozenset({"job-aware"})
 
 
 def drain_status(
@@ -39,6 +42,7 @@ def drain_status(
     """Which of ``owner``'s held hosts are ready, which were lost, what to do about each job."""
     out = DrainStatus(fleet_hours=b.now)
     jobs: dict[int, list[str]] = {}
+    notes = b.refusal_notes()
     for name in hosts:
         h = b.host(name)
         if h.owner != owner or h.state not in HELD_STATES:
@@ -55,6 +59,7 @@ def drain_status(
             continue
         step = train_plan.drain_step(job, b.now, deadline_hours, policy)
         final = train_plan.final_stop(job, b.now, deadline_hours, policy)
+        note = notes.get(job_id)
         out.waits.append(
             JobWait(
                 job_id=job_id,
@@ -62,6 +67,7 @@ def drain_status(
                 action=step.action,
                 at_hours=step.at_hours,
                 final_hours=final,
+                refusals=0 if note is None else note.refusals,
             )
         )
     return out
@@ -103,17 +109,26 @@ def ask_jobs(
     max_refusals: int,
     refusals: dict[int, int] | None = None,
     finals: dict[int, float] | None = None,
+    release: bool = False,
 ) -> AskResult:
     """Ask each job still running on ``owner``'s hosts before evicting it at its ``planned``
-    instant; record the question, the answer and what it leads to (``negotiation.resolve``)."""
+    instant; record the question, the answer and what it leads to (``negotiation.resolve``).
+
+    ``release``: the drain hands a refusing job's hosts back (``DrainTracker.release``): the
+    refusals it made to earlier visits count, and a refusal this visit honours is noted with
+    the fleet (``note_refusal``), so the planner leaves the job alone until it may be asked
+    again and the next visit goes on counting."""
     out = AskResult(fleet_hours=b.now)
+    notes = b.refusal_notes() if release else {}
     for job_id, at in sorted(planned.items()):
         job = b.job(job_id)
         if job is None or not any(b.host(h).owner == owner for h in job.hosts):
             continue
         a = b.ask_job(job_id, owner, at)
         reply = JobReply(answer=a.answer, until_hours=a.until_hours, reason=a.reason)
-        before = negotiation.Talk(refusals=(refusals or {}).get(job_id, 0))
+        note = notes.get(job_id)
+        prior = max((refusals or {}).get(job_id, 0), 0 if note is None else note.refusals)
+        before = negotiation.Talk(refusals=prior)
         talk = negotiation.resolve(
             before,
             a.answer,
@@ -125,6 +140,8 @@ def ask_jobs(
             at,
             (finals or {}).get(job_id),
         )
+        if release and talk.ask_at is not None:
+            b.note_refusal(job_id, RefusalNote(talk.ask_at, talk.refusals))
         b.record(
             owner,
             "job_asked",
@@ -160,6 +177,9 @@ class DrainDecision:
     wake_at_hours: float | None = None
     #: jobs to ask before evicting them (negotiating drains), with the planned instant told
     ask: dict[int, float] = field(default_factory=dict)
+    #: job -> its hosts to hand back untouched: it refused, and will be asked again later
+    #: (``DrainTracker.release``); they leave this drain
+    release: dict[int, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -167,7 +187,17 @@ class DrainTracker:
     """Evictions decided so far for one set of held hosts with one drain deadline.
 
     A negotiating tracker (``negotiate``) asks each job before evicting it (``DrainDecision.ask``)
-    and folds the answers in with ``heard``, as ``negotiation.resolve`` says."""
+    and folds the answers in with ``heard``, as ``negotiation.resolve`` says.
+
+    A releasing one (``release``, with ``negotiate``) does not hold a job's hosts while it
+    refuses: a refusal it honours hands them back at once (``DrainDecision.release``), so the
+    budget goes to hosts that can be drained now; the refusal is noted with the fleet
+    (``ask_jobs``), the planner takes the job's hosts again once it may be asked again, and that
+    visit counts on from the refusals so far (``JobWait.refusals``). Once they are spent the
+    job is stopped at the policy's instant (job-aware: right after its next checkpoint), not at
+    the last checkpoint before the deadline: holding the budget longer buys the job nothing it
+    was not already refused. A refusing job's hosts are still visited in the cycle: then, or
+    when the job ends or fails first (piggybacked)."""
 
     deadline_hours: float
     scheduled: dict[int, float] = field(default_factory=dict)
@@ -176,11 +206,14 @@ class DrainTracker:
     talks: dict[int, negotiation.Talk] = field(default_factory=dict)
     #: job -> when the deadline rules for it, from the latest look (``JobWait.final_hours``)
     finals: dict[int, float] = field(default_factory=dict)
+    release: bool = False
+    #: job -> refusals it made to earlier visits (``JobWait.refusals``), releasing trackers
+    prior: dict[int, int] = field(default_factory=dict)
 
     def heard(self, answers: dict[int, JobReply], planned: dict[int, float], now: float) -> None:
         """Fold the answers to one round of questions into each job's negotiation."""
         for job_id, a in answers.items():
-            talk = self.talks.get(job_id, negotiation.Talk())
+            talk = self.talks.get(job_id, negotiation.Talk(refusals=self.prior.get(job_id, 0)))
             self.talks[job_id] = negotiation.resolve(
                 talk,
                 a.answer,
@@ -202,6 +235,12 @@ class DrainTracker:
         if self.negotiate:
             self.talks = {j: t for j, t in self.talks.items() if j in running}
             self.finals = {w.job_id: w.final_hours for w in waits if w.final_hours is not None}
+            if self.release:
+                self.prior = {w.job_id: w.refusals for w in waits if w.refusals}
+                for w in waits:
+                    if w.refusals and w.action != "wait_end":
+                        q = _question(w, now)
+                        self.finals[w.job_id] = min(self.finals.get(w.job_id, q), q)
             return self._negotiated(waits, now)
         due = now + EPSILON_HOURS
         evict = [
@@ -231,9 +270,13 @@ class DrainTracker:
         due = now + EPSILON_HOURS
         evict: dict[int, float] = {}
         ask: dict[int, float] = {}
+        release: dict[int, list[str]] = {}
         wake = math.inf
         for w in waits:
             talk = self.talks.get(w.job_id)
+            if self.release and talk is not None and talk.ask_at is not None:
+                release[w.job_id] = list(w.hosts)
+                continue
             if talk is None:
                 if w.action == "wait_end":  # it ends by itself in time: nothing to ask
                     wake = min(wake, w.at_hours)
@@ -249,6 +292,10 @@ class DrainTracker:
                     ask[w.job_id] = _question(w, now)
                 else:
                     wake = min(wake, talk.ask_at)
+        if release:
+            for job_id in release:
+                self.talks.pop(job_id, None)
+            return DrainDecision(release=release)
         if evict:
             return DrainDecision(evict=sorted(evict), scheduled_hours=evict)
         if ask:

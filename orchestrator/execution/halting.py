@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from orchestrator.planning import failure_gate
+
 #: Outcomes of a cycle seen before the failure-rate trigger may fire (one host failing first
 #: is not a 100% failure rate).
 MIN_SAMPLE = 10
@@ -55,3 +57,38 @@ class HaltRule:
                 f"(above {self.failure_rate:.0%})"
             )
         return why
+
+
+@dataclass(frozen=True)
+class BadBuildRule:
+    """Halt only on a bad build: the cycle's failures more than bad hosts alone explain.
+
+    ``planning.failure_gate``'s one-sided exact binomial test over the cycle's hosts so far,
+    against the fleet's ``base_rate`` of change failures (the backend's
+    ``change_failure_rate`` for the components changed). This is what stands behind a train a
+    campaign drives (its train never halts on failures in a row, ``NO_HALT``; the campaign's
+    gate judges with this test), so three flaky hosts in a row are three bad hosts, quarantined,
+    not a reason to stop a cycle. Same ``fold`` as ``HaltRule``, same counters, judged once
+    ``MIN_SAMPLE`` hosts were counted.
+    """
+
+    base_rate: float
+    false_alarm: float = failure_gate.DEFAULT_FALSE_ALARM
+
+    def fold(self, c: HaltCounters, outcomes: Iterable[bool]) -> str | None:
+        """Count ``outcomes`` into ``c``; why to halt, or None."""
+        failed = False
+        before = c.cycle_visits + c.cycle_failures
+        for passed in outcomes:
+            c.failures_in_a_row = 0 if passed else c.failures_in_a_row + 1
+            c.cycle_visits += passed
+            c.cycle_failures += not passed
+            failed |= not passed
+        seen = c.cycle_visits + c.cycle_failures
+        # As the rate trigger: a batch's install failures are counted before its passes are
+        # verified, so the first hosts counted are not a sample. Past it, passes alone only make
+        # the failures so far less significant.
+        if seen < MIN_SAMPLE or (not failed and before >= MIN_SAMPLE):
+            return None
+        verdict = failure_gate.judge(c.cycle_failures, seen, self.base_rate, self.false_alarm)
+        return verdict.reason if verdict.bad else None

@@ -97,6 +97,9 @@ class JobWait(BaseModel):
     at_hours: float
     #: when the policy stops the job once the deadline rules (negotiation's last word)
     final_hours: float | None = None
+    #: refusals the job made to earlier visits that handed its hosts back
+    #: (``backend.RefusalNote``): they count against this visit's ``max_refusals``
+    refusals: int = 0
 
 
 class DrainStatus(BaseModel):
@@ -129,6 +132,9 @@ class AskRequest(BaseModel):
     refusals: dict[int, int] = Field(default_factory=dict)
     #: job -> when the deadline rules for it (``JobWait.final_hours``)
     finals: dict[int, float] = Field(default_factory=dict)
+    #: the drain hands a refusing job's hosts back and asks later (``DrainTracker.release``):
+    #: a refusal is noted with the fleet, and an earlier visit's refusals carry over
+    release: bool = False
 
 
 class JobReply(BaseModel):

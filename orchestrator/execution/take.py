@@ -112,9 +112,11 @@ def take_domain(
         best: tuple[tuple[bool, int, int], train_plan.DomainPlan, dict[str, str] | None] | None
         best = None
         retry: list[float] = []
+        # Jobs that refused a drain which handed their hosts back: not before they said.
+        refused = {j: n.until_hours for j, n in b.refusal_notes().items()}
         for choice in rollout_choices(snap.hosts, scopes):
             plan = train_plan.choose_domain(
-                choice.hosts, snap.jobs, snap.now, view, slots, max_wait_hours, policy
+                choice.hosts, snap.jobs, snap.now, view, slots, max_wait_hours, policy, refused
             )
             if plan.retry_at_hours is not None:
                 retry.append(plan.retry_at_hours)

@@ -25,7 +25,7 @@ from orchestrator.constants import (
 from orchestrator.errors import BadSpec
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet import sim_negotiation
-from orchestrator.fleet.backend import InstallOutcome, JobAnswer, Verification
+from orchestrator.fleet.backend import InstallOutcome, JobAnswer, RefusalNote, Verification
 from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_scheduler import JobScheduler
 from orchestrator.models import HostState
@@ -171,6 +171,16 @@ class MaintenanceOps(JobScheduler, HostInstall):
             self.seed, self.name, job_id, job.size
         )
         return sim_negotiation.answer(behaviour, job, self.now)
+
+    def note_refusal(self, job_id: int, note: RefusalNote) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.state == "running":
+            self.state.job_refusals[str(job_id)] = [note.until_hours, note.refusals]
+
+    def refusal_notes(self) -> dict[int, RefusalNote]:
+        return {
+            int(j): RefusalNote(float(v[0]), int(v[1])) for j, v in self.state.job_refusals.items()
+        }
 
     def start_drain(self, name: str, actor: str) -> None:
         h = self.hosts[name]

@@ -32,6 +32,8 @@ class JobScheduler(SimCore):
         self._release(job)
 
     def _release(self, job: JobRec) -> None:
+        if self.state.job_refusals:  # a refusal stands only while the job runs
+            self.state.job_refusals.pop(str(job.id), None)
         for name in job.hosts:
             h = self.hosts[name]
             if h.job_id == job.id:

@@ -108,6 +108,7 @@ def choose_domain(
     slots: int,
     max_wait_hours: float,
     policy: str = "job-aware",
+    refused: Mapping[int, float] | None = None,
 ) -> DomainPlan:
     """Pick up to ``slots`` due hosts to take out next without breaking the budget.
 
@@ -123,8 +124,10 @@ def choose_domain(
     due hosts left (then the largest one is worth it), never evicts a job that ends within
     ``max_wait_hours`` while something else is in flight (it asks to be woken, in
     ``retry_at_hours``, when such a job comes within ``END_WAIT_HOURS`` of its end), and when
-    nothing at all is in flight takes the best it can so the cycle always moves. The baselines
-    take due hosts in plain host order, as the tools they model do.
+    nothing at all is in flight takes the best it can so the cycle always moves. It leaves
+    alone the hosts of a job that ``refused`` (job -> when it may be asked again, from a drain
+    that handed them back) until then, and asks to be woken then. The baselines take due hosts
+    in plain host order, as the tools they model do.
     """
     plan = DomainPlan()
     if slots <= 0:
@@ -146,7 +149,7 @@ def choose_domain(
         return True
 
     if policy == "job-aware":
-        _job_aware(plan, hosts, due, jobs, now, slots, max_wait_hours, add, room)
+        _job_aware(plan, hosts, due, jobs, now, slots, max_wait_hours, add, room, refused or {})
     else:
         for h in due:
             add(h)
@@ -165,14 +168,17 @@ def _job_aware(
     max_wait_hours: float,
     add: Callable[[HostView], bool],
     room: _Room,
+    refused: Mapping[int, float],
 ) -> None:
     for h in due:
         if h.job_id is None:
             add(h)
     groups: dict[int, list[HostView]] = {}
+    not_now = {j: t for j, t in refused.items() if t > now and j in jobs}
     for h in due:
-        if h.job_id is not None and h.state == IN_SERVICE and h.job_id in jobs:
-            groups.setdefault(h.job_id, []).append(h)
+        jid = h.job_id
+        if jid is not None and h.state == IN_SERVICE and jid in jobs and jid not in not_now:
+            groups.setdefault(jid, []).append(h)
     held = sum(1 for h in hosts if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS)
     draining = {h.job_id for h in hosts if h.state == DRAINING and h.job_id is not None}
 
@@ -192,6 +198,9 @@ def _job_aware(
     later = [j for j in groups if jobs[j].end_hours - now <= max_wait_hours]
     if later:
         plan.retry_at_hours = min(jobs[j].end_hours for j in later) - window
+    if not_now:  # ask again once a job that refused may be asked again
+        again = min(not_now.values())
+        plan.retry_at_hours = min(again, plan.retry_at_hours or again)
     in_flight = held + len(plan.hosts)
     cap = in_flight + min(slots - len(plan.hosts), room.free())
     if in_flight:

@@ -3,7 +3,7 @@
 It runs the live train's own steps, not a model of them: the same execution core
 (``orchestrator.execution``: ``take_domain`` to plan and cordon, ``drain_status`` and
 ``DrainTracker`` to drain, ``install_hosts`` to install with retries, ``verify_and_settle``,
-``cycle_complete`` and the ``HaltRule``) over the same fleet model the SQLite backend persists,
+``cycle_complete`` and the halting rule) over the same fleet model the SQLite backend persists,
 in the same order as ``ClusterTrain`` and ``DomainMaintenance`` call them. What it adds is a
 virtual clock and a heap of the train's own future instants:
 
@@ -29,10 +29,17 @@ from typing import Any
 
 from orchestrator.constants import HELD_STATES
 from orchestrator.execution.cycle import cycle_complete
-from orchestrator.execution.drain import DrainTracker, ask_jobs, drain_status, evict_jobs
-from orchestrator.execution.halting import Counters, HaltRule
+from orchestrator.execution.drain import (
+    RELEASE_POLICIES,
+    DrainTracker,
+    ask_jobs,
+    drain_status,
+    evict_jobs,
+)
+from orchestrator.execution.halting import BadBuildRule, Counters, HaltRule
 from orchestrator.execution.install import install_hosts
 from orchestrator.execution.settle import (
+    hand_back,
     quarantine_hosts,
     return_hosts,
     settle_hosts,
@@ -94,11 +101,17 @@ class SimConfig:
     series: bool = False
     cluster: str | None = None
     """Which cluster of the preset to simulate (default: the first; clusters are alike)."""
-    halt_after_failures: int = 3
+    halt_after_failures: int | None = None
+    """Hosts failing in a row that halt the cycle (with ``halt_failure_rate``: a train spec's
+    naive rule). None (the default): the bad-build rule (``halting.BadBuildRule``), as behind a
+    train a campaign drives, so flaky hosts are quarantined and the cycle goes on."""
     halt_failure_rate: float = 0.2
     negotiate: bool = True
     """Ask each job before evicting it (``drain.negotiate``); False: evict as the policy says."""
     max_refusals: int = 2
+    release_refusing: bool = True
+    """A job-aware train hands a refusing job's hosts back and asks later
+    (``DrainTracker.release``) instead of holding them toward the drain deadline."""
 
 
 @dataclass
@@ -141,7 +154,11 @@ class Engine:
         self.domain_size = cfg.domain_size or self.limit
         if self.domain_size < 1:
             raise ValueError("domain_size: must be at least one host")
-        self.halt_rule = HaltRule(cfg.halt_after_failures, cfg.halt_failure_rate)
+        self.halt_rule: HaltRule | BadBuildRule = (
+            BadBuildRule(sim.change_failure_rate(cfg.targets))
+            if cfg.halt_after_failures is None
+            else HaltRule(cfg.halt_after_failures, cfg.halt_failure_rate)
+        )
         self.halt_counts = Counters()
         self.halted: str | None = None
         self.domains: dict[int, _Domain] = {}
@@ -161,6 +178,8 @@ class Engine:
         self.answers: dict[str, int] = {}
         self.evictions: list[tuple[float, int, float]] = []
         self.piggybacked = 0
+        self.released = 0
+        self.release = cfg.negotiate and cfg.release_refusing and self.spec.name in RELEASE_POLICIES
         self.visit_hours: list[float] = []
         self.wake = True  # the train plans at the next instant
         self.tick_token = 0
@@ -332,6 +351,7 @@ class Engine:
                     sim.now + cfg.max_wait_hours,
                     negotiate=cfg.negotiate,
                     max_refusals=cfg.max_refusals,
+                    release=self.release,
                 ),
             )
             self.domains[d.id] = d
@@ -370,6 +390,16 @@ class Engine:
             elif st.ready:
                 self._maintain(d, st.ready)
             decision = d.tracker.decide(st.waits, sim.now)
+            if decision.release:  # refused: back to service untouched, asked again later
+                back = [h for hosts in decision.release.values() for h in hosts]
+                hand_back(self._tx(), ACTOR, back, {}, visit=False)
+                for host in back:
+                    d.pending.remove(host)
+                    d.hosts.remove(host)
+                self.released += len(back)
+                self.wake = True  # as the live domain tells its train: room to plan again
+                self._absorb()
+                continue
             if decision.evict:
                 evict_jobs(self._tx(), ACTOR, decision.evict, decision.scheduled_hours)
                 self._absorb()
@@ -386,6 +416,7 @@ class Engine:
                     t.max_refusals,
                     refusals,
                     finals,
+                    t.release,
                 )
                 t.heard(asked.answers, decision.ask, sim.now)
                 self._absorb()

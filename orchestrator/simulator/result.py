@@ -107,8 +107,9 @@ class SimResult:
     wall_seconds: float
     planner_calls: int
     halted: str | None = None
-    """Why the train's halting rule stopped the campaign (``halt_after_failures`` in a row or
-    ``halt_failure_rate``), as the live train would have halted; None if it never tripped."""
+    """Why the train's halting rule stopped the campaign (a bad build by default, or
+    ``halt_after_failures`` in a row or ``halt_failure_rate`` when given), as the live train
+    would have halted; None if it never tripped."""
     domains: int = 0
     """Maintenance domains run (each a ``DomainMaintenance`` of the live train)."""
     series: list[tuple[float, int, int]] | None = None
