@@ -24,11 +24,14 @@ from temporalio.exceptions import ApplicationError
 
 from activities.fleet_access import FleetAccess
 from orchestrator import metrics
+from orchestrator.campaign.client import WORKFLOW_NAME
+from orchestrator.campaign.spec import campaign_workflow_id
 from orchestrator.campaign.types import (
     BakeClockRequest,
     BlameRequest,
     BlameResult,
     CampaignReport,
+    CampaignStatus,
     ClusterRollback,
     PlanRequest,
     Progress,
@@ -49,7 +52,7 @@ from orchestrator.campaign.types import (
 from orchestrator.constants import HELD_STATES, LOGICAL_CLOCK
 from orchestrator.execution import settle
 from orchestrator.execution.install import install_hosts
-from orchestrator.fleet.bad_versions import mark_bad
+from orchestrator.fleet.bad_versions import active_bad, mark_bad
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import CapacityBudget, HostState
@@ -74,6 +77,9 @@ NO_HALT = 1_000_000
 _DOWN = (HostState.QUARANTINED, HostState.IN_REPAIR)
 #: A suspect explaining at least this much (F1 of carrying it vs failing) is marked bad.
 BLAME_MARK_SCORE = 0.5
+#: Campaigns in flight blame asks about (the rest are left out), and how long it asks.
+FLIGHTS_LIMIT = 50
+FLIGHTS_TIMEOUT = 10.0
 #: How long (seconds) a stop waits for the train to close, within the activity's timeout.
 STOP_WAIT = 20.0
 
@@ -149,6 +155,8 @@ class CampaignActivities(FleetAccess):
         scope = req.hosts if req.hosts is not None else b.host_names()
         skip = set(req.baseline_out)
         out = Progress(fleet_hours=b.now)
+        # A version another rollout got marked bad explains its hosts' failures: not ours.
+        theirs = {(c, v) for c, v, _ in self._bad()} - set(req.targets.items())
         for n in scope:
             if n in skip:
                 continue
@@ -157,7 +165,10 @@ class CampaignActivities(FleetAccess):
             on_target = all(h.versions.get(c) == v for c, v in req.targets.items())
             # A host in repair that never got the change failed of something else.
             failed = h.state == HostState.QUARANTINED or (h.state in _DOWN and on_target)
-            if failed:
+            if failed and theirs and theirs & set(h.versions.items()):
+                failed = False
+                out.excused += 1
+            elif failed:
                 out.failed[n] = f"{h.state}: {h.reason}".strip()
             elif h.state in HELD_STATES:
                 out.in_flight += 1
@@ -169,8 +180,33 @@ class CampaignActivities(FleetAccess):
             metrics.campaign_stage(req.campaign, req.stage, req.cluster, out.changed, out.failed)
         return out
 
+    def _bad(self) -> list[tuple[str, str, str]]:
+        fleet = self.fleet
+        return active_bad(fleet) if isinstance(fleet, SqliteFleet) else []
+
     @activity.defn(name="campaign_blame")
-    def blame(self, req: BlameRequest) -> BlameResult:
+    async def blame(self, req: BlameRequest) -> BlameResult:
+        """Blame (below) with every campaign in flight known, so each suspect is attributed
+        to the rollout that installs it."""
+        flights = await self._flights(req.campaign, req.targets)
+        return await asyncio.to_thread(self._blame, req, flights)
+
+    async def _flights(self, ours: str, targets: dict[str, str]) -> dict[str, dict[str, str]]:
+        """campaign name -> targets of every running campaign (ours at least), from Temporal;
+        a campaign that does not answer in time is left out."""
+        flights = {ours: dict(targets)}
+        query = f'WorkflowType = "{WORKFLOW_NAME}" AND ExecutionStatus = "Running"'
+        with contextlib.suppress(Exception):  # attribution is a nicety: blame goes on without
+            async with asyncio.timeout(FLIGHTS_TIMEOUT):
+                async for wf in self.client.list_workflows(query, limit=FLIGHTS_LIMIT):
+                    if wf.id == campaign_workflow_id(ours):
+                        continue
+                    handle = self.client.get_workflow_handle(wf.id)
+                    status = await handle.query("status", result_type=CampaignStatus)
+                    flights[status.name] = dict(status.targets)
+        return flights
+
+    def _blame(self, req: BlameRequest, flights: dict[str, dict[str, str]]) -> BlameResult:
         """Which component=version broke the stage's hosts, from versions and verification only.
 
         The stage's failed hosts fail; its hosts in service pass (changed or not yet: those that
@@ -188,7 +224,7 @@ class CampaignActivities(FleetAccess):
                     outcomes.append(HostOutcome(name, dict(h.versions), False))
                 elif h.state == HostState.IN_SERVICE:
                     outcomes.append(HostOutcome(name, dict(h.versions), True))
-        ranked = rank_blame(outcomes, {req.campaign: req.targets})
+        ranked = rank_blame(outcomes, flights)
         out = BlameResult(blame=ranked)
         top = ranked[0] if ranked else None
         fleet = self.fleet

@@ -131,7 +131,10 @@ async def test_hold_keeps_hosts_and_waits_for_the_operator(
         held = await _wait_state(dev_env.client, spec.workflow_id, "held")
         assert "blame names os=6.12.0-bad" in held.reason, held.reason
         assert held.hosts_rolled_back == 0
-        await asyncio.sleep(1.0)  # the report activity has run by the next look
+        for _ in range(300):  # the report activity follows the state change
+            if _held_gauge("hold-bad") == 1.0:
+                break
+            await asyncio.sleep(0.1)
         assert _held_gauge("hold-bad") == 1.0
         got = ever_had(path, "os", BAD)
         rows = {r[0]: r for r in hosts(path)}

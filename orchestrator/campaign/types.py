@@ -157,6 +157,8 @@ class Progress(BaseModel):
     in_flight: int = 0  # held in maintenance by anyone
     failed: dict[str, str] = Field(default_factory=dict)
     fleet_hours: float = 0.0
+    #: Failed hosts carrying a version another rollout got marked bad: not this stage's.
+    excused: int = 0
 
     @property
     def complete(self) -> bool:
