@@ -15,8 +15,6 @@ Real dev server, real SQLite ``multi`` fleet at speed max, the worker in this pr
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from orchestrator.campaign.client import (
 from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.campaign.types import CampaignStatus
 from orchestrator.worker import build_worker
+from tests.rule_tests import promtool_rule_test
 from tests.test_campaign_e2e import (  # noqa: F401 (no_train_left: the autouse fixture)
     audit_ok,
     ever_had,
@@ -153,16 +152,17 @@ async def test_hold_keeps_hosts_and_waits_for_the_operator(
 
 def test_held_on_blame_alert_fires_in_promtool(tmp_path: Path) -> None:
     """promtool's rule test: the gauge at 1 fires CampaignHeldOnBlame for that campaign only."""
-    root = Path(__file__).resolve().parents[1]
     summary = (
         "campaign hold-bad: held on blame of its version; see `trainctl campaign status --id "
         "hold-bad` and `trainctl versions list`"
     )
     series = "trainctl_campaign_held_on_blame"
-    case = {
-        "rule_files": [str(root / "deploy" / "alerts.yml")],
-        "evaluation_interval": "1m",
-        "tests": [
+    alert = "CampaignHeldOnBlame"
+    expected = {"exp_labels": {"severity": "page", "campaign": "hold-bad"}}
+    expected["exp_annotations"] = {"summary": summary}
+    promtool_rule_test(
+        tmp_path,
+        [
             {
                 "interval": "1m",
                 "input_series": [
@@ -170,27 +170,12 @@ def test_held_on_blame_alert_fires_in_promtool(tmp_path: Path) -> None:
                     {"series": f'{series}{{campaign="fine"}}', "values": "0x10"},
                 ],
                 "alert_rule_test": [
-                    {"eval_time": "0m", "alertname": "CampaignHeldOnBlame", "exp_alerts": []},
-                    {
-                        "eval_time": "5m",
-                        "alertname": "CampaignHeldOnBlame",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {"severity": "page", "campaign": "hold-bad"},
-                                "exp_annotations": {"summary": summary},
-                            }
-                        ],
-                    },
+                    {"eval_time": "0m", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "5m", "alertname": alert, "exp_alerts": [expected]},
                 ],
             }
         ],
-    }
-    path = tmp_path / "blame_test.json"
-    path.write_text(json.dumps(case))
-    out = subprocess.run(
-        ["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_a_host_in_repair_comes_back_on_its_rolled_back_version(tmp_home: Path) -> None:

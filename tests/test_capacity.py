@@ -4,7 +4,6 @@ and fleet-wide simulation (issue 13), on the simulated fleet the live train uses
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from orchestrator.presets import PRESETS
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.engine import Engine, SimConfig
 from orchestrator.simulator.fleet_sim import simulate_fleet
+from tests.rule_tests import promtool_rule_test
 
 ROOT = Path(__file__).resolve().parent.parent
 S = HostState
@@ -161,10 +161,9 @@ def test_off_track_alert_rule_fires_in_promtool(tmp_path: Path) -> None:
         "c00: the visit cycle is projected to end past its cycle_target; raise the maintenance "
         "budget or the domain size, or look at what the train waits for"
     )
-    case = {
-        "rule_files": [str(ROOT / "deploy" / "alerts.yml")],
-        "evaluation_interval": "1m",
-        "tests": [
+    promtool_rule_test(
+        tmp_path,
+        [
             {
                 "interval": "5m",
                 "input_series": [
@@ -185,13 +184,7 @@ def test_off_track_alert_rule_fires_in_promtool(tmp_path: Path) -> None:
                 ],
             }
         ],
-    }
-    path = tmp_path / "cycle_test.json"
-    path.write_text(json.dumps(case))
-    out = subprocess.run(
-        ["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_simulate_reports_both_limits_and_piggybacking() -> None:
