@@ -63,7 +63,7 @@ class MaintenanceOps(JobScheduler, HostInstall):
         h = self.hosts[name]
         if h.state != S.IN_SERVICE:
             return False
-        down = [d for d in self.hosts.values() if d.state != S.IN_SERVICE]
+        down = [self.hosts[n] for n in self._down]  # counted only: order does not matter
         if len(down) + 1 > limit:
             return False
         if maintenance is not None:
@@ -93,9 +93,10 @@ class MaintenanceOps(JobScheduler, HostInstall):
 
     def planned_count(self) -> int:
         """Hosts held for planned work (trains, operations, campaigns), whoever holds them."""
+        hosts = self.hosts
         return sum(
             1
-            for h in self.hosts.values()
+            for h in (hosts[n] for n in self._down)
             if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS
         )
 
