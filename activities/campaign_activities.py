@@ -56,7 +56,7 @@ from orchestrator.fleet.bad_versions import active_bad, mark_bad
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import CapacityBudget, HostState
-from orchestrator.planning.blame import HostOutcome, rank_blame
+from orchestrator.planning.blame import HostOutcome, rank_blame, verifications
 from orchestrator.planning.campaign_plan import plan_campaign
 from orchestrator.planning.rollback import Install, plan_rollback, previous_versions
 from orchestrator.train.client import (
@@ -215,16 +215,35 @@ class CampaignActivities(FleetAccess):
         marked bad fleet-wide, so no train or operation installs it again until cleared.
         """
         outcomes: list[HostOutcome] = []
+        new_pairs = {pair for targets in flights.values() for pair in targets.items()}
         for cs in req.clusters:
             b = self.peek(cs.cluster, req.wall)
             failed = set(cs.failed)
-            for name in cs.hosts if cs.hosts is not None else b.host_names():
+            names = cs.hosts if cs.hosts is not None else b.host_names()
+            for name in names:
                 h = b.host(name)
                 if name in failed:
                     outcomes.append(HostOutcome(name, dict(h.versions), False))
                 elif h.state == HostState.IN_SERVICE:
                     outcomes.append(HostOutcome(name, dict(h.versions), True))
-        ranked = rank_blame(outcomes, flights)
+            # Verifications on a version in flight that the hosts no longer show (an operation
+            # rolled its failed wave back): the record keeps what they had then.
+            record = (
+                (str(ev.host), ev.kind, ev.detail)
+                for _, ev, _ in self.fleet.records(cluster=cs.cluster)
+                if ev.host is not None
+            )
+            current = {n: b.host(n).versions for n in names}
+            outcomes += [
+                o for o in verifications(current, record) if new_pairs & set(o.versions.items())
+            ]
+        # One observation per host and set of versions: failed if it ever failed on them.
+        merged: dict[tuple[str, tuple[tuple[str, str], ...]], HostOutcome] = {}
+        for o in outcomes:
+            key = (o.name, tuple(sorted(o.versions.items())))
+            if key not in merged or not o.passed:
+                merged[key] = o
+        ranked = rank_blame(merged.values(), flights)
         out = BlameResult(blame=ranked)
         top = ranked[0] if ranked else None
         fleet = self.fleet

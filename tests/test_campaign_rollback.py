@@ -201,3 +201,37 @@ def test_a_host_in_repair_comes_back_on_its_rolled_back_version(tmp_home: Path) 
     finally:
         fleet.close()
     assert h.state == "in_service" and h.versions["os"] == prev, (h.state, h.versions)
+
+
+@ASYNC
+async def test_a_bad_cuda_rolls_back_driver_and_cuda_together(
+    dev_env, tmp_home, task_queue, monkeypatch
+) -> None:
+    """Driver/CUDA are one consistency pair: a blamed CUDA goes back with its driver, through a
+    cuda-upgrade operation (whole job groups), and no job ever runs on a mixed pair."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
+    path = multi_fleet(tmp_home, seed=2)
+    fault = ("--cluster", "c00", "--component", "cuda", "--version", "13.1", "--rate", "0.4")
+    code, _, err = await trainctl("fleet", "inject-fault", *fault, "--json")
+    assert code == 0, err
+    upper = {"gpu_driver": "590.44.01", "cuda": "13.1"}
+    before = {r[0]: (r[3]["gpu_driver"], r[3]["cuda"]) for r in hosts(path)}
+    spec = {
+        "name": "cuda-bad",
+        "targets": upper,
+        "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 16, "bake": "1h"}],
+        "gates": {"max_failures": 1},
+    }
+    code, status = await run_campaign(dev_env, tmp_home, path, task_queue, spec)
+    assert code == 1 and status.state == "rolled_back", status.reason
+    assert status.blame and status.blame[0].campaign == "cuda-bad", status.blame
+    assert status.blame[0].component in upper, status.blame
+    got = ever_had(path, "cuda", "13.1")
+    assert got, "the canary changed no host"
+    rows = {r[0]: r for r in hosts(path)}
+    serving_new = [r[0] for r in rows.values() if r[2] == "in_service" and r[3]["cuda"] == "13.1"]
+    assert not serving_new, (serving_new, status.reason)
+    for h in got:  # back on its own previous pair, both together, or out with a reason
+        pair = (rows[h][3]["gpu_driver"], rows[h][3]["cuda"])
+        assert pair == before[h] or rows[h][2] in ("quarantined", "in_repair"), (h, rows[h])
+    assert audit_ok(path)  # includes: no job on hosts of mixed driver/CUDA

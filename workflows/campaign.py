@@ -428,6 +428,8 @@ class Campaign(RollbackSteps):
                     cs.state, cs.done_hours = "baking", prog.fleet_hours
             elif cs.state == "upgrading" and self.ops[cs.cluster].done():
                 result = self.ops.pop(cs.cluster).result()
+                if not isinstance(result, str):  # its failed waves it rolled back itself
+                    self.st.status.hosts_rolled_back += result.hosts_rolled_back
                 if isinstance(result, str) or result.state != "succeeded":
                     cs.state = "failed"
                     cs.reason = result if isinstance(result, str) else result.reason

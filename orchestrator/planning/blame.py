@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -89,3 +90,30 @@ def rank_blame(
         )
     out.sort(key=lambda b: (-b.score, b.passing, b.component, b.version))
     return out[:limit]
+
+
+def verifications(
+    current: Mapping[str, Mapping[str, str]],
+    record: Iterable[tuple[str, str, Mapping[str, Any]]],
+) -> list[HostOutcome]:
+    """Every verification of ``current``'s hosts in the record (host, kind, detail in order),
+    each with the versions the host had then: the host's installs are undone, walking back
+    from its versions now. A host whose change failed and that an operation then rolled back
+    serves on its old versions again, so its failure is only in the record."""
+    per_host: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for host, kind, detail in record:
+        if host in current and kind in ("updated", "verified"):
+            per_host.setdefault(host, []).append((kind, detail))
+    out = []
+    for host, entries in per_host.items():
+        versions = dict(current[host])
+        for kind, detail in reversed(entries):
+            if kind == "verified":
+                out.append(HostOutcome(host, dict(versions), bool(detail.get("passed"))))
+                continue
+            for comp, version in (detail.get("before") or {}).items():
+                if version is None:
+                    versions.pop(comp, None)
+                else:
+                    versions[comp] = str(version)
+    return out
