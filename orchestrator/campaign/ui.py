@@ -61,4 +61,12 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
         lines += ["", f"Gate of {current.name}: {current.gate}"]
     if current is not None and current.reason:
         lines += ["", f"Stage {current.name}: {current.reason}"]
+    if status.blame:  # which change: what on-call asks first when a stage fails
+        lines += ["", "| suspect | rollout | failing | passing | score |"]
+        lines += ["|---|---|---:|---:|---:|"]
+        lines += [
+            f"| {b.component} {b.version} | {b.campaign or '-'} | {b.failing} | {b.passing} "
+            f"| {b.score:.2f} |"
+            for b in status.blame[:3]
+        ]
     return "\n".join(lines)
