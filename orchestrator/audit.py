@@ -23,8 +23,10 @@ Violation kinds:
   back. (An owner is ended once its ``owner_closed`` is recorded.)
 - ``stale_return``: a host returned to service missing a target pending for it: back from repair
   without every target recorded for its cluster, or back from maintenance by an owner without
-  the targets that owner recorded (unless it rolled the host back to its previous versions, as a
-  failed wave does). Hosts merely not yet visited by a sliding rollout are fine.
+  the targets that owner had recorded when it took the host (unless it rolled the host back to
+  its previous versions, as a failed wave does: a target recorded mid-visit, as a second
+  campaign riding the train records its own, binds the owner's later visits, not this one).
+  Hosts merely not yet visited by a sliding rollout are fine.
 - ``scope_incomplete``: an operation closed as ``succeeded`` while a host of its recorded scope
   (``operation_scope``) is not on its targets and not quarantined or in repair (where repair
   gives it the recorded targets before it serves).
@@ -92,6 +94,7 @@ class _Host:
     updated_since_out: bool = False
     verified_ok: bool = False
     rolled_back: bool = False  # put back on its previous versions during this hold
+    bound: dict[str, str] | None = None  # what the holder had recorded when it took the host
 
 
 def _domains(host: str) -> tuple[str, str]:
@@ -198,16 +201,17 @@ class _ClusterReplay:
                         f"returned to service from {before} ({why}) without passing "
                         "verification after its last update",
                     )
-            h.holder, h.updated_since_out, h.verified_ok = None, False, False
+            h.holder, h.updated_since_out, h.verified_ok, h.bound = None, False, False, None
             self.planned.discard(name)
             return
         # Cordoned by an owner, or reclaimed from quarantine by one to roll a bad build back.
         if d.get("owner") and (after == "cordoned" or d.get("reclaimed")):
             h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
+            h.bound = self._recorded_by(h.holder)
         elif after in (IN_REPAIR, QUARANTINED):
-            h.holder, h.hold_seq, h.hold_t = after, seq, ev.t
+            h.holder, h.hold_seq, h.hold_t, h.bound = after, seq, ev.t, None
         elif not was_down:
-            h.holder, h.hold_seq, h.hold_t = None, seq, ev.t  # taken out with no owner
+            h.holder, h.hold_seq, h.hold_t, h.bound = None, seq, ev.t, None  # taken, no owner
         if after in HELD_STATES and h.holder not in (None, *NOT_MAINTENANCE_OWNERS):
             self.planned.add(name)
         else:
@@ -221,13 +225,16 @@ class _ClusterReplay:
         wanted = host_targets(targets)
         return sorted(f"{c}={v}" for c, v in wanted.items() if have.get(c) != v)
 
+    def _recorded_by(self, owner: str) -> dict[str, str]:
+        return {c: v for c, v in self.targets.items() if self.target_setter.get(c) == owner}
+
     def _check_return(self, seq: int, ev: Event, name: str, h: _Host, before: str) -> None:
         """A host going back to service carries what its returner was bound to give it."""
         if before == IN_REPAIR:
             wanted, who = self.targets, "repair"
         elif h.updated_since_out and h.holder and not h.rolled_back:
             holder = h.holder
-            wanted = {c: v for c, v in self.targets.items() if self.target_setter.get(c) == holder}
+            wanted = self._recorded_by(holder) if h.bound is None else h.bound
             who = holder
         else:
             return  # released untouched: not visited yet, nothing was due from this owner
