@@ -48,7 +48,7 @@ def test_refusals_are_bounded_then_the_deadline_rules():
 def test_releasing_tracker_hands_a_refusing_job_back_and_counts_on():
     """A releasing tracker hands a refusing job's hosts back at once; the next visit counts on
     from the refusals noted, and once they are spent evicts at the policy's instant (the next
-    checkpoint), not at the last one before the deadline."""
+    checkpoint; at once right after one), not at the last one before the deadline."""
     t = DrainTracker(4.0, negotiate=True, release=True, max_refusals=2)
     w = JobWait(job_id=7, hosts=["a", "b"], action="evict_after_checkpoint", at_hours=0.5)
     d = t.decide([w], 0.0)
@@ -65,6 +65,12 @@ def test_releasing_tracker_hands_a_refusing_job_back_and_counts_on():
     assert t2.talks[7].refusals == 2 and t2.talks[7].evict_at == 1.5
     assert t2.decide([w2], 0.5).wake_at_hours == 1.5
     assert t2.decide([w2], 1.5).evict == [7]
+    # Taken again right after its checkpoint (as it asked): stopped at once, losing nothing.
+    t3 = DrainTracker(4.5, negotiate=True, release=True, max_refusals=2)
+    w3 = w2.model_copy(update={"last_checkpoint_hours": 0.5})
+    d = t3.decide([w3], 0.5 + 1e-4)
+    t3.heard({7: JobReply(answer="refuse", until_hours=1.5)}, d.ask, 0.5 + 1e-4)
+    assert t3.decide([w3], 0.5 + 1e-4).evict == [7]
 
 
 def test_tracker_asks_before_it_evicts():
@@ -176,9 +182,9 @@ async def test_answer_in_simulator_and_live_train(
     """go (drain-wait): evicted at once; checkpoint: right after its next checkpoint (0.5),
     not before; refuse: asked twice, then the deadline rules: drain-wait evicts at the drain
     deadline; job-aware hands the job's hosts back at the first refusal (holding them would
-    only hold the budget), takes them again once it may ask again (0.5), and with the
-    refusals spent stops the job right after its next checkpoint (1.5), not at the last one
-    before the deadline (2.5); simulator and live agree."""
+    only hold the budget), takes them again once it may ask again, right after the job's
+    checkpoint (0.5), and with the refusals spent stops it then, losing nothing, not at the
+    last checkpoint before the deadline (2.5); simulator and live agree."""
     sim_evicted, sim_answers, _ = _simulated(behaviour, policy)
     asked, live_evicted, released = await _live(
         temporal_env, tmp_home, task_queue, behaviour, policy
@@ -202,7 +208,7 @@ async def test_answer_in_simulator_and_live_train(
         assert asked[1].t == pytest.approx(0.5, abs=0.01)  # asked again after its checkpoint
         assert sim_answers.get("refuse") == 2
         if policy == "job-aware":
-            assert 1.5 <= t_live <= 1.5 + 0.01 and lost_live < 0.1
+            assert 0.5 <= t_live <= 0.5 + 0.01 and lost_live < 0.1
             assert released, "the job's hosts were handed back between the two questions"
             assert all(asked[0].t <= t <= asked[1].t for t in released)
         else:

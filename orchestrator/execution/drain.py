@@ -34,6 +34,11 @@ EPSILON_HOURS = 1e-6
 #: Policies whose drains hand a refusing job's hosts back (``DrainTracker.release``); the
 #: baselines model tools that hold what they cordoned.
 RELEASE_POLICIES = frozenset({"job-aware"})
+#: A job taken again this soon after its checkpoint has "just checkpointed" (``_again``): the
+#: train comes back at the instant the job named (its checkpoint and a second), but the live
+#: train's activities take a few moments of fleet time to get there; stopping it then loses
+#: at most this much of its work, against holding its hosts for a whole checkpoint interval.
+REASKED_SLACK_HOURS = 0.01
 
 
 def drain_status(
@@ -68,6 +73,7 @@ def drain_status(
                 at_hours=step.at_hours,
                 final_hours=final,
                 refusals=0 if note is None else note.refusals,
+                last_checkpoint_hours=job.last_checkpoint_hours,
             )
         )
     return out
@@ -167,6 +173,16 @@ def _question(w: JobWait, now: float) -> float:
     return max(w.at_hours, now) if w.action == "evict_after_checkpoint" else now
 
 
+def _again(w: JobWait, now: float) -> float:
+    """When a job whose refusals to earlier visits are spent is stopped: at once if it has just
+    checkpointed (the train came back when it said, right after its checkpoint; give or take
+    the moments an activity takes), else as the policy times it (``_question``)."""
+    last = w.last_checkpoint_hours
+    if last is not None and 0.0 <= now - last <= REASKED_SLACK_HOURS:
+        return now
+    return _question(w, now)
+
+
 @dataclass
 class DrainDecision:
     """What to do after one look: evict these jobs now, else sleep until ``wake_at_hours``."""
@@ -239,7 +255,7 @@ class DrainTracker:
                 self.prior = {w.job_id: w.refusals for w in waits if w.refusals}
                 for w in waits:
                     if w.refusals and w.action != "wait_end":
-                        q = _question(w, now)
+                        q = _again(w, now)
                         self.finals[w.job_id] = min(self.finals.get(w.job_id, q), q)
             return self._negotiated(waits, now)
         due = now + EPSILON_HOURS

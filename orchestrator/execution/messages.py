@@ -100,6 +100,8 @@ class JobWait(BaseModel):
     #: refusals the job made to earlier visits that handed its hosts back
     #: (``backend.RefusalNote``): they count against this visit's ``max_refusals``
     refusals: int = 0
+    #: the job's latest checkpoint (releasing drains: a job taken again right after it)
+    last_checkpoint_hours: float | None = None
 
 
 class DrainStatus(BaseModel):
