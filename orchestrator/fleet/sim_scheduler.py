@@ -102,10 +102,17 @@ class JobScheduler(SimCore):
                 self.state.queue.append(job_id)
             if not self.state.queue:
                 return
-            free = self._free_hosts()
             head = self.jobs[self.state.queue[0]]
             # Backfill smaller jobs, but hold hosts for a head job that has waited too long.
             window = 1 if self.now - head.submitted > RESERVE_AFTER_HOURS else 16
+            # Idle in-service hosts, counted from the few out of service: when not even the
+            # smallest job of the window fits in all of them, nothing can be placed (what
+            # ``_place`` would find host by host, at every step of the fleet's clock).
+            down_busy = sum(1 for n in self._down if self.hosts[n].job_id is not None)
+            idle = len(self.order) - len(self._down) - (busy - down_busy)
+            if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
+                return
+            free = self._free_hosts()
             placed = [j for j in list(self.state.queue[:window]) if self._place(self.jobs[j], free)]
             for job_id in placed:
                 self.state.queue.remove(job_id)

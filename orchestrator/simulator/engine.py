@@ -551,6 +551,7 @@ class Engine:
             max_unavailable_hosts=self.floor,
             maintenance_work_host_hours=self.work,
             piggybacked_hosts=self.piggybacked,
+            released_hosts=self.released,
             visit_interval_hours=visit_interval_summary(self.visit_hours),
             max_wait_hours=self.cfg.max_wait_hours,
             hosts_total=len(sim.order),

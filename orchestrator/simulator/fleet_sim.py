@@ -31,6 +31,7 @@ SUMMED = (
     "max_unavailable_hosts",
     "maintenance_work_host_hours",
     "piggybacked_hosts",
+    "released_hosts",
     "job_interruptions",
     "lost_gpu_hours",
     "lost_work_gpu_hours",

@@ -120,6 +120,9 @@ class SimResult:
     """The campaign's work at its start (``lower_bound_hours`` = this / ``budget_hosts``)."""
     piggybacked_hosts: int = 0
     """Hosts the fleet cordoned for the train as a job's end or failure freed them."""
+    released_hosts: int = 0
+    """Hosts a drain handed back untouched because their job said "not now" (job-aware:
+    ``DrainTracker.release``); each is taken again later, or piggybacked, in the cycle."""
     visit_interval_hours: dict[str, float] | None = None
     """Hours from the cycle's start to each host's visit: p50, p90, p99, max (see
     ``visit_interval_summary``)."""
