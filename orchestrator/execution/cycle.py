@@ -19,21 +19,24 @@ def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCo
     # meta-24k, where the simulator counts 3,072 hosts at every plan).
     quarantined = in_repair = in_flight = due = visited = out = 0
     names = b.host_names()
+    host = b.host
+    q_state, r_state, in_service = HostState.QUARANTINED, HostState.IN_REPAIR, HostState.IN_SERVICE
     for name in names:
-        h = b.host(name)
-        if h.state == HostState.QUARANTINED:
+        h = host(name)
+        state = h.state
+        if state == q_state:
             quarantined += 1
-        elif h.state == HostState.IN_REPAIR:
+        elif state == r_state:
             in_repair += 1
         elif h.owner == owner:
             in_flight += 1
+        elif state != in_service:
+            due += 1  # held by another campaign: still to visit
         elif is_due(h, cycle_started):
             due += 1
-        elif h.state == HostState.IN_SERVICE:
-            visited += 1
         else:
-            due += 1  # held by another campaign: still to visit
-        out += h.state != HostState.IN_SERVICE
+            visited += 1
+        out += state != in_service
     return CycleCounts(
         hosts_total=len(names),
         fleet_hours=b.now,

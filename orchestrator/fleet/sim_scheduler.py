@@ -12,6 +12,7 @@ states, so it needs to know nothing of why a host is out.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
@@ -20,6 +21,7 @@ from orchestrator.models import GPUS_PER_HOST, HostState
 
 S = HostState
 RESERVE_AFTER_HOURS = 6.0
+_JOB_ID = attrgetter("job_id")  # hosts running a job, counted at C speed at every step
 
 
 class JobScheduler(SimCore):
@@ -86,7 +88,7 @@ class JobScheduler(SimCore):
             self._before_placing()
         goal = self.target_utilisation * len(self.order)
         while True:
-            busy = sum(1 for h in self.hosts.values() if h.job_id is not None)
+            busy = len(self.order) - list(map(_JOB_ID, self.hosts.values())).count(None)
             while busy < goal and len(self.state.queue) < 8:
                 shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
                 job_id = self.state.job_seq
