@@ -64,21 +64,19 @@ class ClusterSim(RepairPipeline, PiggybackOps, HealthChecks, SwitchOps):
 
     def advance(self, t: float) -> None:
         """Replay jobs, failures and repairs up to fleet time ``t`` (never backwards)."""
+        index = self._index  # the earliest job end and repair end, kept as records change
         while True:
-            running = [j for j in self.jobs.values() if j.state == "running"]
-            t_end = min((j.end for j in running), default=float("inf"))
-            repairs = [h for h in self.hosts.values() if h.repair_until is not None]
-            t_rep = min((h.repair_until or 0.0 for h in repairs), default=float("inf"))
+            t_end, job = index.next_job_end()
+            t_rep, host = index.next_repair(self.hosts)
             t_fail = self.state.next_failure_at
             t_next = min(t_end, t_rep, t_fail)
             if t_next > t:
                 break
             self.state.now = max(self.state.now, t_next)
-            if t_next == t_end:
-                job = min(running, key=lambda j: j.end)
+            if t_next == t_end and job is not None:
                 self._finish_job(job)
-            elif t_next == t_rep:
-                self._finish_repair(min(repairs, key=lambda h: h.repair_until or 0.0))
+            elif t_next == t_rep and host is not None:
+                self._finish_repair(host)
             else:
                 self._failure()
             self._fill_and_place()

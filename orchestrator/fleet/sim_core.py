@@ -14,11 +14,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.fleet.sim_index import JobTable, SimIndex
 from orchestrator.fleet.sim_records import ClusterState, Event, HostRec, JobRec
 from orchestrator.models import UPPER_LAYER, HostState
 from orchestrator.presets import INITIAL_SWITCH_FIRMWARE
 from orchestrator.topology import rack_switch
-from orchestrator.views import ClusterSnapshot, HostView, JobView
+from orchestrator.views import ClusterSnapshot, JobView
 
 S = HostState
 
@@ -40,7 +41,9 @@ class SimCore:
         self.seed = seed
         self.hosts = {h.name: h for h in hosts}
         self.order = [h.name for h in hosts]
-        self.jobs = jobs
+        #: counters, sets and heaps every record write keeps current (``sim_index``)
+        self._index = SimIndex(hosts)
+        self.jobs: dict[int, JobRec] = JobTable(self._index, jobs)
         self.state = state
         self.max_job_hosts = max_job_hosts
         self.target_utilisation = target_utilisation
@@ -48,10 +51,6 @@ class SimCore:
         self.dirty_hosts: set[str] = set()
         self.dirty_jobs: set[int] = set()
         self.freed: list[str] = []  # hosts jobs left since the scheduler last placed (piggyback)
-        #: hosts out of service, kept by ``_set_state`` (the one way a host changes state), so
-        #: the budget checks of every cordon count ~100 hosts, not 3,072
-        self._down: set[str] = {h.name for h in hosts if h.state != S.IN_SERVICE}
-        self._views: dict[str, tuple[tuple[Any, ...], HostView]] = {}
         self._racks: dict[str, list[str]] = defaultdict(list)
         for h in hosts:
             self._racks[h.rack].append(h.name)
@@ -79,17 +78,13 @@ class SimCore:
         h.state = state
         h.reason = reason
         self.dirty_hosts.add(h.name)
-        if state == S.IN_SERVICE:
-            self._down.discard(h.name)
-        else:
-            self._down.add(h.name)
 
     # ------------------------------------------------------ read-only views
     def out_of_service(self) -> list[HostRec]:
         return [h for h in self.hosts.values() if h.state != S.IN_SERVICE]
 
     def out_of_service_count(self) -> int:
-        return len(self._down)
+        return self._index.down
 
     def host_names(self) -> Sequence[str]:
         return self.order
@@ -110,37 +105,10 @@ class SimCore:
 
     def snapshot(self, cycle_started_hours: float | None = None) -> ClusterSnapshot:
         """Plain views in inventory order; ``due`` as ``views.is_due`` says for that cycle."""
-        c = cycle_started_hours
-        # A host's view is rebuilt only when something it shows changed: a snapshot per plan
-        # of 3,072 frozen views was the simulator's hottest spot. ``due`` is ``is_due``
-        # inlined; the versions mapping is shared with the record, as before (its identity is
-        # in the key, so a replaced mapping makes a new view).
-        views = self._views
-        built = []
-        for n in self.order:
-            h = self.hosts[n]
-            lv = h.last_visit
-            due = c is not None and h.state == S.IN_SERVICE and not (lv is not None and lv >= c)
-            key = (h.state, h.owner, h.job_id, due, lv, h.last_boot, id(h.versions))
-            hit = views.get(n)
-            if hit is None or hit[0] != key:
-                view = HostView(
-                    h.name,
-                    h.rack,
-                    h.zone,
-                    str(h.state),
-                    h.owner,
-                    h.job_id,
-                    due,
-                    h.versions,
-                    lv,
-                    h.last_boot,
-                )
-                hit = views[n] = (key, view)
-            built.append(hit[1])
-        hosts = tuple(built)
+        hosts = self._index.views_for(self.hosts, cycle_started_hours)
         now = self.now
-        jobs = {jid: j.view(now) for jid, j in self.jobs.items() if j.state == "running"}
+        running = self._index.running
+        jobs = {jid: running[jid].view(now) for jid in sorted(running)}
         return ClusterSnapshot(self.name, now, len(hosts), hosts, jobs, dict(self.state.targets))
 
     def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:

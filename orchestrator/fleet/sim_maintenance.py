@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from orchestrator.constants import (
-    HELD_STATES,
     NO_OWNER,
-    NOT_MAINTENANCE_OWNERS,
     PIGGYBACK_NOTE,
     REPAIR_OWNER,
     UNTOUCHED_STATES,
@@ -63,18 +61,14 @@ class MaintenanceOps(JobScheduler, HostInstall):
         h = self.hosts[name]
         if h.state != S.IN_SERVICE:
             return False
-        down = [self.hosts[n] for n in self._down]  # counted only: order does not matter
-        if len(down) + 1 > limit:
+        index = self._index  # hosts out of service, in all and by rack and zone (sim_index)
+        if index.down + 1 > limit:
             return False
-        if maintenance is not None:
-            planned = sum(
-                1 for d in down if d.state in HELD_STATES and d.owner not in NOT_MAINTENANCE_OWNERS
-            )
-            if planned + 1 > maintenance:
-                return False
-        if per_rack is not None and sum(d.rack == h.rack for d in down) + 1 > per_rack:
+        if maintenance is not None and index.planned + 1 > maintenance:
             return False
-        if per_zone is not None and sum(d.zone == h.zone for d in down) + 1 > per_zone:
+        if per_rack is not None and index.down_rack[h.rack] + 1 > per_rack:
+            return False
+        if per_zone is not None and index.down_zone[h.zone] + 1 > per_zone:
             return False
         h.owner, h.verified = owner, False
         self._set_state(
@@ -93,12 +87,7 @@ class MaintenanceOps(JobScheduler, HostInstall):
 
     def planned_count(self) -> int:
         """Hosts held for planned work (trains, operations, campaigns), whoever holds them."""
-        hosts = self.hosts
-        return sum(
-            1
-            for h in (hosts[n] for n in self._down)
-            if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS
-        )
+        return self._index.planned
 
     def unset_targets(self, components: Sequence[str], actor: str) -> None:
         """Forget recorded targets (an operation that stopped stops pushing its versions)."""

@@ -13,7 +13,6 @@ about back to it first) and maintains them with no extra interruption. It is wha
 
 from __future__ import annotations
 
-from orchestrator.constants import HELD_STATES
 from orchestrator.fleet.backend import PiggybackClaim
 from orchestrator.fleet.sim_maintenance import MaintenanceOps
 from orchestrator.models import HostState
@@ -38,9 +37,7 @@ class PiggybackOps(MaintenanceOps):
         if claim.until_hours < self.now:
             self.state.piggyback = {}
             return
-        held = sum(
-            1 for h in self.hosts.values() if h.owner == claim.owner and h.state in HELD_STATES
-        )
+        held = self._index.held_by[claim.owner]
         for name in dict.fromkeys(freed):
             if held >= claim.max_held:
                 break

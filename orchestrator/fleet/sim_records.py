@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from orchestrator.fleet.backend import RecordEntry
+from orchestrator.fleet.sim_index import HOST_WATCHED, JOB_WATCHED
 from orchestrator.views import JobView, last_checkpoint, next_checkpoint
 
 
@@ -31,6 +32,16 @@ class HostRec:
     updates: int = 0
     last_boot: float | None = None  # fleet hour of its last (re)boot, if known
 
+    def __setattr__(self, name: str, value: object) -> None:
+        # The cluster's index (``sim_index``) follows every write of the fields it reads.
+        index = self.__dict__.get("_index")
+        if index is None or name not in HOST_WATCHED:
+            object.__setattr__(self, name, value)
+            return
+        index.host_changing(self, name)
+        object.__setattr__(self, name, value)
+        index.host_changed(self, name)
+
 
 @dataclass
 class JobRec:
@@ -45,6 +56,13 @@ class JobRec:
     cuda: str = ""
     state: str = "queued"  # queued | running | done
     interruptions: int = 0
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name in JOB_WATCHED:
+            index = self.__dict__.get("_index")
+            if index is not None:
+                index.job_changed(self, name)
 
     @property
     def end(self) -> float:

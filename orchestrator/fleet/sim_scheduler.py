@@ -12,7 +12,6 @@ states, so it needs to know nothing of why a host is out.
 from __future__ import annotations
 
 from collections import defaultdict
-from operator import attrgetter
 
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
@@ -21,7 +20,6 @@ from orchestrator.models import GPUS_PER_HOST, HostState
 
 S = HostState
 RESERVE_AFTER_HOURS = 6.0
-_JOB_ID = attrgetter("job_id")  # hosts running a job, counted at C speed at every step
 
 
 class JobScheduler(SimCore):
@@ -75,11 +73,12 @@ class JobScheduler(SimCore):
         return lost
 
     def _free_hosts(self) -> dict[tuple[str, str], dict[str, list[str]]]:
-        """Idle in-service hosts grouped by (gpu_driver, cuda), then by rack."""
+        """Idle in-service hosts grouped by (gpu_driver, cuda), then by rack (inventory order)."""
         free: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for h in self.hosts.values():
-            if h.state == S.IN_SERVICE and h.job_id is None:
-                free[(h.versions["gpu_driver"], h.versions["cuda"])][h.rack].append(h.name)
+        index = self._index
+        for name in sorted(index.free, key=index.pos.__getitem__):
+            h = self.hosts[name]
+            free[(h.versions["gpu_driver"], h.versions["cuda"])][h.rack].append(name)
         return free
 
     def _fill_and_place(self) -> None:
@@ -88,7 +87,7 @@ class JobScheduler(SimCore):
             self._before_placing()
         goal = self.target_utilisation * len(self.order)
         while True:
-            busy = len(self.order) - list(map(_JOB_ID, self.hosts.values())).count(None)
+            busy = self._index.busy
             while busy < goal and len(self.state.queue) < 8:
                 shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
                 job_id = self.state.job_seq
@@ -107,12 +106,9 @@ class JobScheduler(SimCore):
             head = self.jobs[self.state.queue[0]]
             # Backfill smaller jobs, but hold hosts for a head job that has waited too long.
             window = 1 if self.now - head.submitted > RESERVE_AFTER_HOURS else 16
-            # Idle in-service hosts, counted from the few out of service: when not even the
-            # smallest job of the window fits in all of them, nothing can be placed (what
-            # ``_place`` would find host by host, at every step of the fleet's clock).
-            down_busy = sum(1 for n in self._down if self.hosts[n].job_id is not None)
-            idle = len(self.order) - len(self._down) - (busy - down_busy)
-            if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
+            # When not even the smallest job of the window fits in all idle hosts, nothing can
+            # be placed (what ``_place`` would find host by host, at every step of the clock).
+            if len(self._index.free) < min(self.jobs[j].size for j in self.state.queue[:window]):
                 return
             free = self._free_hosts()
             placed = [j for j in list(self.state.queue[:window]) if self._place(self.jobs[j], free)]

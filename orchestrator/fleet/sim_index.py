@@ -1,0 +1,200 @@
+"""Incremental indexes of a simulated cluster, kept up to date as its records change.
+
+The budget checks of every cordon, the scheduler's busy count and idle hosts, the next job end
+and repair end of ``advance``, and the planners' snapshot all read the whole cluster; on
+meta-24k (3,072 hosts, thousands of jobs over a cycle) scanning it at every event made one
+simulated cycle cost tens of seconds. ``HostRec`` and ``JobRec`` report every write of the fields
+these read to the index of the cluster that holds them (``watch``), so each read is a counter,
+a set or a heap top instead of a scan, whoever writes the record (the fleet's own parts, the
+SQLite loader, a test setting a field by hand). The figures are the very ones the scans gave:
+
+- ``down`` (hosts out of service), ``down_rack``, ``down_zone``, ``planned`` (hosts held for
+  planned work, ``planned_count``), ``held_by`` (hosts in a held state per owner), ``busy``
+  (hosts running a job) and ``free`` (idle in-service hosts);
+- ``next_job_end`` / ``next_repair``: the earliest running job's end (ties: the lowest job id,
+  the jobs table's order) and the earliest ``repair_until`` (ties: inventory order), from heaps
+  whose stale entries are dropped when they come to the top;
+- ``views``: one ``HostView`` per host, rebuilt only for hosts written since the last snapshot
+  of the same cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.models import HostState
+from orchestrator.views import HostView, is_due
+
+if TYPE_CHECKING:
+    from orchestrator.fleet.sim_records import HostRec, JobRec
+
+IN_SERVICE = HostState.IN_SERVICE
+#: Host fields that the counters read.
+COUNTED = frozenset({"state", "owner", "job_id"})
+#: Host fields a ``HostView`` carries (besides its name, rack and zone, which never change).
+VIEWED = frozenset({"state", "owner", "job_id", "last_visit", "last_boot", "versions"})
+HOST_WATCHED = VIEWED | {"repair_until"}
+#: Job fields that decide whether it runs and when it ends.
+JOB_WATCHED = frozenset({"state", "start", "work_hours"})
+_UNBUILT = object()
+
+
+class SimIndex:
+    """Counters, sets and heaps over one cluster's hosts and jobs (see the module docstring)."""
+
+    def __init__(self, hosts: list[HostRec]) -> None:
+        self.order = [h.name for h in hosts]
+        self.pos = {n: i for i, n in enumerate(self.order)}
+        self.down = self.planned = self.busy = 0
+        self.down_rack: Counter[str] = Counter()
+        self.down_zone: Counter[str] = Counter()
+        self.held_by: Counter[str] = Counter()
+        self.free: set[str] = set()
+        self.repairs: list[tuple[float, int, str]] = []
+        self.ends: list[tuple[float, int]] = []
+        self.running: dict[int, JobRec] = {}
+        self.views: list[HostView | None] = [None] * len(hosts)
+        self.view_tuple: tuple[HostView, ...] | None = None
+        self.view_cycle: object = _UNBUILT
+        self.dirty: set[int] = set()
+        self.jobs: dict[int, JobRec] = {}
+        for h in hosts:
+            h.__dict__["_index"] = self
+            self._count(h, 1)
+            self._place(h, "repair_until")
+
+    # ------------------------------------------------------------- hosts
+    def _count(self, h: HostRec, sign: int) -> None:
+        if h.state != IN_SERVICE:
+            self.down += sign
+            self.down_rack[h.rack] += sign
+            self.down_zone[h.zone] += sign
+            if h.state in HELD_STATES:
+                self.held_by[h.owner] += sign
+                if h.owner not in NOT_MAINTENANCE_OWNERS:
+                    self.planned += sign
+        if h.job_id is not None:
+            self.busy += sign
+
+    def _place(self, h: HostRec, field: str) -> None:
+        if h.state == IN_SERVICE and h.job_id is None:
+            self.free.add(h.name)
+        else:
+            self.free.discard(h.name)
+        if field == "repair_until" and h.repair_until is not None:
+            heapq.heappush(self.repairs, (h.repair_until, self.pos[h.name], h.name))
+
+    def host_changing(self, h: HostRec, field: str) -> None:
+        if field in COUNTED:
+            self._count(h, -1)
+
+    def host_changed(self, h: HostRec, field: str) -> None:
+        if field in COUNTED:
+            self._count(h, 1)
+        self._place(h, field)
+        if field in VIEWED:
+            self.dirty.add(self.pos[h.name])
+
+    def next_repair(self, hosts: dict[str, HostRec]) -> tuple[float, HostRec | None]:
+        """The earliest ``repair_until`` of any host, and the first host with it."""
+        heap = self.repairs
+        while heap:
+            until, _, name = heap[0]
+            h = hosts[name]
+            if h.repair_until == until:
+                return until, h
+            heapq.heappop(heap)
+        return float("inf"), None
+
+    def views_for(self, hosts: dict[str, HostRec], cycle: float | None) -> tuple[HostView, ...]:
+        """Every host's ``HostView`` in inventory order (``due`` for cycle ``cycle``)."""
+        if cycle != self.view_cycle or self.view_tuple is None:
+            self.view_cycle = cycle
+            todo: Iterable[int] = range(len(self.order))
+        elif not self.dirty:
+            return self.view_tuple
+        else:
+            todo = self.dirty
+        views, order = self.views, self.order
+        for i in todo:
+            h = hosts[order[i]]
+            views[i] = HostView(
+                h.name,
+                h.rack,
+                h.zone,
+                str(h.state),
+                h.owner,
+                h.job_id,
+                cycle is not None and is_due(h, cycle),
+                h.versions,
+                h.last_visit,
+                h.last_boot,
+            )
+        self.dirty = set()
+        self.view_tuple = tuple(views)  # type: ignore[arg-type]  # every slot built above
+        return self.view_tuple
+
+    # -------------------------------------------------------------- jobs
+    def job_changed(self, job: JobRec, field: str) -> None:
+        if field not in JOB_WATCHED or self.jobs.get(job.id) is not job:
+            return
+        if job.state == "running":
+            self.running[job.id] = job
+            if job.start is not None:
+                heapq.heappush(self.ends, (job.end, job.id))
+        else:
+            self.running.pop(job.id, None)
+
+    def job_added(self, job: JobRec) -> None:
+        job.__dict__["_index"] = self
+        self.job_changed(job, "state")
+
+    def job_removed(self, job_id: int) -> None:
+        self.running.pop(job_id, None)
+
+    def next_job_end(self) -> tuple[float, JobRec | None]:
+        """The earliest end of a running job, and the job (the lowest id on a tie)."""
+        heap = self.ends
+        while heap:
+            end, jid = heap[0]
+            j = self.jobs.get(jid)
+            if j is not None and j.state == "running" and j.start is not None and j.end == end:
+                return end, j
+            heapq.heappop(heap)
+        return float("inf"), None
+
+
+class JobTable(dict[int, "JobRec"]):
+    """A cluster's jobs by id: every job put in is watched by the cluster's index."""
+
+    def __init__(self, index: SimIndex, jobs: dict[int, JobRec]) -> None:
+        super().__init__()
+        self.index = index
+        index.jobs = self
+        for jid, job in jobs.items():
+            self[jid] = job
+
+    def __setitem__(self, key: int, job: JobRec) -> None:
+        old = self.get(key)
+        super().__setitem__(key, job)
+        if old is not None and old is not job:
+            old.__dict__.pop("_index", None)
+            self.index.job_removed(key)
+        self.index.job_added(job)
+
+    def __delitem__(self, key: int) -> None:
+        job = self[key]
+        super().__delitem__(key)
+        job.__dict__.pop("_index", None)
+        self.index.job_removed(key)
+
+    def pop(self, key: int, *default: Any) -> Any:  # type: ignore[override]
+        if key in self:
+            job = self[key]
+            del self[key]
+            return job
+        return default[0] if default else super().pop(key)
