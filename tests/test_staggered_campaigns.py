@@ -48,8 +48,9 @@ NIC_SPEC: dict[str, Any] = {
     "name": "nic-28-41",
     "targets": {"nic_firmware": NIC},
     "stages": [{"name": "c00", "clusters": ["c00"]}],
-    # The NIC's gate counts every host of c00 that fails while it rolls, the BIOS's victims
-    # too until they are rolled back: room for them (blame, not the gate, says whose they are).
+    # The NIC's stage excuses hosts failing on a version another rollout got marked bad, but
+    # between the BIOS's first failures and its mark (the campaigns' next looks) it counts
+    # them: room for those few, so the NIC's gate is not at the mercy of who looks first.
     "gates": {"max_failures": "25%"},
     "train": {"domain_size": 4},
 }
