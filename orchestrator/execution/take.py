@@ -79,12 +79,14 @@ def take_domain(
     out = Taken(limit=limit, maintenance=maintenance)
     orphans = []
     held = 0
-    for n in names:
-        h = b.host(n)
+    # One snapshot for the whole plan: reading it holds still (its views are the fleet's,
+    # cached by the simulated cluster); the cordons below change the fleet, not it.
+    snap = b.snapshot(cycle_started_hours)
+    for h in snap.hosts:
         if h.owner == owner and h.state in HELD_STATES:
             held += 1
-            if h.state in UNTOUCHED_STATES and n not in known:
-                orphans.append(n)
+            if h.state in UNTOUCHED_STATES and h.name not in known:
+                orphans.append(h.name)
     slots = max_held - held
     if switch_target is not None and any(
         v != switch_target for v in b.rack_switches().values()
@@ -107,7 +109,6 @@ def take_domain(
         slots = 0
     if slots > 0:
         out.asked = True
-        snap = b.snapshot(cycle_started_hours)
         view = train_plan.BudgetView(limit, budget.per_rack, budget.per_zone, maintenance)
         best: tuple[tuple[bool, int, int], train_plan.DomainPlan, dict[str, str] | None] | None
         best = None

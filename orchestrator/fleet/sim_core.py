@@ -107,8 +107,7 @@ class SimCore:
         """Plain views in inventory order; ``due`` as ``views.is_due`` says for that cycle."""
         hosts = self._index.views_for(self.hosts, cycle_started_hours)
         now = self.now
-        running = self._index.running
-        jobs = {jid: running[jid].view(now) for jid in sorted(running)}
+        jobs = self._index.job_views(now)
         return ClusterSnapshot(self.name, now, len(hosts), hosts, jobs, dict(self.state.targets))
 
     def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.models import HostState
-from orchestrator.views import HostView, is_due
+from orchestrator.views import HostView, JobView, is_due
 
 if TYPE_CHECKING:
     from orchestrator.fleet.sim_records import HostRec, JobRec
@@ -39,7 +39,9 @@ COUNTED = frozenset({"state", "owner", "job_id"})
 VIEWED = frozenset({"state", "owner", "job_id", "last_visit", "last_boot", "versions"})
 HOST_WATCHED = VIEWED | {"repair_until"}
 #: Job fields that decide whether it runs and when it ends.
-JOB_WATCHED = frozenset({"state", "start", "work_hours"})
+JOB_TIMED = frozenset({"state", "start", "work_hours"})
+#: Job fields a ``JobView`` carries.
+JOB_WATCHED = JOB_TIMED | {"ckpt_hours", "hosts", "size", "id"}
 _UNBUILT = object()
 
 
@@ -62,6 +64,8 @@ class SimIndex:
         self.view_cycle: object = _UNBUILT
         self.dirty: set[int] = set()
         self.jobs: dict[int, JobRec] = {}
+        #: running jobs' views at ``job_views_at`` (None: a job changed since)
+        self.job_views_at: tuple[float, dict[int, JobView]] | None = None
         for h in hosts:
             h.__dict__["_index"] = self
             self._count(h, 1)
@@ -142,6 +146,9 @@ class SimIndex:
     def job_changed(self, job: JobRec, field: str) -> None:
         if field not in JOB_WATCHED or self.jobs.get(job.id) is not job:
             return
+        self.job_views_at = None
+        if field not in JOB_TIMED:
+            return
         if job.state == "running":
             self.running[job.id] = job
             if job.start is not None:
@@ -155,6 +162,15 @@ class SimIndex:
 
     def job_removed(self, job_id: int) -> None:
         self.running.pop(job_id, None)
+        self.job_views_at = None
+
+    def job_views(self, now: float) -> dict[int, JobView]:
+        """Every running job's view at fleet hour ``now`` by id (a copy: the caller's own)."""
+        cached = self.job_views_at
+        if cached is None or cached[0] != now:
+            running = self.running
+            cached = self.job_views_at = (now, {j: running[j].view(now) for j in sorted(running)})
+        return dict(cached[1])
 
     def next_job_end(self) -> tuple[float, JobRec | None]:
         """The earliest end of a running job, and the job (the lowest id on a tie)."""
