@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 
 from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, UNTOUCHED_STATES
 from orchestrator.execution.cycle import cycle_counts
@@ -44,6 +46,7 @@ class Taken:
     """What the hosts taken get from campaigns' rollouts (over the train's own); None: own."""
 
 
+_OWNER = attrgetter("owner")
 #: A piggyback claim lapses this long after the plan that left it, so a train that stopped
 #: planning (paused, halted) takes no more: the live train plans at least once per fleet hour
 #: while it runs (its poll; at scaled speeds never more often than once a wall second, so the
@@ -82,7 +85,7 @@ def take_domain(
     # One snapshot for the whole plan: reading it holds still (its views are the fleet's,
     # cached by the simulated cluster); the cordons below change the fleet, not it.
     snap = b.snapshot(cycle_started_hours)
-    for h in snap.hosts:
+    for h in compress(snap.hosts, map(owner.__eq__, map(_OWNER, snap.hosts))):  # C speed
         if h.owner == owner and h.state in HELD_STATES:
             held += 1
             if h.state in UNTOUCHED_STATES and h.name not in known:

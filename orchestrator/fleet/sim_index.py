@@ -38,6 +38,8 @@ COUNTED = frozenset({"state", "owner", "job_id"})
 #: Host fields a ``HostView`` carries (besides its name, rack and zone, which never change).
 VIEWED = frozenset({"state", "owner", "job_id", "last_visit", "last_boot", "versions"})
 HOST_WATCHED = VIEWED | {"repair_until"}
+#: Host fields that decide whether it is idle in service, or when it leaves repair.
+PLACED = frozenset({"state", "job_id", "repair_until"})
 #: Job fields that decide whether it runs and when it ends.
 JOB_TIMED = frozenset({"state", "start", "work_hours"})
 #: Job fields a ``JobView`` carries.
@@ -85,6 +87,8 @@ class SimIndex:
             self.busy += sign
 
     def _place(self, h: HostRec, field: str) -> None:
+        if field not in PLACED:
+            return
         if h.state == IN_SERVICE and h.job_id is None:
             self.free.add(h.name)
         else:
