@@ -137,6 +137,12 @@ class ClusterTrain:
             assert self.inp is not None
             self.inp.state.negotiations[progress.domain_id] = progress.negotiations
             return
+        if progress.released and progress.domain_id in self.in_flight:
+            # Handed back (its job refused): no longer the domain's, so a host the fleet later
+            # cordons for us again (piggybacked) is handed to the next domain, not left waiting.
+            gone = set(progress.released)
+            held = self.in_flight[progress.domain_id]
+            self.in_flight[progress.domain_id] = [h for h in held if h not in gone]
         self._count_outcomes(progress.outcomes)
         self.wake = True
 

@@ -339,15 +339,20 @@ class DomainMaintenance:
         self._show()
         result.released += back.returned
         result.quarantined.update(back.quarantined)
-        await self._tell_parent(inp, [])
+        await self._tell_parent(inp, [], released=hosts)
 
-    async def _tell_parent(self, inp: DomainInput, outcomes: list[bool]) -> None:
+    async def _tell_parent(
+        self, inp: DomainInput, outcomes: list[bool], released: list[str] | None = None
+    ) -> None:
         """Tell the train how a batch went, as it happens: it counts failures (and may halt)
         at once, and hosts went back, so it may take more before this domain ends."""
         parent = workflow.info().parent
         if parent is not None:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress", DomainProgress(domain_id=inp.domain_id, outcomes=outcomes)
+                "domain_progress",
+                DomainProgress(
+                    domain_id=inp.domain_id, outcomes=outcomes, released=list(released or [])
+                ),
             )
             # On a logical clock the train takes its turn at this instant, once we wait.
             wake(inp.clock, parent.workflow_id)

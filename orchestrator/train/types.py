@@ -82,6 +82,8 @@ class DomainProgress(BaseModel):
     outcomes: list[bool] = Field(default_factory=list)
     #: job -> its negotiation in one line; set on a negotiation-only message (no outcomes)
     negotiations: dict[str, str] | None = None
+    #: hosts the domain handed back untouched because their job refused (no longer its own)
+    released: list[str] = Field(default_factory=list)
 
 
 class TrainState(BaseModel):
