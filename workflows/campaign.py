@@ -540,6 +540,7 @@ class Campaign(RollbackSteps):
             reason = f"every stage passed ({len(st.plan)})"
         gating.roll_up_campaign(st.status)
         st.status.state, st.status.reason = outcome, reason
+        st.held_on_blame, st.status.held_on_blame = "", False  # ended: nothing holds any more
         self._show()
         await self._report()
         await workflow.wait_condition(workflow.all_handlers_finished)

@@ -49,6 +49,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.fleet_clock import fleet_options
 
 
+#: Looks at what is left to roll back (hosts a train still held may come back quarantined).
+ROLLBACK_ROUNDS = 3
+
+
 def _pairs(blamed: dict[str, str]) -> str:
     return ", ".join(f"{c}={v}" for c, v in sorted(blamed.items()))
 
@@ -114,25 +118,37 @@ class RollbackSteps:
         touched = sorted(
             {c for s in st.status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
         )
-        plan: RollbackPlan = await workflow.execute_activity_method(
-            CampaignActivities.rollback_plan,
-            RollbackPlanRequest(
-                campaign=self.inp.spec.workflow_id,
-                clusters=touched,
-                blamed=dict(st.blamed),
-                wall=workflow.now(),
-            ),
-            **fleet_options(),
-        )
-        notes = await asyncio.gather(*(self._roll_back_cluster(cr) for cr in plan.clusters))
-        left = [n for n in notes if n]
+        notes: dict[str, str] = {}  # cluster -> what could not be rolled back
+        # Hosts still held by a train when we look (its domain in flight) may come back
+        # quarantined after the operation took its scope: look again, up to ROLLBACK_ROUNDS,
+        # until nothing is left to do (runs recorded with one round replay unchanged).
+        rounds = ROLLBACK_ROUNDS if workflow.patched("campaign-rollback-rounds") else 1
+        for round_no in range(rounds):
+            plan: RollbackPlan = await workflow.execute_activity_method(
+                CampaignActivities.rollback_plan,
+                RollbackPlanRequest(
+                    campaign=self.inp.spec.workflow_id,
+                    clusters=touched,
+                    blamed=dict(st.blamed),
+                    wall=workflow.now(),
+                ),
+                **fleet_options(),
+            )
+            work = plan.clusters
+            if round_no > 0:
+                work = [cr for cr in plan.clusters if cr.groups or cr.reclaim]
+                if not work:
+                    break
+            said = await asyncio.gather(*(self._roll_back_cluster(cr, round_no) for cr in work))
+            notes.update({cr.cluster: note for cr, note in zip(work, said, strict=True)})
+        left = [n for _, n in sorted(notes.items()) if n]
         st.status.reason = f"stage {ss.name} failed; blame names {pairs}; rolled back " + (
             f"{st.status.hosts_rolled_back} hosts to their previous versions"
             + (f"; {'; '.join(left)}" if left else "")
         )
         return "rolled_back"
 
-    async def _roll_back_cluster(self, cr: ClusterRollback) -> str:
+    async def _roll_back_cluster(self, cr: ClusterRollback, round_no: int = 0) -> str:
         """Roll one cluster back: the reclaimed hosts, then operations for hosts in service.
         What could not be rolled back, in words ('' when everything was)."""
         assert self.st is not None
@@ -140,7 +156,7 @@ class RollbackSteps:
         if cr.reclaim:  # first: back in service, they make room for the drains
             left += await self._reclaim(cr)
         for i, group in enumerate(cr.groups):
-            result = await self._operation(self._rollback_spec(cr.cluster, i, group))
+            result = await self._operation(self._rollback_spec(cr.cluster, i, group, round_no))
             if isinstance(result, str):
                 left.append(f"{cr.cluster}: rollback operation failed: {result}")
                 continue
@@ -154,14 +170,17 @@ class RollbackSteps:
             )
         return "; ".join(left)
 
-    def _rollback_spec(self, cluster: str, i: int, group: RollbackGroup) -> OperationSpec:
+    def _rollback_spec(
+        self, cluster: str, i: int, group: RollbackGroup, round_no: int = 0
+    ) -> OperationSpec:
         assert self.inp is not None
         upper = any(c in UPPER_LAYER for c in group.targets)
+        nth = f"r{round_no}-" if round_no else ""
         fields: dict[str, Any] = {
             "kind": "cuda-upgrade" if upper else "lower-layer",
             "scope": Scope(cluster=cluster, hosts=group.hosts),
             "targets": group.targets,
-            "request_id": f"{self.inp.spec.name}-rollback-{cluster}-{i}",
+            "request_id": f"{self.inp.spec.name}-rollback-{cluster}-{nth}{i}",
             # Sized as the campaign's own train: a rollback is the campaign's work.
             "budget": self.inp.spec.train.budget,
         }
