@@ -69,7 +69,7 @@ from orchestrator.train.client import (
     train_status,
 )
 from orchestrator.train.spec import Rollout, TrainSpec, riding
-from orchestrator.train.types import TrainChange
+from orchestrator.train.types import TrainChange, TrainStatus
 
 #: A train a campaign starts never halts on its own: the campaign's gate judges the failures
 #: (a host failing alone is a bad host, not a reason to stop the cluster).
@@ -347,11 +347,16 @@ class CampaignActivities(FleetAccess):
                 elif req.action == "end" and req.supersedes:
                     change.targets = await self._restore(req)
                 status = await reconfigure_train(self.client, c, change)
+                if req.action == "end" and status.rollout_only and not status.rollouts:
+                    status = await self._stop(c, req.reason)  # the last campaign to leave it
             elif req.action == "stop":
-                status = await control_train(self.client, c, "stop", req.reason)
-                # The campaign ends once the train has handed its hosts back and closed.
-                with contextlib.suppress(TimeoutError):
-                    status = await asyncio.wait_for(train_result(self.client, c), STOP_WAIT)
+                status = await train_status(self.client, c)
+                if any(r.campaign != req.campaign for r in status.rollouts):
+                    # Another campaign rides the train we started: leave it to that one.
+                    change = TrainChange(clear_rollout=True, rollout_campaign=req.campaign)
+                    status = await reconfigure_train(self.client, c, change)
+                else:
+                    status = await self._stop(c, req.reason)
             elif req.action in ("pause", "resume"):
                 status = await train_status(self.client, c)
                 allowed = ("running", "halted") if req.action == "pause" else ("paused", "halted")
@@ -402,6 +407,13 @@ class CampaignActivities(FleetAccess):
             if status.targets.get(comp) == r.targets.get(comp)
         }
         return back or None
+
+    async def _stop(self, cluster: str, reason: str) -> TrainStatus:
+        """Stop a campaign's train; the campaign goes on once it has handed its hosts back."""
+        status = await control_train(self.client, cluster, "stop", reason)
+        with contextlib.suppress(TimeoutError):
+            status = await asyncio.wait_for(train_result(self.client, cluster), STOP_WAIT)
+        return status
 
     async def _start(self, req: TrainHandoff, rollout: Rollout) -> TrainAnswer:
         spec = TrainSpec(

@@ -102,6 +102,7 @@ class ClusterTrain:
             last_cycle_wall_seconds=st.last_cycle_wall_seconds,
             rollout=spec.rollout or next(iter(spec.rollouts), None),
             rollouts=spec.riding(),
+            rollout_only=spec.rollout_only,
             negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
             window_state=st.window_state,
             next_window_start=st.next_window_start if st.window_state != "open" else None,

@@ -163,6 +163,9 @@ class TrainStatus(BaseModel):
     rollout: Rollout | None = None
     #: Every campaign's rollout riding the train, in arrival order (``rollout``: the first).
     rollouts: list[Rollout] = Field(default_factory=list)
+    #: A campaign's temporary train (visits only its rollouts' hosts): the last campaign to
+    #: leave it stops it.
+    rollout_only: bool = False
     #: job -> its negotiation with the train's draining domains (question, answer, wait)
     negotiations: dict[str, str] = Field(default_factory=dict)
 
