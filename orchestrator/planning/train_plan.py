@@ -177,14 +177,15 @@ def _job_aware(
     room: _Room,
     refused: Mapping[int, float],
 ) -> None:
-    for h in due:
-        if h.job_id is None:
-            add(h)
+    # One pass: idle due hosts are taken (in host order), the others grouped by job (which
+    # taking idle hosts does not change).
     groups: dict[int, list[HostView]] = {}
     not_now = {j: t for j, t in refused.items() if t > now and j in jobs}
     for h in due:
         jid = h.job_id
-        if jid is not None and h.state == IN_SERVICE and jid in jobs and jid not in not_now:
+        if jid is None:
+            add(h)
+        elif h.state == IN_SERVICE and jid in jobs and jid not in not_now:
             groups.setdefault(jid, []).append(h)
     held = room.held  # hosts in a held state are out of service: counted by the room
     draining = {h.job_id for h in room.down if h.state == DRAINING and h.job_id is not None}
