@@ -127,6 +127,8 @@ class FleetActivities(FleetAccess):
             for r in riding(req.rollout, req.rollouts)
         ]
         held = held_on_bad_version(self.fleet, req.targets)
+        if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
+            held = "no campaign rides this train: nothing to visit until one does"
         for scope in scopes:  # each campaign's targets: the same component may differ
             held = held or held_on_bad_version(self.fleet, dict(scope.targets))
         if held:
