@@ -235,3 +235,30 @@ async def test_a_bad_cuda_rolls_back_driver_and_cuda_together(
         pair = (rows[h][3]["gpu_driver"], rows[h][3]["cuda"])
         assert pair == before[h] or rows[h][2] in ("quarantined", "in_repair"), (h, rows[h])
     assert audit_ok(path)  # includes: no job on hosts of mixed driver/CUDA
+
+
+def test_the_ui_details_name_the_suspect() -> None:
+    """On call reads which change broke the stage in the workflow's details (Temporal UI)."""
+    from orchestrator.campaign.types import CampaignState, StagePlanModel
+    from orchestrator.campaign.ui import campaign_details
+    from orchestrator.planning.blame import Blame
+
+    spec = CampaignSpec.model_validate(_canary("ui-bad"))
+    status = CampaignStatus(
+        campaign_id=spec.workflow_id, name=spec.name, targets=spec.targets, state="rolling_back"
+    )
+    status.blame = [
+        Blame(component="os", version=BAD, campaign="ui-bad", failing=4, passing=0, score=1.0)
+    ]
+    plan = StagePlanModel(
+        name="canary",
+        clusters=["c00"],
+        hosts_per_cluster={"c00": 8},
+        partial=True,
+        bake_hours=1.0,
+        parallel=1,
+        gates=spec.gates,
+    )
+    text = campaign_details(spec, CampaignState(status=status, plan=[plan]))
+    assert text.startswith("**Rolling back**"), text
+    assert f"| os {BAD} | ui-bad | 4 | 0 | 1.00 |" in text, text
