@@ -112,13 +112,11 @@ class CampaignFailureActivities(FleetAccess):
         ranked = rank_blame(merged.values(), flights)
         out = BlameResult(blame=ranked)
         top = ranked[0] if ranked else None
+        if top is None or top.campaign != req.campaign or top.score < BLAME_MARK_SCORE:
+            return out
+        out.blamed = {top.component: top.version}
         fleet = self.fleet
-        if (
-            top is not None
-            and top.campaign == req.campaign
-            and top.score >= BLAME_MARK_SCORE
-            and isinstance(fleet, SqliteFleet)
-        ):
+        if isinstance(fleet, SqliteFleet):  # the fleet store keeps the list of bad versions
             why = (
                 f"campaign {req.campaign}, stage {req.stage}: {top.failing} of "
                 f"{top.failing + top.passing} hosts carrying it failed (blame score {top.score})"
@@ -126,8 +124,6 @@ class CampaignFailureActivities(FleetAccess):
             _, new = mark_bad(fleet, top.component, top.version, why, f"campaign-{req.campaign}")
             if new:
                 out.marked.append(f"{top.component}={top.version}")
-        if top is not None and top.campaign == req.campaign and top.score >= BLAME_MARK_SCORE:
-            out.blamed = {top.component: top.version}
         return out
 
     @activity.defn(name="campaign_rollback_plan")
@@ -148,7 +144,7 @@ class CampaignFailureActivities(FleetAccess):
                 stale = [c for c, v in req.blamed.items() if recorded.get(c) == v]
                 if stale:
                     b.unset_targets(stale, req.campaign)
-                hosts = [(n, b.host(n).state, b.host(n).versions) for n in b.host_names()]
+                hosts = [(h.name, h.state, h.versions) for h in map(b.host, b.host_names())]
                 planned = plan_rollback(hosts, previous, req.blamed)
             out.clusters.append(
                 ClusterRollback(

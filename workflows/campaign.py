@@ -114,8 +114,8 @@ class Campaign(RollbackSteps):
     def resume(self, req: CampaignControl) -> CampaignStatus:
         assert self.st is not None
         self.st.paused = False
-        if self.st.held_on_blame:  # the operator takes the blame on: the stage goes on
-            self.st.held_on_blame = ""
+        if self.st.status.held_on_blame:  # the operator takes the blame on: the stage goes on
+            self.st.status.held_on_blame = False
             self._set_state("running", req.reason or "resumed by operator after blame")
         else:
             self._set_state("running", req.reason)
@@ -123,7 +123,7 @@ class Campaign(RollbackSteps):
 
     @resume.validator
     def _can_resume(self, req: CampaignControl) -> None:
-        if self.st is not None and self.st.held_on_blame:
+        if self.st is not None and self.st.status.held_on_blame:
             return
         self._require(("paused",), "resume")
 
@@ -493,7 +493,7 @@ class Campaign(RollbackSteps):
             hosts_changed=status.hosts_changed,
             hosts_quarantined=status.hosts_quarantined,
             hosts_rolled_back=status.hosts_rolled_back,
-            held_on_blame=bool(self.st.held_on_blame) or status.state == "rolling_back",
+            held_on_blame=status.held_on_blame or status.state == "rolling_back",
         )
         if report != self.reported:
             await workflow.execute_activity_method(
@@ -540,7 +540,7 @@ class Campaign(RollbackSteps):
             reason = f"every stage passed ({len(st.plan)})"
         gating.roll_up_campaign(st.status)
         st.status.state, st.status.reason = outcome, reason
-        st.held_on_blame, st.status.held_on_blame = "", False  # ended: nothing holds any more
+        st.status.held_on_blame = False  # ended: nothing holds any more
         self._show()
         await self._report()
         await workflow.wait_condition(workflow.all_handlers_finished)

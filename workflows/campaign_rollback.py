@@ -21,8 +21,6 @@ A mixin of the ``Campaign`` workflow (its state and helpers), kept apart for siz
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -85,15 +83,15 @@ class RollbackSteps:
         """Wait, hosts as they are, for ``resume`` (failures forgiven) or ``abort``."""
         assert self.st is not None
         st = self.st
-        st.held_on_blame = (
+        why = (
             f"stage {ss.name} failed and blame names {_pairs(st.blamed)} (marked bad): held with "
             "every host as it is; clear the version (`trainctl versions clear`) and resume, or "
             "abort"
         )
         st.status.held_on_blame = True
-        self._set_state("held", st.held_on_blame)
+        self._set_state("held", why)
         await self._report()
-        await workflow.wait_condition(lambda: bool(st.abort) or not st.held_on_blame)
+        await workflow.wait_condition(lambda: bool(st.abort) or not st.status.held_on_blame)
         if st.abort:
             return "aborted"
         for cs in ss.clusters.values():  # the operator judged these: they count no more
@@ -102,7 +100,7 @@ class RollbackSteps:
             if cs.state == "failed":
                 cs.state, cs.reason = "pending", ""
         ss.state, ss.reason = "running", ""
-        st.blamed, st.status.held_on_blame = {}, False
+        st.blamed = {}
         return "resume"
 
     async def _roll_back(self, ss: StageStatus) -> str:
@@ -243,7 +241,4 @@ class RollbackSteps:
             if now >= end_hours - 1e-9:
                 return
             self.wake = False
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self.wake, timeout=timedelta(seconds=self.inp.poll_seconds)
-                )
+            await self._nap(self.inp.poll_seconds)

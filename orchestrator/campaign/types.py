@@ -101,8 +101,6 @@ class CampaignState(BaseModel):
     trains_paused: list[str] = Field(default_factory=list)  # trains our pause paused
     #: component -> version of ours that blame named for the failed stage (marked bad).
     blamed: dict[str, str] = Field(default_factory=dict)
-    #: Why the campaign is held on blame (``on_failure: hold``), '' when it is not.
-    held_on_blame: str = ""
     withdrawn: bool = False  # trains and operations already told we are done
 
 

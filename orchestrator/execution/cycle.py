@@ -36,7 +36,7 @@ def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCo
     mine = [
         h
         for h in compress(hosts, map(owner.__eq__, map(_OWNER, hosts)))
-        if h.owner == owner and h.state not in (HostState.QUARANTINED, HostState.IN_REPAIR)
+        if h.state not in (HostState.QUARANTINED, HostState.IN_REPAIR)
     ]
     in_flight = len(mine)
     # In service and not due, less the owner's own (in flight): visited.
