@@ -235,6 +235,9 @@ class _ClusterReplay:
         elif h.updated_since_out and h.holder and not h.rolled_back:
             holder = h.holder
             wanted = self._recorded_by(holder) if h.bound is None else h.bound
+            # Owed only while still in force: a target withdrawn since (a blamed version a
+            # rollback took out of the record, a rollout ended mid-visit) is owed no more.
+            wanted = {c: v for c, v in wanted.items() if self.targets.get(c) == v}
             who = holder
         else:
             return  # released untouched: not visited yet, nothing was due from this owner
