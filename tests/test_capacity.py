@@ -105,9 +105,9 @@ def test_piggybacked_hosts_are_visited_with_no_interruption(
 ) -> None:
     """Due hosts freed by a failure or a job's end are cordoned for the train before any job is
     placed on them, idle, and are visited; none of their jobs was interrupted by maintenance."""
-    # Seed 6: failures and job ends free due hosts while the train has room (and a job that
-    # refused had its hosts handed back meanwhile, so those count too).
-    eng = _run(CapacityBudget(max_unavailable=16, maintenance=12), 10.0, monkeypatch, seed=6)
+    # Seed 2: failures and job ends free due hosts while the train has room (jobs steered to
+    # visited hosts leave most due hosts idle, so few are left for piggybacking on most seeds).
+    eng = _run(CapacityBudget(max_unavailable=16, maintenance=12), 10.0, monkeypatch, seed=2)
     taken = [
         ev
         for ev in eng.record

@@ -68,6 +68,7 @@ def take_domain(
     rollouts: Sequence[RolloutScope] = (),
     switch_target: str | None = None,
     claim_until_hours: float | None = None,
+    steer_jobs: bool = True,
 ) -> Taken:
     """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
 
@@ -75,6 +76,7 @@ def take_domain(
     (``planning.rollout``), and ``targets`` in the result is what the hosts get from them: the
     same for every host taken (those the same rollouts cover), so a domain installs and
     verifies one set of targets. Several sets pending: the one the planner takes most of.
+    A job-aware train's standing claim also steers new jobs to visited hosts (``steer_jobs``).
     """
     names = b.host_names()
     limit = max(1, budget.limit(len(names)))  # as the arbiter's grant (cluster_train)
@@ -152,6 +154,7 @@ def take_domain(
                     b.now + PIGGYBACK_CLAIM_HOURS,
                     float("inf") if claim_until_hours is None else claim_until_hours,
                 ),
+                visited_first=steer_jobs,
             )
         )
     out.piggybacked = [n for n in orphans if b.host(n).reason.endswith(f"({PIGGYBACK_NOTE})")]

@@ -81,6 +81,11 @@ class PiggybackClaim:
     per_zone: int | None = None
     until_hours: float = 0.0
     """Fleet hour the claim lapses (the train renews it each time it plans)."""
+    visited_first: bool = False
+    """Steer new jobs to hosts visited this cycle first, the longest job first, so that due
+    hosts are the ones left idle for maintenance (Slurm's node ``Weight`` does the same: jobs
+    go to the lowest weight first), and a job that will outlive the cycle lands on hosts it
+    need not be stopped for."""
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -9,6 +9,12 @@ per rack/zone, the train's own grant), *before* the scheduler places the next jo
 train finds them held for it at its next plan (``take_domain`` hands held hosts it did not know
 about back to it first) and maintains them with no extra interruption. It is what Slurm's
 ``scontrol update state=DRAIN`` does for a node whose job runs: no new job once it is free.
+
+The same claim steers the scheduler (``PiggybackClaim.visited_first``): while it is in force, new
+and requeued jobs go to hosts already visited this cycle first, the longest job first, so the
+idle hosts are the due ones (taken with no interruption) and a job that outlives the cycle does
+not sit on hosts it must be stopped for. On meta-24k (seeds 1-4) this took job-aware's
+interruptions from 26, 6, 7, 17 to 23, 2, 4, 8.
 """
 
 from __future__ import annotations
@@ -27,6 +33,14 @@ class PiggybackOps(MaintenanceOps):
     def set_piggyback(self, claim: PiggybackClaim | None) -> None:
         """Leave (or with None withdraw) the standing claim of a train on freed due hosts."""
         self.state.piggyback = {} if claim is None else claim.to_json()
+
+    def _visited_first_since(self) -> float | None:
+        """The claim's cycle start while a claim in force steers jobs to visited hosts."""
+        raw = self.state.piggyback
+        if not raw or not raw.get("visited_first"):
+            return None
+        claim = PiggybackClaim(**raw)  # type: ignore[arg-type]
+        return None if claim.until_hours < self.now else claim.cycle_started_hours
 
     def _before_placing(self) -> None:
         freed, self.freed[:] = list(self.freed), []

@@ -4,9 +4,11 @@
 seeded trace (``dynamics.draw_job``) while fewer hosts than the target utilisation are busy,
 gang-places each on idle in-service hosts of one (gpu_driver, cuda) version as close together as
 it can, backfills smaller jobs unless the head of the queue has waited past
-``RESERVE_AFTER_HOURS``, and ends or interrupts (requeues) jobs. It is separate from failures and
-maintenance, which only call ``_interrupt`` to stop a job; what it places depends only on host
-states, so it needs to know nothing of why a host is out.
+``RESERVE_AFTER_HOURS``, and ends or interrupts (requeues) jobs. While a job-aware train's
+claim steers it (``sim_piggyback``), it fills hosts visited this cycle before due ones. It is
+separate from failures and maintenance, which only call ``_interrupt`` to stop a job; what it
+places depends only on host states (and the claim), so it needs to know nothing of why a host
+is out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
 from orchestrator.fleet.sim_records import JobRec
 from orchestrator.models import GPUS_PER_HOST, HostState
+from orchestrator.views import is_due
 
 S = HostState
 RESERVE_AFTER_HOURS = 6.0
@@ -72,13 +75,27 @@ class JobScheduler(SimCore):
         self.dirty_jobs.add(job.id)
         return lost
 
-    def _free_hosts(self) -> dict[tuple[str, str], dict[str, list[str]]]:
-        """Idle in-service hosts grouped by (gpu_driver, cuda), then by rack (inventory order)."""
-        free: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    def _visited_first_since(self) -> float | None:
+        """When set (a hook a train's claim fills in): the start of the cycle whose visited
+        hosts new jobs go to first, keeping the hosts still due idle for maintenance."""
+        return None
+
+    def _free_hosts(self) -> dict[tuple[str, str], list[dict[str, list[str]]]]:
+        """Idle in-service hosts grouped by (gpu_driver, cuda), then in tiers the scheduler
+        fills in order (one tier; or visited then due hosts when a train steers jobs), then by
+        rack (inventory order)."""
+        since = self._visited_first_since()
+        tiers = 1 if since is None else 2
+        free: dict[tuple[str, str], list[dict[str, list[str]]]] = {}
         index = self._index
         for name in sorted(index.free, key=index.pos.__getitem__):
             h = self.hosts[name]
-            free[(h.versions["gpu_driver"], h.versions["cuda"])][h.rack].append(name)
+            key = (h.versions["gpu_driver"], h.versions["cuda"])
+            groups = free.get(key)
+            if groups is None:
+                groups = free[key] = [defaultdict(list) for _ in range(tiers)]
+            tier = 1 if since is not None and is_due(h, since) else 0
+            groups[tier][h.rack].append(name)
         return free
 
     def _fill_and_place(self) -> None:
@@ -111,35 +128,62 @@ class JobScheduler(SimCore):
             if len(self._index.free) < min(self.jobs[j].size for j in self.state.queue[:window]):
                 return
             free = self._free_hosts()
-            placed = [j for j in list(self.state.queue[:window]) if self._place(self.jobs[j], free)]
+            placed = self._place_all(self.state.queue[:window], free)
             for job_id in placed:
                 self.state.queue.remove(job_id)
             if not placed:
                 return
 
-    def _place(self, job: JobRec, free: dict[tuple[str, str], dict[str, list[str]]]) -> bool:
-        """Gang-place a job on idle hosts of one (driver, cuda) version, as close as possible."""
-        fits = [(sum(map(len, racks.values())), key) for key, racks in free.items()]
-        fits = [f for f in fits if f[0] >= job.size]
-        if not fits:
-            return False
-        _, key = max(fits)
-        racks = free[key]
+    def _take_close(self, racks: dict[str, list[str]], need: int, chosen: list[str]) -> None:
+        """Move up to ``need`` hosts from ``racks`` to ``chosen``: the smallest zone that holds
+        them all (else the fullest first), its fullest racks first."""
         by_zone: dict[str, list[str]] = defaultdict(list)
         for rack, names in racks.items():
             if names:
                 by_zone[self.hosts[names[0]].zone].append(rack)
         zone_free = {z: sum(len(racks[r]) for r in rs) for z, rs in by_zone.items()}
-        zones = sorted(zone_free, key=lambda z: (zone_free[z] < job.size, zone_free[z], z))
-        chosen: list[str] = []
+        zones = sorted(zone_free, key=lambda z: (zone_free[z] < need, zone_free[z], z))
+        goal = len(chosen) + need
         for zone in zones:
             for rack in sorted(by_zone[zone], key=lambda r: (-len(racks[r]), r)):
-                need = job.size - len(chosen)
-                take = racks[rack][:need]
-                del racks[rack][:need]
+                take = racks[rack][: goal - len(chosen)]
+                del racks[rack][: len(take)]
                 chosen.extend(take)
-                if len(chosen) == job.size:
-                    break
+                if len(chosen) == goal:
+                    return
+
+    def _place_all(
+        self, queue: list[int], free: dict[tuple[str, str], list[dict[str, list[str]]]]
+    ) -> list[int]:
+        """Place what fits of ``queue`` (in its order, by host counts per version: which jobs
+        start does not depend on steering), then give each placed job its hosts: in queue
+        order, or, when a train steers jobs (two tiers), the longest job first (by its
+        remaining work, what a batch scheduler knows as its time limit), so the jobs that would
+        outlive the cycle get the visited hosts and the short ones, which free theirs by
+        themselves, the due ones."""
+        counts = {
+            key: sum(len(n) for t in tiers for n in t.values()) for key, tiers in free.items()
+        }
+        placed: list[tuple[JobRec, tuple[str, str]]] = []
+        for job_id in queue:
+            job = self.jobs[job_id]
+            fits = [(c, key) for key, c in counts.items() if c >= job.size]
+            if fits:
+                _, key = max(fits)
+                counts[key] -= job.size
+                placed.append((job, key))
+        if any(len(tiers) > 1 for tiers in free.values()):  # steered: the longest job first
+            placed.sort(key=lambda p: (-p[0].work_hours, p[0].id))
+        for job, key in placed:
+            self._place(job, key, free[key])
+        return [job.id for job, _ in placed]
+
+    def _place(self, job: JobRec, key: tuple[str, str], tiers: list[dict[str, list[str]]]) -> None:
+        """Gang-place a job on idle hosts of version ``key``, tier by tier, each tier's hosts
+        as close together as possible."""
+        chosen: list[str] = []
+        for racks in tiers:
+            self._take_close(racks, job.size - len(chosen), chosen)
             if len(chosen) == job.size:
                 break
         job.hosts, job.start, job.state = chosen, self.now, "running"
@@ -157,4 +201,3 @@ class JobScheduler(SimCore):
             gpu_driver=key[0],
             cuda=key[1],
         )
-        return True

@@ -112,6 +112,9 @@ class SimConfig:
     release_refusing: bool = True
     """A job-aware train hands a refusing job's hosts back and asks later
     (``DrainTracker.release``) instead of holding them toward the drain deadline."""
+    steer_jobs: bool = True
+    """A job-aware train's claim steers new jobs to visited hosts first
+    (``PiggybackClaim.visited_first``); False measures what that buys."""
 
 
 @dataclass
@@ -332,6 +335,7 @@ class Engine:
             cfg.policy,
             known=known,
             switch_target=cfg.targets.get("switch_firmware"),
+            steer_jobs=cfg.steer_jobs,
         )
         self.planner_calls += taken.asked
         self.piggybacked += len(taken.piggybacked)
