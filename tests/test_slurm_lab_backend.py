@@ -13,12 +13,15 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from orchestrator.errors import PERMANENT_KINDS
+from orchestrator.fleet.backend import PiggybackClaim
 from orchestrator.fleet.slurm import SlurmFleet
+from orchestrator.fleet.slurm.backend import DEFAULT_WEIGHT, DUE_WEIGHT
 from orchestrator.fleet.slurm.commands import SlurmUnknownObject
 from orchestrator.fleet.slurm.config import SlurmBackendConfig
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_up
@@ -86,5 +89,42 @@ def test_cancel_quarantine_operator_resume_and_unknown_node(lab2: LabInfo, tmp_h
         with pytest.raises(SlurmUnknownObject) as err:
             fleet.commands.drain("h99", "trainctl:x")
         assert err.value.kind in PERMANENT_KINDS
+    finally:
+        fleet.close()
+
+
+def _weights(lab: LabInfo) -> dict[str, int]:
+    rows = slurm(lab, "sinfo", "-h", "-N", "-o", "%N|%w").splitlines()
+    return {n: int(w) for n, w in (line.split("|") for line in rows if line)}
+
+
+def test_a_steering_claim_weights_due_nodes_so_slurm_places_jobs_on_visited_ones(
+    lab2: LabInfo, tmp_home: Path
+):
+    """A job-aware train's claim (``visited_first``) through the real Slurm: the node still due
+    gets a higher Weight than the visited one, so Slurm's allocator puts a new job on the
+    visited node and leaves the due one idle for the train; withdrawing the claim puts the
+    weights back."""
+    fleet = SlurmFleet.create(tmp_home / "fleet.db", Path(lab2.slurm_conf), SlurmBackendConfig())
+    try:
+        assert _weights(lab2) == {"h01": 1, "h02": 1}
+        with fleet.cluster("lab") as b:
+            b.hosts["h02"].last_visit = b.now  # h02 was visited this cycle, h01 is due
+            b.dirty.add("h02")
+            claim = PiggybackClaim(OWNER, b.now - 1.0, 2, 2, until_hours=b.now + 2.0)
+            b.set_piggyback(replace(claim, visited_first=True))
+        assert _weights(lab2) == {"h01": DUE_WEIGHT, "h02": DEFAULT_WEIGHT}
+        for _ in range(2):  # each job goes to the visited node while it is free
+            job = slurm(lab2, "sbatch", "--parsable", "-N1", "-o/dev/null",
+                        f"--chdir={tmp_home}", "--wrap=sleep 1").split(";")[0]  # fmt: skip
+            node = until(
+                lambda job=job: slurm(lab2, "squeue", "-h", "-j", job, "-t", "R", "-o", "%N"),
+                "the job to run",
+            )
+            assert node.strip() == "h02", node
+            until(lambda job=job: not slurm(lab2, "squeue", "-h", "-j", job), "the job to end")
+        with fleet.cluster("lab") as b:
+            b.set_piggyback(None)
+        assert _weights(lab2) == {"h01": DEFAULT_WEIGHT, "h02": DEFAULT_WEIGHT}
     finally:
         fleet.close()

@@ -70,6 +70,10 @@ REASON_PREFIX = "trainctl:"
 _REASON_OWNER = re.compile(r"^trainctl:(\S+)")
 #: The actor of events that record what Slurm did or showed (not what trainctl did).
 SLURM_ACTOR = "slurm"
+#: Node weights that steer jobs (``set_piggyback``): Slurm allocates the lowest weight first,
+#: and 1 is slurm.conf's default, which visited nodes keep.
+DEFAULT_WEIGHT = 1
+DUE_WEIGHT = 100
 #: Seconds verify waits within one call for a node's reboot to finish before it asks to be
 #: called again (a temporary error), so a session never holds the record for long.
 REBOOT_WAIT_SECONDS = 40.0
@@ -365,8 +369,26 @@ class SlurmCluster:
         return True
 
     def set_piggyback(self, claim: PiggybackClaim | None) -> None:
-        """Slurm places jobs itself, the moment a node frees: a standing claim cannot be held
-        there, so trains plan each domain as it comes (the claim is ignored)."""
+        """Slurm places jobs itself, the moment a node frees: a standing claim on freed hosts
+        cannot be held there, so trains plan each domain as it comes. Its steering can be:
+        with ``visited_first``, nodes still due this cycle get ``DUE_WEIGHT`` and visited ones
+        the default ``Weight``, so Slurm puts new jobs on visited nodes first and due nodes
+        are the ones left idle (Slurm cannot be told to place the longest job first). A
+        withdrawn claim puts every weight back. Only changed nodes are updated."""
+        due: set[str] = set()
+        if claim is not None and claim.visited_first:
+            due = {
+                n
+                for n, h in self.hosts.items()
+                if h.last_visit is None or h.last_visit < claim.cycle_started_hours
+            }
+        weighted = set(self.state.get("due_weighted", []))
+        if self.writable and due != weighted:
+            if due - weighted:
+                self.cmd.set_weight(sorted(due - weighted), DUE_WEIGHT)
+            if weighted - due:
+                self.cmd.set_weight(sorted(weighted - due), DEFAULT_WEIGHT)
+            self.state["due_weighted"] = sorted(due)
 
     def rack_switches(self) -> dict[str, str]:
         """Slurm knows no switch firmware: no rack switch is ever due through this backend."""

@@ -290,6 +290,11 @@ class SlurmCommands:
             f"activefeatures={text}",
         )
 
+    def set_weight(self, nodes: Sequence[str], weight: int) -> None:
+        """Slurm allocates nodes of the lowest ``Weight`` first (``scontrol update`` keeps it
+        until slurmctld restarts without its state)."""
+        self.run("scontrol", "update", f"nodename={','.join(nodes)}", f"weight={weight}")
+
     def requeue(self, job_id: int) -> None:
         self.run("scontrol", "requeue", str(job_id))
 
