@@ -99,12 +99,19 @@ class JobScheduler(SimCore):
         return free
 
     def _fill_and_place(self) -> None:
-        """Keep the cluster busy: draw jobs from the trace while below target, place what fits."""
+        """Keep the cluster busy: draw jobs from the trace while below target, place what fits.
+
+        Which jobs start now is decided first, on host counts alone (round after round, as
+        jobs are drawn and the queue's head may reserve hosts), then they get their hosts all
+        together: in that order, or under a steering claim the longest first (``_assign``)."""
         if self.freed:
             self._before_placing()
         goal = self.target_utilisation * len(self.order)
+        busy, idle = self._index.busy, len(self._index.free)
+        free: dict[tuple[str, str], list[dict[str, list[str]]]] | None = None
+        counts: dict[tuple[str, str], int] = {}
+        starting: list[tuple[JobRec, tuple[str, str]]] = []
         while True:
-            busy = self._index.busy
             while busy < goal and len(self.state.queue) < 8:
                 shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
                 job_id = self.state.job_seq
@@ -119,20 +126,28 @@ class JobScheduler(SimCore):
                 self.dirty_jobs.add(job_id)
                 self.state.queue.append(job_id)
             if not self.state.queue:
-                return
+                break
             head = self.jobs[self.state.queue[0]]
             # Backfill smaller jobs, but hold hosts for a head job that has waited too long.
             window = 1 if self.now - head.submitted > RESERVE_AFTER_HOURS else 16
             # When not even the smallest job of the window fits in all idle hosts, nothing can
-            # be placed (what ``_place`` would find host by host, at every step of the clock).
-            if len(self._index.free) < min(self.jobs[j].size for j in self.state.queue[:window]):
-                return
-            free = self._free_hosts()
-            placed = self._place_all(self.state.queue[:window], free)
-            for job_id in placed:
-                self.state.queue.remove(job_id)
+            # be placed (what the counts would find key by key, at every step of the clock).
+            if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
+                break
+            if free is None:
+                free = self._free_hosts()
+                counts = {k: sum(len(n) for t in ts for n in t.values()) for k, ts in free.items()}
+            placed = self._fits(self.state.queue[:window], counts)
+            for job, _ in placed:
+                self.state.queue.remove(job.id)
+                busy += job.size
+                idle -= job.size
+            starting.extend(placed)
             if not placed:
-                return
+                break
+        if starting:
+            assert free is not None
+            self._assign(starting, free)
 
     def _take_close(self, racks: dict[str, list[str]], need: int, chosen: list[str]) -> None:
         """Move up to ``need`` hosts from ``racks`` to ``chosen``: the smallest zone that holds
@@ -152,18 +167,11 @@ class JobScheduler(SimCore):
                 if len(chosen) == goal:
                     return
 
-    def _place_all(
-        self, queue: list[int], free: dict[tuple[str, str], list[dict[str, list[str]]]]
-    ) -> list[int]:
-        """Place what fits of ``queue`` (in its order, by host counts per version: which jobs
-        start does not depend on steering), then give each placed job its hosts: in queue
-        order, or, when a train steers jobs (two tiers), the longest job first (by its
-        remaining work, what a batch scheduler knows as its time limit), so the jobs that would
-        outlive the cycle get the visited hosts and the short ones, which free theirs by
-        themselves, the due ones."""
-        counts = {
-            key: sum(len(n) for t in tiers for n in t.values()) for key, tiers in free.items()
-        }
+    def _fits(
+        self, queue: list[int], counts: dict[tuple[str, str], int]
+    ) -> list[tuple[JobRec, tuple[str, str]]]:
+        """The jobs of ``queue`` that fit, in its order, each on the (driver, cuda) version with
+        the most idle hosts that holds it (``counts`` is what is left)."""
         placed: list[tuple[JobRec, tuple[str, str]]] = []
         for job_id in queue:
             job = self.jobs[job_id]
@@ -172,11 +180,21 @@ class JobScheduler(SimCore):
                 _, key = max(fits)
                 counts[key] -= job.size
                 placed.append((job, key))
-        if any(len(tiers) > 1 for tiers in free.values()):  # steered: the longest job first
-            placed.sort(key=lambda p: (-p[0].work_hours, p[0].id))
-        for job, key in placed:
+        return placed
+
+    def _assign(
+        self,
+        starting: list[tuple[JobRec, tuple[str, str]]],
+        free: dict[tuple[str, str], list[dict[str, list[str]]]],
+    ) -> None:
+        """Give each starting job its hosts: in the order they were chosen, or, when a train
+        steers jobs (two tiers), the longest job first (by its remaining work, what a batch
+        scheduler knows as its time limit), so the jobs that would outlive the cycle get the
+        visited hosts and the short ones, which free theirs by themselves, the due ones."""
+        if any(len(tiers) > 1 for tiers in free.values()):
+            starting = sorted(starting, key=lambda p: (-p[0].work_hours, p[0].id))
+        for job, key in starting:
             self._place(job, key, free[key])
-        return [job.id for job, _ in placed]
 
     def _place(self, job: JobRec, key: tuple[str, str], tiers: list[dict[str, list[str]]]) -> None:
         """Gang-place a job on idle hosts of version ``key``, tier by tier, each tier's hosts
