@@ -104,6 +104,10 @@ def test_one_long_job_spanning_the_cluster(
     res = simulate(cfg, with_one_job(cfg, 1000.0))
     assert res.job_interruptions == interruptions
     assert res.complete == (policy != "slurm-asap")
+    # slurm-asap never stops it: every host runs it all along. The others stop it for each
+    # batch the instant it restarts on the batch before's hosts: it never runs, and
+    # utilisation says so.
+    assert res.utilisation == pytest.approx(1.0 if policy == "slurm-asap" else 0.0, abs=1e-9)
     if policy == "job-aware":
         assert res.lost_gpu_hours == pytest.approx(0.0, abs=1.0)
         assert res.makespan_hours == pytest.approx(8 * VISIT_HOURS, abs=1e-6)

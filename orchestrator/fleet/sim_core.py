@@ -86,6 +86,10 @@ class SimCore:
     def out_of_service_count(self) -> int:
         return self._index.down
 
+    def busy_count(self) -> int:
+        """Hosts running a job."""
+        return self._index.busy
+
     def host_names(self) -> Sequence[str]:
         return self.order
 

@@ -48,7 +48,7 @@ from orchestrator.execution.settle import (
 from orchestrator.execution.switches import update_rack_switches
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
-from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.models import GPUS_PER_HOST, CapacityBudget, HostState
 from orchestrator.presets import Preset
 from orchestrator.simulator.policies import get_policy
@@ -184,6 +184,11 @@ class Engine:
         self.released = 0
         self.release = cfg.negotiate and cfg.release_refusing and self.spec.name in RELEASE_POLICIES
         self.visit_hours: list[float] = []
+        #: hosts running a job, and its integral over fleet time since the start (utilisation);
+        #: the log not yet read is counted when ``_absorb`` reads it
+        unread = sum(map(_busy_change, sim.events))
+        self.busy, self.busy_since, self.busy_area = sim.busy_count() - unread, sim.now, 0.0
+        self.started = sim.now
         self.wake = True  # the train plans at the next instant
         self.tick_token = 0
         self.series: list[tuple[float, int, int]] = []
@@ -295,6 +300,10 @@ class Engine:
         """Read the fleet's new events: maintenance interruptions, failures, quarantines."""
         events = self.sim.events
         for e in events:
+            change = _busy_change(e)
+            if change:
+                self.busy_area += self.busy * (e.t - self.busy_since)
+                self.busy_since, self.busy = e.t, self.busy + change
             if e.kind == "job_interrupted":
                 if str(e.detail.get("cause", "")).startswith("maintenance:"):
                     self.interruptions += 1
@@ -581,7 +590,24 @@ class Engine:
             halted=self.halted,
             domains=self.domains_run,
             series=self.series if self.cfg.series else None,
+            utilisation=self._utilisation(),
         )
+
+    def _utilisation(self) -> float:
+        span = self.sim.now - self.started
+        if span <= 0:
+            return self.busy / len(self.sim.order)
+        area = self.busy_area + self.busy * (self.sim.now - self.busy_since)
+        return area / (span * len(self.sim.order))
+
+
+def _busy_change(e: Event) -> int:
+    """How many hosts an event of the fleet's log set running (+) or stopped (-)."""
+    if e.kind not in ("job_start", "job_end", "job_interrupted"):
+        return 0
+    hosts = e.detail["hosts"]
+    n = len(hosts) if isinstance(hosts, list) else int(hosts)
+    return n if e.kind == "job_start" else -n
 
 
 def simulate(cfg: SimConfig, sim: ClusterSim | None = None) -> SimResult:
