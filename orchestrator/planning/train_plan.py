@@ -29,9 +29,12 @@ END_WAIT_HOURS = 0.25
 #: domain (or of the hosts left to visit, near the end), since an interruption costs the same
 #: whatever the number of hosts it frees; smaller pickings wait for slots to accumulate, unless
 #: no job has that many due hosts left (then waiting would hold the budget idle for nothing).
-#: On meta-24k at a 3% budget (means over seeds 1-12), 0.5 gives makespan 1.64x the bound and
-#: 20.8 interruptions, 0.45 1.62x and 21.5, 0.4 1.63x and 21.8, 0.3 1.62x and 26.7.
-EVICT_MIN_FILL = 0.45
+#: With jobs steered to visited hosts (``PiggybackClaim.visited_first``), waiting for a fuller
+#: eviction costs less (idle due hosts keep the pipeline fed meanwhile). On meta-24k at a 3%
+#: budget, seeds 1-5 and 7-12 (`simulate` defaults), mean makespan / bound, interruptions in
+#: all, and seeds meeting both issue-13 goals: 0.3 1.073x, 150, 2; 0.45 1.088x, 131, 2;
+#: 0.6 1.108x, 104, 5; 0.75 1.135x, 74, 5 (0.58-0.75 all pass seeds 2-4; 0.55 loses seed 4).
+EVICT_MIN_FILL = 0.6
 #: Evict this long after a checkpoint, so the checkpoint is complete and nothing is lost.
 CHECKPOINT_SLACK_HOURS = 1.0 / 3600.0
 

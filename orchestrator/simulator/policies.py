@@ -12,7 +12,7 @@ train's ``plan_domain`` activity has it), and a quarantined host is due again on
     Take repaired hosts that wait for updates first (already out, no extra budget), then idle
     hosts, then hosts of jobs that end within minutes (a short wait, no interruption), then whole
     jobs to evict, the one covering most free slots first and, among those, the one whose hosts
-    come free soonest. A job is evicted only when it fills nearly half the free room (or is the
+    come free soonest. A job is evicted only when it fills 60% of the free room (or is the
     largest left), right after its next checkpoint, so almost no work is lost; jobs that end
     within the drain deadline are waited for instead, and the planner asks to be woken when they
     come within minutes of their end.
