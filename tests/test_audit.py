@@ -160,7 +160,7 @@ def test_mixed_versions_at_job_start_is_found(fleet: SqliteFleet) -> None:
         assert sim.return_to_service(a, OWNER)
         sim.release(b, "ops-cuda")
         job = sim.jobs[10_000] = JobRec(10_000, 2, 5.0, 1.0, sim.now)
-        assert sim._place(job, {UPPER: {"c00-z00-r003": [a, b]}})  # a scheduler bug
+        sim._place(job, UPPER, [{"c00-z00-r003": [a, b]}])  # a scheduler bug
     report = audit(fleet)
     assert kinds(report) == ["mixed_versions"]
     assert "job 10000" in report.violations[0].detail
