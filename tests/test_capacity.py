@@ -241,3 +241,6 @@ def test_fleet_wide_simulation_reports_each_cluster_and_totals() -> None:
     assert t["job_interruptions"] == sum(row["job_interruptions"] for row in o["clusters"])
     assert t["complete"] and t["hosts_visited"] + t["hosts_quarantined"] == 256
     assert t["makespan_hours"] == max(row["makespan_hours"] for row in o["clusters"])
+    # Equal clusters: the fleet's utilisation is the mean of theirs.
+    mean = sum(row["utilisation"] for row in o["clusters"]) / 4
+    assert 0.0 < t["utilisation"] < 1.0 and t["utilisation"] == pytest.approx(mean, abs=1e-3)

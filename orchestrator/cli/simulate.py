@@ -46,6 +46,7 @@ _COLUMNS = (
     ("interr.", "job_interruptions"),
     ("lost GPU-h", "lost_gpu_hours"),
     ("viol.", "budget_violations"),
+    ("util.", "utilisation"),
     ("wall s", "wall_seconds"),
 )
 
@@ -76,6 +77,9 @@ def _print_run(o: dict[str, Any]) -> None:
         "outage_budget_hosts_mean",
         "budget_violations",
         "max_out_of_service",
+        "piggybacked_hosts",
+        "released_hosts",
+        "utilisation",
         "wall_seconds",
     ):
         t.add_row(key, str(o.get(key)))
@@ -96,6 +100,8 @@ def _print_fleet(o: dict[str, Any]) -> None:
 def _cell(key: str, v: object) -> str:
     if not isinstance(v, float):
         return str(v)
+    if key == "utilisation":
+        return f"{v:.1%}"
     return f"{v:.2f}" if key.startswith("makespan_over") else f"{v:,.1f}"
 
 

@@ -101,6 +101,9 @@ def fleet_totals(results: list[SimResult], wall: float, workers: int) -> dict[st
     out["makespan_over_lower_bound"] = (
         round(span / out["lower_bound_hours"], 4) if span and out["lower_bound_hours"] else None
     )
+    # Host-weighted over each cluster's own run (clusters are alike in size here).
+    hosts = sum(r.hosts_total for r in results)
+    out["utilisation"] = round(sum(r.utilisation * r.hosts_total for r in results) / hosts, 4)
     out["wall_seconds"] = round(wall, 3)
     out["cluster_wall_seconds"] = round(sum(r.wall_seconds for r in results), 3)
     out["workers"] = workers
