@@ -4,7 +4,8 @@ For each seed it runs the done-when command exactly as a user types it,
 ``trainctl simulate --preset meta-24k --policy P --seed N --json`` (maintenance budget 3%, floor
 5%, the simulate defaults), for ``job-aware`` and ``rolling-serial``, and prints one row per seed:
 makespan against ``lower_bound_hours`` (goal <= 1.10), interruptions and lost GPU-hours against
-rolling-serial's in the same run (goals <= 0.10 and <= 0.05), piggybacked hosts, budget
+rolling-serial's in the same run (goals <= 0.10 and <= 0.05), piggybacked hosts, job-aware's
+utilisation (mean fraction of hosts running a job: what steering must not cost), budget
 violations and hosts visited or quarantined of all, with a yes/no per goal.
 
     nice python benchmarks/bench_policy_seeds.py [--seeds 1,2,3,4] [--jobs 2] [--out DIR]
@@ -81,7 +82,8 @@ def row(seed: int, ja: dict[str, Any], rs: dict[str, Any]) -> tuple[str, bool]:
         f"| {m:.2f} {_yes(goals[0])} | {'-' if rs_m is None else f'{rs_m:.2f}'} "
         f"| {ja['job_interruptions']}/{rs['job_interruptions']} | {i:.3f} {_yes(goals[1])} "
         f"| {ja['lost_gpu_hours']:,.0f}/{rs['lost_gpu_hours']:,.0f} | {lost:.4f} {_yes(goals[2])} "
-        f"| {ja['piggybacked_hosts']} | {viol[0]}/{viol[1]} {_yes(goals[4])} "
+        f"| {ja['piggybacked_hosts']} | {ja.get('utilisation', 0.0):.2f} "
+        f"| {viol[0]}/{viol[1]} {_yes(goals[4])} "
         f"| {done}/{ja['hosts_total']} {_yes(ok_all)} | {ja.get('halted') or '-'} |"
     )
     return text, all(goals)
@@ -112,9 +114,9 @@ def main() -> None:
     print(
         "| seed | job-aware h | bound h | / bound (<= 1.10) | rolling / bound "
         "| interruptions ja/rs | ratio (<= 0.10) | lost GPU-h ja/rs | ratio (<= 0.05) "
-        "| piggybacked | violations ja/rs | visited+quar. | halted |"
+        "| piggybacked | utilisation ja | violations ja/rs | visited+quar. | halted |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     met = 0
     for s in seeds:
         text, ok = row(s, results[("job-aware", s)], results[("rolling-serial", s)])
