@@ -150,8 +150,9 @@ class JobScheduler(SimCore):
             self._assign(starting, free)
 
     def _take_close(self, racks: dict[str, list[str]], need: int, chosen: list[str]) -> None:
-        """Move up to ``need`` hosts from ``racks`` to ``chosen``: the smallest zone that holds
-        them all (else the fullest first), its fullest racks first."""
+        """Move up to ``need`` hosts from ``racks`` to ``chosen``: zones that hold them all
+        first, the smallest of those first, then the others, smallest first; in each zone its
+        fullest racks first."""
         by_zone: dict[str, list[str]] = defaultdict(list)
         for rack, names in racks.items():
             if names:
