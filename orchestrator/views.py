@@ -38,11 +38,15 @@ class HostLike(Protocol):
     def last_visit(self) -> float | None: ...
 
 
+def visited_since(host: HostLike, cycle_started: float) -> bool:
+    """Visited since the cycle began, whatever its state now."""
+    return host.last_visit is not None and host.last_visit >= cycle_started
+
+
 def is_due(host: HostLike, cycle_started: float) -> bool:
     """Still to visit this cycle: in service and not visited since the cycle began (a host back
     from repair is due again: repair reimaged it, the train verifies it once more)."""
-    fresh = host.last_visit is not None and host.last_visit >= cycle_started
-    return host.state == HostState.IN_SERVICE and not fresh
+    return host.state == HostState.IN_SERVICE and not visited_since(host, cycle_started)
 
 
 @dataclass(frozen=True)

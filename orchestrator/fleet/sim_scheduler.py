@@ -80,11 +80,10 @@ class JobScheduler(SimCore):
         hosts new jobs go to first, keeping the hosts still due idle for maintenance."""
         return None
 
-    def _free_hosts(self) -> dict[tuple[str, str], list[dict[str, list[str]]]]:
+    def _free_hosts(self, since: float | None) -> dict[tuple[str, str], list[dict[str, list[str]]]]:
         """Idle in-service hosts grouped by (gpu_driver, cuda), then in tiers the scheduler
-        fills in order (one tier; or visited then due hosts when a train steers jobs), then by
-        rack (inventory order)."""
-        since = self._visited_first_since()
+        fills in order (one tier; or, steered by a claim for the cycle begun at ``since``,
+        visited then due hosts), then by rack (inventory order)."""
         tiers = 1 if since is None else 2
         free: dict[tuple[str, str], list[dict[str, list[str]]]] = {}
         index = self._index
@@ -108,6 +107,7 @@ class JobScheduler(SimCore):
             self._before_placing()
         goal = self.target_utilisation * len(self.order)
         busy, idle = self._index.busy, len(self._index.free)
+        since = self._visited_first_since()
         free: dict[tuple[str, str], list[dict[str, list[str]]]] | None = None
         counts: dict[tuple[str, str], int] = {}
         starting: list[tuple[JobRec, tuple[str, str]]] = []
@@ -135,7 +135,7 @@ class JobScheduler(SimCore):
             if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
                 break
             if free is None:
-                free = self._free_hosts()
+                free = self._free_hosts(since)
                 counts = {k: sum(len(n) for t in ts for n in t.values()) for k, ts in free.items()}
             placed = self._fits(self.state.queue[:window], counts)
             for job, _ in placed:
@@ -147,7 +147,7 @@ class JobScheduler(SimCore):
                 break
         if starting:
             assert free is not None
-            self._assign(starting, free)
+            self._assign(starting, free, steered=since is not None)
 
     def _take_close(self, racks: dict[str, list[str]], need: int, chosen: list[str]) -> None:
         """Move up to ``need`` hosts from ``racks`` to ``chosen``: zones that hold them all
@@ -187,12 +187,13 @@ class JobScheduler(SimCore):
         self,
         starting: list[tuple[JobRec, tuple[str, str]]],
         free: dict[tuple[str, str], list[dict[str, list[str]]]],
+        steered: bool,
     ) -> None:
         """Give each starting job its hosts: in the order they were chosen, or, when a train
-        steers jobs (two tiers), the longest job first (by its remaining work, what a batch
+        steers jobs, the longest job first (by its remaining work, what a batch
         scheduler knows as its time limit), so the jobs that would outlive the cycle get the
         visited hosts and the short ones, which free theirs by themselves, the due ones."""
-        if any(len(tiers) > 1 for tiers in free.values()):
+        if steered:
             starting = sorted(starting, key=lambda p: (-p[0].work_hours, p[0].id))
         for job, key in starting:
             self._place(job, key, free[key])

@@ -59,7 +59,7 @@ from orchestrator.fleet.slurm.config import (
 )
 from orchestrator.models import GPUS_PER_HOST, HostState
 from orchestrator.updates import PROFILES, pending_components
-from orchestrator.views import ClusterSnapshot, HostView, JobView, is_due
+from orchestrator.views import ClusterSnapshot, HostView, JobView, is_due, visited_since
 
 if TYPE_CHECKING:
     from orchestrator.fleet.backend import ClusterBackend
@@ -377,11 +377,8 @@ class SlurmCluster:
         withdrawn claim puts every weight back. Only changed nodes are updated."""
         due: set[str] = set()
         if claim is not None and claim.visited_first:
-            due = {
-                n
-                for n, h in self.hosts.items()
-                if h.last_visit is None or h.last_visit < claim.cycle_started_hours
-            }
+            since = claim.cycle_started_hours
+            due = {n for n, h in self.hosts.items() if not visited_since(h, since)}
         weighted = set(self.state.get("due_weighted", []))
         if self.writable and due != weighted:
             if due - weighted:
