@@ -92,6 +92,16 @@ def cluster_targets(path: Path) -> dict[str, str]:
         conn.close()
 
 
+def claim_standing(path: Path) -> bool:
+    """Whether a train's piggyback claim on freed hosts is left with the fleet (c00)."""
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute("SELECT state FROM clusters WHERE name='c00'").fetchone()
+        return bool(json.loads(row[0]).get("piggyback"))
+    finally:
+        conn.close()
+
+
 def is_cordon_by_train(ev: Event) -> bool:
     return ev.kind == "host_state" and ev.detail["after"] == "cordoned" and ev.actor == OWNER
 
@@ -260,7 +270,12 @@ async def test_bad_build_halts_the_train(dev_env, tmp_home, task_queue):
 
         st = await wait_for(halted, "the train to halt")
         assert "failed" in st.reason
-        await wait_for(lambda: not held_by_train(path), "domains in flight to finish")
+        # Halting withdraws the train's claim on freed hosts (an activity after the halt): until
+        # then the fleet may still piggyback a host for it, which the withdrawal hands back.
+        await wait_for(
+            lambda: not held_by_train(path) and not claim_standing(path),
+            "domains in flight to finish and the claim to be withdrawn",
+        )
         seq = last_seq(path)
         await asyncio.sleep(1.5)  # 15 fleet hours
         assert (await status(handle)).state == "halted"

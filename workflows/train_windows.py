@@ -21,6 +21,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.messages import ClockInfo
     from orchestrator.planning.windows import (
+        WINDOW_WAITS,
         WindowState,
         fleet_datetime,
         fleet_hours_at,
@@ -56,13 +57,22 @@ class TrainWindows:
         return fleet_hours_now(self.clock)
 
     def look(self) -> WindowState:
-        """The window state now, recorded in the train's state for ``status``."""
+        """The window state now, recorded in the train's state for ``status``.
+
+        The ``waiting`` text moves with it: a window may close while the train plans (its idle
+        timer is the next look), and ``status`` must never say "waiting for a window" with no
+        reason, or keep a window's reason once the window opened (display only: no command
+        depends on it, so replay is unchanged)."""
         at = fleet_datetime(self.clock.anchor_wall, self.fleet_now())
         ws = window_state(self.schedule, at)
         st = self.state
         st.window_state = ws.state
         st.next_window_start = ws.next_start
         st.window_closes_at = ws.closes_at
+        if not ws.open:
+            st.waiting = waiting_text(ws)
+        elif st.waiting.startswith(WINDOW_WAITS):
+            st.waiting = ""
         return ws
 
     def closes_hours(self) -> float | None:
@@ -77,7 +87,7 @@ class TrainWindows:
 
     def closed(self, domains: set[asyncio.Task[None]]) -> None:
         """Outside the windows: say so, and with ``hard_stop`` hand the domains' hosts back."""
-        self.state.waiting = waiting_text(self.look())
+        self.look()  # says why it waits
         if self.schedule.hard_stop:
             for task in list(domains):
                 if task not in self._cancelled:

@@ -155,8 +155,14 @@ def at_fleet_hour(
     return ws, None if edge is None else fleet_hours_at(anchor, edge)
 
 
+#: How ``waiting_text`` begins: a wait that is the schedule's, not the planner's.
+BLACKOUT_WAIT = "in a blackout"
+OUTSIDE_WAIT = "outside its maintenance window"
+WINDOW_WAITS = (BLACKOUT_WAIT, OUTSIDE_WAIT)
+
+
 def waiting_text(ws: WindowState) -> str:
     """``outside its maintenance window until 2026-12-01 22:00 fleet time``, or the blackout's."""
-    what = "in a blackout" if ws.state == BLACKOUT else "outside its maintenance window"
+    what = BLACKOUT_WAIT if ws.state == BLACKOUT else OUTSIDE_WAIT
     when = f" until {ws.next_start:%Y-%m-%d %H:%M} fleet time" if ws.next_start else ""
     return what + (when or " (none opens within 400 days)")
