@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from orchestrator.cli import main as cli_main
 from orchestrator.errors import PERMANENT_KINDS, PermanentError, TemporaryError
-from orchestrator.fleet.slurm.backend import declared_checkpoint_hours
 from orchestrator.fleet.slurm.commands import (
     SlurmPermissionDenied,
     SlurmUnavailable,
@@ -24,6 +23,7 @@ from orchestrator.fleet.slurm.commands import (
     parse_nodes,
 )
 from orchestrator.fleet.slurm.config import Naming, render
+from orchestrator.fleet.slurm.jobs import declared_checkpoint_hours
 from orchestrator.fleet.slurm.topology import parse_topology
 
 

@@ -21,9 +21,9 @@ import pytest
 from orchestrator.errors import PERMANENT_KINDS
 from orchestrator.fleet.backend import PiggybackClaim
 from orchestrator.fleet.slurm import SlurmFleet
-from orchestrator.fleet.slurm.backend import DEFAULT_WEIGHT, DUE_WEIGHT
 from orchestrator.fleet.slurm.commands import SlurmUnknownObject
 from orchestrator.fleet.slurm.config import SlurmBackendConfig
+from orchestrator.fleet.slurm.steering import DEFAULT_WEIGHT, DUE_WEIGHT
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_up
 
 OWNER = "op-test"

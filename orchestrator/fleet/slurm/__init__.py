@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.fleet.slurm.backend import SlurmCluster, SlurmRefused
+from orchestrator.errors import SlurmRefused
+from orchestrator.fleet.slurm.backend import SlurmCluster
 from orchestrator.fleet.slurm.fleet import SlurmFleet
 
 __all__ = ["SlurmCluster", "SlurmFleet", "SlurmRefused"]

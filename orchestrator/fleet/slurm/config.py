@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -100,6 +101,23 @@ def render(template: str, **values: str) -> str:
     for key, value in values.items():
         out = out.replace("{" + key + "}", shlex.quote(value))
     return out
+
+
+def run_site_command(command: str, timeout_seconds: float) -> tuple[int, str]:
+    """Run a hook or the health command by ``/bin/sh -c``: its exit code and the first line it
+    printed (stdout, else stderr); one that outlives ``timeout_seconds`` is ``EX_TEMPFAIL``."""
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", command],
+            capture_output=True,
+            text=True,
+            timeout=timeout_seconds,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return EX_TEMPFAIL, f"timed out after {timeout_seconds:g}s"
+    text = (done.stdout.strip() or done.stderr.strip()).splitlines()
+    return done.returncode, (text[0] if text else "")[:300]
 
 
 def load_backend_config(path: Path | None) -> SlurmBackendConfig:

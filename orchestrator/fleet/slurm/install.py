@@ -1,0 +1,106 @@
+"""Installing components on a Slurm node: the config's hooks, in dependency order, then a reboot.
+
+Slurm cannot install anything; the backend config names a hook per component (``config``). A
+node held for maintenance runs each pending component's hook (a failure is permanent unless the
+hook exits ``EX_TEMPFAIL``), the record keeps what succeeded even when a later hook fails, and
+one reboot follows when any installed component needs it (``verify`` waits for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orchestrator.fleet.backend import InstallOutcome
+from orchestrator.fleet.sim_records import HostRec
+from orchestrator.fleet.slurm.config import EX_TEMPFAIL, render, run_site_command
+from orchestrator.fleet.slurm.core import S
+from orchestrator.fleet.slurm.verify import VerifyOps
+from orchestrator.updates import PROFILES, pending_components
+
+
+class InstallOps(VerifyOps):
+    """Prestage, begin an update or a rollback, and install."""
+
+    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
+        comps = pending_components(self.host(name).versions, targets)
+        if comps:
+            self._log(actor, "prestaged", name, components={c: targets[c] for c in comps})
+        return comps
+
+    def begin_update(self, name: str, actor: str) -> bool:
+        h = self.host(name)
+        if h.state not in (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE) or h.job_id is not None:
+            return False
+        self._set_state(h, S.IN_MAINTENANCE, actor, "applying updates")
+        return True
+
+    def begin_rollback(self, name: str, actor: str) -> bool:
+        h = self.host(name)
+        if h.state not in (S.IN_MAINTENANCE, S.VERIFYING) or h.job_id is not None:
+            return False
+        h.verified = False
+        self.dirty.add(name)
+        self._set_state(h, S.IN_MAINTENANCE, actor, "rolling back")
+        return True
+
+    def install(
+        self, name: str, targets: Mapping[str, str], actor: str, attempt: str
+    ) -> InstallOutcome:
+        """Run each pending component's hook in dependency order, then one reboot."""
+        h = self.host(name)
+        comps = pending_components(h.versions, targets)
+        h.updates += 1
+        self.dirty.add(name)
+        done: list[str] = []
+        for c in comps:
+            hook = self.config.hook_for(c)
+            if hook is None:
+                self._log(
+                    actor,
+                    "update_failed",
+                    name,
+                    component=c,
+                    permanent=True,
+                    reason="no hook for this component in the backend config",
+                )
+                return self._partial(h, done, targets, actor, InstallOutcome(False, True, c))
+            code, out = run_site_command(
+                render(hook, node=name, component=c, version=targets[c]),
+                self.config.command_timeout_seconds,
+            )
+            if code != 0:
+                permanent = code != EX_TEMPFAIL
+                self._log(
+                    actor,
+                    "update_failed",
+                    name,
+                    component=c,
+                    permanent=permanent,
+                    reason=out or f"hook exit code {code}",
+                )
+                return self._partial(h, done, targets, actor, InstallOutcome(False, permanent, c))
+            done.append(c)
+        self._partial(h, done, targets, actor, InstallOutcome(True, False, None))
+        if self.config.reboot and any(PROFILES[c].needs_reboot for c in comps if c in PROFILES):
+            self.reboot(name, actor)
+        # The hooks ran for real; verification waits for the reboot itself.
+        return InstallOutcome(True, False, None, duration_hours=0.0)
+
+    def _partial(
+        self,
+        h: HostRec,
+        done: list[str],
+        targets: Mapping[str, str],
+        actor: str,
+        out: InstallOutcome,
+    ) -> InstallOutcome:
+        """Record the components whose hook succeeded (a later failure does not undo them)."""
+        if done:
+            before = {c: h.versions.get(c) for c in done}
+            for c in done:
+                h.versions[c] = targets[c]
+            self._log(actor, "updated", h.name, before=before, after={c: targets[c] for c in done})
+        return out
+
+
+__all__ = ["InstallOps"]

@@ -1,0 +1,88 @@
+"""Job control on Slurm: what a running job answers before maintenance, and its eviction.
+
+Slurm has no way to ask a job whether it may stop now; trainctl reads the job's ``--comment``
+instead (``evict=go|refuse``, ``ckpt=<interval>``), keeps a job's refusals with the backend
+state while Slurm still runs it, and evicts with ``scontrol requeue`` (``scancel`` only for a
+job that cannot be requeued, recorded as such), counting the work lost since its last
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.fleet.backend import JobAnswer, RefusalNote
+from orchestrator.fleet.slurm.core import SlurmCore
+from orchestrator.models import GPUS_PER_HOST
+
+_EVICT = re.compile(r"(?:^|[\s,;])evict=(go|wait|refuse)(?=$|[\s,;])")
+
+
+class JobOps(SlurmCore):
+    """The job side of the ``ClusterBackend`` Protocol: ask, note refusals, evict."""
+
+    def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
+        """The job's ``--comment`` answers: ``evict=go|refuse`` says so outright; a job that
+        declares ``ckpt=<interval>`` asks to wait for its next checkpoint when that comes
+        after the planned eviction; any other job lets maintenance go ahead."""
+        j = self.jobs.get(job_id)
+        if j is None:
+            return JobAnswer("go", reason="not running")
+        m = _EVICT.search(j.slurm.comment)
+        if m and m.group(1) == "refuse":
+            return JobAnswer("refuse", reason="job comment: evict=refuse")
+        if m and m.group(1) == "go":
+            return JobAnswer("go", reason="job comment: evict=go")
+        if j.ckpt_hours is not None:
+            nxt = j.view(self._now).next_checkpoint_hours
+            if nxt > evict_at_hours + 1e-6:
+                return JobAnswer("wait", until_hours=nxt, reason="until its next checkpoint")
+        return JobAnswer("go")
+
+    def note_refusal(self, job_id: int, note: RefusalNote) -> None:
+        """Kept with the backend's state; stands while Slurm still runs the job."""
+        if job_id in self.jobs:
+            notes = self.state.setdefault("job_refusals", {})
+            notes[str(job_id)] = [note.until_hours, note.refusals]
+
+    def refusal_notes(self) -> dict[int, RefusalNote]:
+        notes = self.state.get("job_refusals", {})
+        return {
+            int(j): RefusalNote(float(v[0]), int(v[1]))
+            for j, v in notes.items()
+            if int(j) in self.jobs
+        }
+
+    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+        """Requeue the job (cancel it only if it cannot be requeued, and say so); the
+        GPU-hours of work since its last checkpoint."""
+        j = self.jobs.get(job_id)
+        if j is None:
+            return 0.0
+        view = j.view(self._now)
+        lost = max(0.0, self._now - view.last_checkpoint_hours) * view.size * GPUS_PER_HOST
+        if j.slurm.requeue:
+            self.cmd.requeue(job_id)
+            how = "requeued"
+        else:
+            self.cmd.cancel(job_id)
+            how = "cancelled: the job cannot be requeued (submitted with --no-requeue)"
+        self._log(
+            actor,
+            "job_interrupted",
+            None,
+            job=job_id,
+            hosts=list(j.slurm.nodes),
+            cause=f"maintenance:{actor}",
+            how=how,
+            lost_gpu_hours=round(lost, 4),
+        )
+        for n in j.slurm.nodes:
+            if n in self.hosts and self.hosts[n].job_id == job_id:
+                self.hosts[n].job_id = None
+                self.dirty.add(n)
+        del self.jobs[job_id]
+        return lost
+
+
+__all__ = ["JobOps"]

@@ -1,0 +1,59 @@
+"""A running Slurm job as trainctl reads it: in fleet hours, with the checkpoints it declares.
+
+Slurm reports a job's start and end in Unix seconds and knows nothing of checkpoints; trainctl
+plans evictions in fleet hours around them. ``RunningJob`` is one job of the last ``squeue``
+read that runs on trainctl's hosts, and ``declared_checkpoint_hours`` reads the interval a job
+states in its ``--comment`` (``ckpt=10m``). Kept apart from the session so the core that holds
+the jobs, the reconciling that reads them and the job control that evicts them share one type.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from orchestrator.fleet.slurm.commands import SlurmJob
+from orchestrator.views import JobView
+
+_CKPT = re.compile(r"(?:^|[\s,;])ckpt=(\S+?)(?=$|[\s,;])")
+
+
+@dataclass
+class RunningJob:
+    """A running Slurm job, in fleet hours; ``state`` as the status summary counts it."""
+
+    slurm: SlurmJob
+    start_hours: float
+    end_hours: float
+    ckpt_hours: float | None
+    state: str = "running"
+
+    def view(self, now: float) -> JobView:
+        from orchestrator.views import last_checkpoint, next_checkpoint
+
+        interval = self.ckpt_hours or max(self.end_hours - self.start_hours, 1e-9)
+        return JobView(
+            self.slurm.id,
+            len(self.slurm.nodes),
+            self.slurm.nodes,
+            self.end_hours,
+            next_checkpoint(self.start_hours, interval, now, self.end_hours),
+            last_checkpoint(self.start_hours, interval, now, self.end_hours),
+        )
+
+
+def declared_checkpoint_hours(comment: str) -> float | None:
+    """The checkpoint interval a job declares in its ``--comment`` (``ckpt=10m``), if any."""
+    from orchestrator.models import parse_duration_hours
+
+    m = _CKPT.search(comment)
+    if not m:
+        return None
+    try:
+        hours = parse_duration_hours(m.group(1), "comment.ckpt")
+    except ValueError:
+        return None
+    return hours if hours > 0 else None
+
+
+__all__ = ["RunningJob", "declared_checkpoint_hours"]

@@ -1,0 +1,125 @@
+"""Reconciling trainctl's record with what Slurm shows, at the start of every session.
+
+Each ``cluster`` session reads Slurm (``sinfo``/``squeue``) before it acts, and makes the
+record agree with it. Reconciling is what makes the record survive Slurm's own changes:
+
+- a node drained or downed by someone else (an operator, Slurm's health check) is out of
+  service with Slurm's reason (quarantined, or in repair when Slurm set it down), counts
+  against every budget, and is never resumed by trainctl; when someone resumes it, it is back;
+- a node trainctl holds but Slurm no longer shows drained (the drain was lost) is drained again,
+  and one drained with trainctl's reason but missing from the record (a session that failed
+  after the drain) is adopted by the owner its reason names, who then hands it back;
+- node features ``<component>_<version>`` follow the record, so they come back after a
+  controller restart (which forgets features set by ``scontrol update``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.constants import (
+    NO_OWNER,
+    NOT_MAINTENANCE_OWNERS,
+    QUARANTINE_OWNER,
+    REPAIR_OWNER,
+)
+from orchestrator.fleet.sim_records import HostRec
+from orchestrator.fleet.slurm.commands import SlurmNode
+from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
+from orchestrator.fleet.slurm.jobs import RunningJob, declared_checkpoint_hours
+
+_REASON_OWNER = re.compile(r"^trainctl:(\S+)")
+
+
+class Reconciler(SlurmCore):
+    """``sync``: Slurm read, the record reconciled with it, features published."""
+
+    # --------------------------------------------------------------- syncing
+    def sync(self) -> None:
+        """Read Slurm and reconcile the record with it (see the module docstring)."""
+        nodes = {n.name: n for n in self.cmd.nodes()}
+        jobs = self.cmd.jobs()
+        self.nodes = nodes
+        self.jobs = {}
+        self.pending_jobs = sum(1 for j in jobs if j.state == "PENDING")
+        on_node: dict[str, int] = {}
+        for j in jobs:
+            if not j.running or not j.nodes:
+                continue
+            ours = [n for n in j.nodes if n in self.hosts]
+            if not ours:
+                continue
+            self.jobs[j.id] = RunningJob(
+                j,
+                self._hours(j.start),
+                self._hours(j.end) if j.end > j.start else self._hours(j.start) + 24 * 365,
+                declared_checkpoint_hours(j.comment),
+            )
+            for n in ours:
+                on_node.setdefault(n, j.id)
+        for name in self.order:
+            h = self.hosts[name]
+            job = on_node.get(name)
+            if h.job_id != job:
+                h.job_id = job
+                self.dirty.add(name)
+            node = nodes.get(name)
+            if node is not None:
+                self._reconcile(h, node)
+
+    def _trainctl_out(self, h: HostRec) -> bool:
+        """Quarantined or handed to repair by trainctl (not by someone else in Slurm)."""
+        return h.owner in (QUARANTINE_OWNER, REPAIR_OWNER)
+
+    def _reconcile(self, h: HostRec, node: SlurmNode) -> None:
+        if self._held(h):
+            if not node.out_of_service and self.writable:
+                # Held by trainctl, yet Slurm schedules on it: the drain was lost. Drain again.
+                self.cmd.drain(h.name, self._reason(h.owner, "maintenance"))
+                self._log(SLURM_ACTOR, "redrained", h.name, owner=h.owner, slurm=node.state)
+            self._publish(h, node)
+            return
+        if self._trainctl_out(h) and node.out_of_service:
+            self._publish(h, node)  # quarantined or in repair: a person resumes it in Slurm
+            return
+        m = _REASON_OWNER.match(node.reason)
+        if node.drained and m and m.group(1) not in NOT_MAINTENANCE_OWNERS:
+            if h.state == S.IN_SERVICE:
+                # Drained by trainctl in a session whose record did not commit: the owner its
+                # reason names holds it (and hands it back, as it does any orphan).
+                h.owner = m.group(1)
+                self._set_state(
+                    h, S.CORDONED, SLURM_ACTOR, f"maintenance by {h.owner}", owner=h.owner
+                )
+            return
+        if node.state == "unknown" and not node.drained:
+            return  # a controller that just restarted has not heard from the node yet
+        if node.drained or node.down:
+            want = S.IN_REPAIR if node.down and not node.drained else S.QUARANTINED
+            what = "drain" if node.drained else node.state
+            why = f"slurm {what}" + (f": {node.reason}" if node.reason else "")
+            if h.state != want or h.reason != why:
+                self._set_state(h, want, SLURM_ACTOR, why, by="slurm")
+                h.owner = NO_OWNER
+        elif h.state != S.IN_SERVICE:
+            h.owner = NO_OWNER
+            self._set_state(h, S.IN_SERVICE, SLURM_ACTOR, "resumed in slurm", by="slurm")
+        self._publish(h, node)
+
+    def _features(self, h: HostRec, node: SlurmNode) -> list[str]:
+        comps = self.config.feature_components
+        kept = [f for f in node.features if not any(f.startswith(f"{c}_") for c in comps)]
+        return kept + [f"{c}_{h.versions[c]}" for c in comps if c in h.versions]
+
+    def _publish(self, h: HostRec, node: SlurmNode) -> None:
+        """Make the node's features say the versions trainctl recorded for it."""
+        if not self.writable or not self.config.feature_components:
+            return
+        want = self._features(h, node)
+        if sorted(want) == sorted(node.features):
+            return
+        self.cmd.set_features(h.name, want)
+        self._log(SLURM_ACTOR, "features_applied", h.name, features=want)
+
+
+__all__ = ["Reconciler"]
