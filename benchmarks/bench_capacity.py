@@ -16,8 +16,8 @@ import resource
 import time
 
 from orchestrator.presets import get_preset
+from orchestrator.simulator import SimConfig, simulate
 from orchestrator.simulator.budget import sim_budget
-from orchestrator.simulator.engine import SimConfig, simulate
 from orchestrator.simulator.fleet_sim import simulate_fleet
 
 

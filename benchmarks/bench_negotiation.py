@@ -64,7 +64,7 @@ def main() -> None:
             r = engine.run()
             wall = time.perf_counter() - start
             runs[negotiate] = r
-            answers = ", ".join(f"{k} {v}" for k, v in sorted(engine.answers.items())) or "-"
+            answers = ", ".join(f"{k} {v}" for k, v in sorted(engine.tally.answers.items())) or "-"
             span = "n/a" if r.makespan_hours is None else f"{r.makespan_hours:.1f}"
             print(
                 f"| {policy} | {'yes' if negotiate else 'no'} | {r.job_interruptions} | "

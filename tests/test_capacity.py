@@ -21,8 +21,9 @@ from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.models import CapacityBudget, HostState
 from orchestrator.presets import PRESETS
+from orchestrator.simulator import SimConfig
 from orchestrator.simulator.budget import sim_budget
-from orchestrator.simulator.engine import Engine, SimConfig
+from orchestrator.simulator.engine import Engine
 from orchestrator.simulator.fleet_sim import simulate_fleet
 from tests.rule_tests import promtool_rule_test
 
@@ -120,7 +121,7 @@ def test_piggybacked_hosts_are_visited_with_no_interruption(
     assert res.piggybacked_hosts == len(taken)
     assert all(PIGGYBACK_NOTE in str(ev.detail.get("reason")) for ev in taken)
     names = {str(ev.host) for ev in taken}
-    assert names <= eng.visited | eng.quarantined
+    assert names <= eng.tally.visited | eng.tally.quarantined
     # Each was idle when taken: no job ran on it, so its maintenance interrupted nothing. A
     # job a maintenance eviction stopped never ran on a host while it was piggybacked (a host
     # piggybacked, visited and returned may run a later job, stopped for its other hosts).

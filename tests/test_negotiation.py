@@ -128,7 +128,7 @@ def _simulated(behaviour: str, policy: str) -> tuple[list[tuple[float, int, floa
         ),
     )
     assert engine.run().complete
-    return [e for e in engine.evictions if e[1] == job_id], engine.answers, job_id
+    return [e for e in engine.tally.evictions if e[1] == job_id], engine.tally.answers, job_id
 
 
 async def _live(env, tmp_home, task_queue, behaviour: str, policy: str):

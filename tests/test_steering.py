@@ -10,9 +10,11 @@ from pathlib import Path
 from orchestrator.fleet.backend import PiggybackClaim
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, HostRec, JobRec
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED, SqliteFleet
+from orchestrator.fleet.settings import MAX_SPEED
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.presets import INITIAL_VERSIONS, PRESETS
-from orchestrator.simulator.engine import Engine, SimConfig
+from orchestrator.simulator import SimConfig
+from orchestrator.simulator.engine import Engine
 
 CYCLE_START = 2.0
 NOW = 10.0

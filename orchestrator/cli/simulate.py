@@ -21,11 +21,11 @@ from orchestrator.cli.common import (
     handle_errors,
     json_option,
 )
-from orchestrator.fleet.sqlite_fleet import MAX_SEED
+from orchestrator.fleet.settings import MAX_SEED
 from orchestrator.models import CapacityBudget, parse_duration_hours
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.simulator.budget import sim_budget
-from orchestrator.simulator.engine import SimConfig
+from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate as run_simulation
 from orchestrator.simulator.fleet_sim import simulate_fleet
 from orchestrator.simulator.policies import POLICY_SPECS, get_policy

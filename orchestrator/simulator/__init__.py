@@ -1,6 +1,7 @@
 """What-if simulator: the train's planning code over the fleet model, in virtual fleet time."""
 
-from orchestrator.simulator.engine import DEFAULT_TARGETS, SimConfig, build_cluster, simulate
+from orchestrator.simulator.config import DEFAULT_TARGETS, SimConfig
+from orchestrator.simulator.engine import build_cluster, simulate
 from orchestrator.simulator.policies import POLICY_SPECS, PolicySpec, get_policy
 from orchestrator.simulator.result import (
     SimResult,

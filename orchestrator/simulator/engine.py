@@ -48,21 +48,19 @@ from orchestrator.execution.settle import (
 from orchestrator.execution.switches import update_rack_switches
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
-from orchestrator.fleet.cluster_sim import ClusterSim, Event
-from orchestrator.models import GPUS_PER_HOST, CapacityBudget, HostState
-from orchestrator.presets import Preset
+from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.models import HostState
+from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.policies import get_policy
 from orchestrator.simulator.result import (
     SimResult,
     lower_bound_after_outages_hours,
     lower_bound_hours,
     maintenance_work_hours,
-    visit_interval_summary,
 )
+from orchestrator.simulator.tally import RunShape, Tally
 from orchestrator.updates import host_targets
 
-#: The simulated campaign: a new kernel, BIOS and NIC firmware, so every host has work pending.
-DEFAULT_TARGETS: dict[str, str] = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}
 ACTOR = "sim-train"
 #: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
 SWITCH_ATTEMPTS = 4
@@ -73,9 +71,7 @@ S = HostState
 _INF = float("inf")
 
 __all__ = [
-    "DEFAULT_TARGETS",
     "Engine",
-    "SimConfig",
     "SimResult",
     "build_cluster",
     "lower_bound_after_outages_hours",
@@ -83,38 +79,6 @@ __all__ = [
     "maintenance_work_hours",
     "simulate",
 ]
-
-
-@dataclass
-class SimConfig:
-    """One simulated campaign (the train spec's fields that shape the schedule)."""
-
-    preset: Preset
-    policy: str = "job-aware"
-    budget: CapacityBudget = field(default_factory=CapacityBudget)
-    domain_size: int | None = None
-    """Hosts in flight at once; None means the budget's host limit."""
-    days: float = 30.0
-    seed: int = 1
-    max_wait_hours: float = 4.0
-    targets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TARGETS))
-    series: bool = False
-    cluster: str | None = None
-    """Which cluster of the preset to simulate (default: the first; clusters are alike)."""
-    halt_after_failures: int | None = None
-    """Hosts failing in a row that halt the cycle (with ``halt_failure_rate``: a train spec's
-    naive rule). None (the default): the bad-build rule (``halting.BadBuildRule``), as behind a
-    train a campaign drives, so flaky hosts are quarantined and the cycle goes on."""
-    halt_failure_rate: float = 0.2
-    negotiate: bool = True
-    """Ask each job before evicting it (``drain.negotiate``); False: evict as the policy says."""
-    max_refusals: int = 2
-    release_refusing: bool = True
-    """A job-aware train hands a refusing job's hosts back and asks later
-    (``DrainTracker.release``) instead of holding them toward the drain deadline."""
-    steer_jobs: bool = True
-    """A job-aware train's claim steers new jobs to visited hosts first
-    (``PiggybackClaim.visited_first``); False measures what that buys."""
 
 
 @dataclass
@@ -169,29 +133,10 @@ class Engine:
         self.heap: list[tuple[float, int, str, Any, int]] = []
         self.seq = 0
         self.repairs: list[tuple[float, str]] = []
-        self.visited: set[str] = set()
-        self.quarantined: set[str] = set()
-        self.interruptions = self.violations = 0
-        self.lost_work = self.idle_held = self.drain_wait = 0.0
-        self.max_out = 0
-        self.others_out = 0
-        self.outage_area = 0.0
-        self.planner_calls = 0
-        #: job negotiation: answers heard by kind, and every maintenance eviction (t, job, lost)
-        self.answers: dict[str, int] = {}
-        self.evictions: list[tuple[float, int, float]] = []
-        self.piggybacked = 0
-        self.released = 0
         self.release = cfg.negotiate and cfg.release_refusing and self.spec.name in RELEASE_POLICIES
-        self.visit_hours: list[float] = []
-        #: hosts running a job, and its integral over fleet time since the start (utilisation);
-        #: the log not yet read is counted when ``_absorb`` reads it
-        unread = sum(map(_busy_change, sim.events))
-        self.busy, self.busy_since, self.busy_area = sim.busy_count() - unread, sim.now, 0.0
-        self.started = sim.now
+        self.tally = Tally.start(sim)
         self.wake = True  # the train plans at the next instant
         self.tick_token = 0
-        self.series: list[tuple[float, int, int]] = []
         self.makespan: float | None = None
         self.work = maintenance_work_hours(sim, cfg.targets)
         self.cycle_started = sim.now
@@ -239,16 +184,12 @@ class Engine:
         )
 
     def _accrue(self, dt: float) -> None:
-        if dt <= 0:
-            return
+        """Figures over ``dt`` fleet hours of no change. Maintenance budget is taken by hosts
+        down for other reasons (repair, quarantine, awaiting hand-back) only past the failure
+        buffer between the floor and the budget."""
         held = sum(len(d.held) for d in self.domains.values())
         waiting = sum(len(d.pending) for d in self.domains.values())
-        self.idle_held += dt * held * GPUS_PER_HOST
-        self.drain_wait += dt * waiting
-        # Maintenance budget taken by hosts down for other reasons (repair, quarantine, awaiting
-        # hand-back): only those past the failure buffer between the floor and the budget.
-        spill = self.others_out - (self.floor - self.limit)
-        self.outage_area += dt * min(self.limit, max(0, spill))
+        self.tally.accrue(dt, held, waiting, self.floor - self.limit, self.limit)
 
     def _instant(self) -> None:
         now = self.sim.now
@@ -297,23 +238,12 @@ class Engine:
         return self.seq
 
     def _absorb(self) -> None:
-        """Read the fleet's new events: maintenance interruptions, failures, quarantines."""
+        """Read the fleet's new events: the figures' (``Tally.read``), and failures and
+        quarantines, whose repairs end at instants the engine stops at."""
         events = self.sim.events
         for e in events:
-            change = _busy_change(e)
-            if change:
-                self.busy_area += self.busy * (e.t - self.busy_since)
-                self.busy_since, self.busy = e.t, self.busy + change
-            if e.kind == "job_interrupted":
-                if str(e.detail.get("cause", "")).startswith("maintenance:"):
-                    self.interruptions += 1
-                    lost = float(e.detail.get("lost_gpu_hours", 0.0))
-                    self.lost_work += lost
-                    self.evictions.append((e.t, int(e.detail["job"]), lost))
-            elif e.kind == "job_asked":
-                answer = str(e.detail.get("answer"))
-                self.answers[answer] = self.answers.get(answer, 0) + 1
-            elif e.kind == "failure" and e.host is not None:
+            self.tally.read(e)
+            if e.kind == "failure" and e.host is not None:
                 until = self.sim.hosts[e.host].repair_until
                 if until is not None:
                     heapq.heappush(self.repairs, (until, e.host))
@@ -346,13 +276,13 @@ class Engine:
             switch_target=cfg.targets.get("switch_firmware"),
             steer_jobs=cfg.steer_jobs,
         )
-        self.planner_calls += taken.asked
-        self.piggybacked += len(taken.piggybacked)
+        self.tally.planner_calls += taken.asked
+        self.tally.piggybacked += len(taken.piggybacked)
         out_after = sim.out_of_service_count()
         if taken.hosts and out_after > out_before and out_after > self.floor:
-            self.violations += 1
+            self.tally.violations += 1
         if taken.hosts and sim.planned_count() > self.limit:
-            self.violations += 1
+            self.tally.violations += 1
         self._absorb()
         if taken.hosts:
             self.domains_run += 1
@@ -409,7 +339,7 @@ class Engine:
                 for host in back:
                     d.pending.remove(host)
                     d.hosts.remove(host)
-                self.released += len(back)
+                self.tally.released += len(back)
                 self.wake = True  # as the live domain tells its train: room to plan again
                 self._absorb()
                 continue
@@ -515,11 +445,7 @@ class Engine:
         self._absorb()
 
     def _returned(self, hosts: list[str]) -> None:
-        for name in hosts:
-            if name not in self.visited:
-                self.visit_hours.append(self.sim.now - self.cycle_started)
-            self.visited.add(name)
-            self.quarantined.discard(name)  # quarantined earlier, repaired and visited again
+        self.tally.returned(hosts, self.sim.now - self.cycle_started)
         if hosts:
             self.sim.advance(self.sim.now)
             self._absorb()
@@ -527,87 +453,27 @@ class Engine:
     def _quarantined(self, hosts: list[str]) -> None:
         for name in hosts:
             if self.sim.hosts[name].state == S.QUARANTINED:
-                self.quarantined.add(name)
+                self.tally.quarantined.add(name)
         self._absorb()
 
     # ------------------------------------------------------------- figures
     def _record(self) -> None:
-        out = self.sim.out_of_service_count()
         flight = self._in_flight()
-        self.max_out = max(self.max_out, out)
-        self.others_out = out - flight
-        if flight > self.limit and self._held() > self.limit:
-            self.violations += 1
-        if self.cfg.series:
-            point = (self.sim.now, out, flight)
-            if not self.series or self.series[-1][1:] != point[1:]:
-                self.series.append(point)
+        over = flight > self.limit and self._held() > self.limit
+        out = self.sim.out_of_service_count()
+        self.tally.record(self.sim.now, out, flight, over, self.cfg.series)
 
     def _result(self, wall: float) -> SimResult:
-        sim = self.sim
-        in_repair = sum(
-            1
-            for n in sim.order
-            if sim.hosts[n].state == S.IN_REPAIR
-            and n not in self.quarantined
-            and n not in self.visited
+        run = RunShape(
+            self.domain_size,
+            self.limit,
+            self.floor,
+            self.work,
+            self.makespan,
+            self.halted,
+            self.domains_run,
         )
-        outage = self.outage_area / sim.now if sim.now > 0 else 0.0
-        return SimResult(
-            policy=self.cfg.policy,
-            preset=self.cfg.preset.name,
-            cluster=sim.name,
-            seed=self.cfg.seed,
-            days=self.cfg.days,
-            domain_size=self.domain_size,
-            budget_hosts=self.limit,
-            max_unavailable_hosts=self.floor,
-            maintenance_work_host_hours=self.work,
-            piggybacked_hosts=self.piggybacked,
-            released_hosts=self.released,
-            visit_interval_hours=visit_interval_summary(self.visit_hours),
-            max_wait_hours=self.cfg.max_wait_hours,
-            hosts_total=len(sim.order),
-            hosts_visited=len(self.visited),
-            hosts_quarantined=len(self.quarantined) + in_repair,
-            hosts_in_repair=in_repair,
-            complete=self.makespan is not None,
-            makespan_hours=self.makespan,
-            lower_bound_hours=lower_bound_hours(self.work, self.domain_size, self.limit),
-            outage_budget_hosts_mean=outage,
-            lower_bound_after_outages_hours=lower_bound_after_outages_hours(
-                self.work, self.domain_size, self.limit, outage
-            ),
-            job_interruptions=self.interruptions,
-            lost_work_gpu_hours=self.lost_work,
-            idle_held_gpu_hours=self.idle_held,
-            drain_wait_host_hours=self.drain_wait,
-            budget_violations=self.violations,
-            max_out_of_service=self.max_out,
-            simulated_hours=sim.now,
-            wall_seconds=wall,
-            planner_calls=self.planner_calls,
-            halted=self.halted,
-            domains=self.domains_run,
-            series=self.series if self.cfg.series else None,
-            utilisation=self._utilisation(),
-        )
-
-    def _utilisation(self) -> float:
-        span = self.sim.now - self.started
-        if span <= 0:
-            return self.busy / len(self.sim.order)
-        area = self.busy_area + self.busy * (self.sim.now - self.busy_since)
-        return area / (span * len(self.sim.order))
-
-
-def _busy_change(e: Event) -> int:
-    """How many hosts an event of the fleet's log set running (+) or stopped (-)."""
-    if e.kind not in ("job_start", "job_end", "job_interrupted"):
-        return 0
-    hosts = e.detail["hosts"]
-    n = len(hosts) if isinstance(hosts, list) else int(hosts)
-    return n if e.kind == "job_start" else -n
+        return self.tally.result(self.sim, self.cfg, run, wall)
 
 
 def simulate(cfg: SimConfig, sim: ClusterSim | None = None) -> SimResult:

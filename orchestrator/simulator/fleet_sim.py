@@ -17,7 +17,8 @@ from typing import Any
 
 from orchestrator.fleet.build import build_cluster
 from orchestrator.presets import Preset
-from orchestrator.simulator.engine import SimConfig, simulate
+from orchestrator.simulator.config import SimConfig
+from orchestrator.simulator.engine import simulate
 from orchestrator.simulator.result import SimResult
 from orchestrator.topology import Topology
 

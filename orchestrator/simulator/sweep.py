@@ -16,7 +16,8 @@ from pathlib import Path
 
 from orchestrator.models import parse_duration_hours
 from orchestrator.simulator.budget import sim_budget
-from orchestrator.simulator.engine import SimConfig, simulate
+from orchestrator.simulator.config import SimConfig
+from orchestrator.simulator.engine import simulate
 from orchestrator.simulator.policies import get_policy
 from orchestrator.simulator.result import SimResult
 

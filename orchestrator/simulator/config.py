@@ -1,0 +1,47 @@
+"""What one simulated campaign is asked to do: the train spec's fields that shape the schedule.
+
+Apart from the engine so that what callers set (the CLI, the fleet-wide runner, the sweeps,
+benchmarks) reads in one short place, and the engine's module is only how it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.models import CapacityBudget
+from orchestrator.presets import Preset
+
+#: The simulated campaign: a new kernel, BIOS and NIC firmware, so every host has work pending.
+DEFAULT_TARGETS: dict[str, str] = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}
+
+
+@dataclass
+class SimConfig:
+    """One simulated campaign (the train spec's fields that shape the schedule)."""
+
+    preset: Preset
+    policy: str = "job-aware"
+    budget: CapacityBudget = field(default_factory=CapacityBudget)
+    domain_size: int | None = None
+    """Hosts in flight at once; None means the budget's host limit."""
+    days: float = 30.0
+    seed: int = 1
+    max_wait_hours: float = 4.0
+    targets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TARGETS))
+    series: bool = False
+    cluster: str | None = None
+    """Which cluster of the preset to simulate (default: the first; clusters are alike)."""
+    halt_after_failures: int | None = None
+    """Hosts failing in a row that halt the cycle (with ``halt_failure_rate``: a train spec's
+    naive rule). None (the default): the bad-build rule (``halting.BadBuildRule``), as behind a
+    train a campaign drives, so flaky hosts are quarantined and the cycle goes on."""
+    halt_failure_rate: float = 0.2
+    negotiate: bool = True
+    """Ask each job before evicting it (``drain.negotiate``); False: evict as the policy says."""
+    max_refusals: int = 2
+    release_refusing: bool = True
+    """A job-aware train hands a refusing job's hosts back and asks later
+    (``DrainTracker.release``) instead of holding them toward the drain deadline."""
+    steer_jobs: bool = True
+    """A job-aware train's claim steers new jobs to visited hosts first
+    (``PiggybackClaim.visited_first``); False measures what that buys."""
