@@ -18,9 +18,10 @@ from orchestrator.cli import main
 from orchestrator.fleet.build import build_cluster
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.spec import MAX_SCOPE_PATTERNS, OperationSpec, Scope, load_spec
-from orchestrator.planning import ops_plan, ops_scope
+from orchestrator.planning import ops_plan, scope_patterns
 from orchestrator.planning.ops_plan import plan_operation
-from orchestrator.planning.ops_scope import ScopeFilter, _longest_run, _matcher, _tokens
+from orchestrator.planning.ops_scope import ScopeFilter
+from orchestrator.planning.scope_patterns import _longest_run, _matcher, _tokens
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.specs import MAX_SPEC_BYTES, SpecError
 from orchestrator.views import ClusterSnapshot, HostView
@@ -190,8 +191,8 @@ def test_same_hosts_and_errors_as_the_reference(
     """Random mixes of literals and globs (zones, racks, hosts, two clusters): the same hosts in
     scope and the same error, naming the field and the first pattern that matches nothing (also
     with every group of globs matched through combined regexes of 3)."""
-    monkeypatch.setattr(ops_scope, "_FEW", few)
-    monkeypatch.setattr(ops_scope, "_CHUNK", chunk)
+    monkeypatch.setattr(scope_patterns, "_FEW", few)
+    monkeypatch.setattr(scope_patterns, "_CHUNK", chunk)
     rnd = random.Random(seed)
     snaps = list(duo.values())
     errors = 0
