@@ -183,9 +183,12 @@ async def test_pause_drains_resume_continues_stop_hands_back(dev_env, tmp_home, 
         paused = await handle.execute_update(ClusterTrain.pause, ControlRequest(reason="e2e"))
         assert paused.state == "paused"
         pause_seq = last_seq(path)
-        await wait_for(lambda: not held_by_train(path), "hosts in maintenance to drain to 0")
-        await asyncio.sleep(0.5)  # a plan already in flight at the pause may still cordon
-        await wait_for(lambda: not held_by_train(path), "hosts in maintenance to drain to 0")
+        # A plan already in flight at the pause may still cordon, and the fleet may piggyback
+        # for the train until pausing withdrew its claim (which hands such hosts back).
+        await wait_for(
+            lambda: not held_by_train(path) and not claim_standing(path),
+            "hosts in maintenance to drain to 0 and the claim to be withdrawn",
+        )
         seq, visits = last_seq(path), returns(path)
         await asyncio.sleep(2.0)  # 20 fleet hours: several domains' worth of time
         assert returns(path) == visits, "hosts were visited while paused"
