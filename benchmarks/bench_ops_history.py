@@ -35,7 +35,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.audit import audit
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import OperationSpec, resolve_clusters
 from orchestrator.ops.client import start_operation
 from orchestrator.ops.types import MAX_HISTORY_EVENTS, OperationStatus

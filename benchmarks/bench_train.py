@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.paths import temporal_cli_path
 from orchestrator.presets import get_preset
 from orchestrator.search_attributes import SEARCH_ATTRIBUTES

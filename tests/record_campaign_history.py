@@ -34,7 +34,7 @@ async def main() -> None:
     from orchestrator.campaign.client import campaign_handle, start_campaign
     from orchestrator.campaign.spec import CampaignSpec
     from orchestrator.fleet import SqliteFleet
-    from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+    from orchestrator.fleet.settings import MAX_SPEED
     from orchestrator.paths import temporal_cli_path
     from orchestrator.presets import get_preset
     from orchestrator.search_attributes import SEARCH_ATTRIBUTES

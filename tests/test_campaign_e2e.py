@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 from orchestrator.audit import audit
 from orchestrator.campaign.types import CampaignStatus
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.presets import get_preset
 from orchestrator.worker import build_worker
 from tests.test_ops_exec import trainctl

@@ -29,7 +29,9 @@ from orchestrator.arbiter.types import arbiter_workflow_id
 from orchestrator.audit import audit
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.backend import ClockMember
-from orchestrator.fleet.sqlite_fleet import CLOCK_BUSY_TIMEOUT_SECONDS, MAX_SPEED, SCHEMA_VERSION
+from orchestrator.fleet.settings import MAX_SPEED
+from orchestrator.fleet.sqlite_clock import CLOCK_BUSY_TIMEOUT_SECONDS
+from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.types import OperationInput, OperationStatus
 from orchestrator.presets import PRESETS, Preset

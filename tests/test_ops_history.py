@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from orchestrator.arbiter.types import ArbiterState, arbiter_workflow_id
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.models import HostState
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status, start_operation, wait_for_operation

@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import start_operation
 from tests.test_ops_exec import audit_ok, worker
@@ -69,7 +69,7 @@ def test_fleet_of_schema_3_gains_boot_times(tmp_path):
     """A schema-3 fleet file (no ``last_boot``) opens migrated, its hosts with no known boot."""
     import sqlite3
 
-    from orchestrator.fleet.sqlite_fleet import SCHEMA_VERSION
+    from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
     from orchestrator.presets import get_preset
 
     path = tmp_path / "fleet.db"

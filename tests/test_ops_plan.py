@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from orchestrator.cli import main
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import load_spec, operation_id, parse_spec_text
 from orchestrator.planning.ops_plan import plan_operation
 from orchestrator.presets import INITIAL_VERSIONS, get_preset

@@ -69,7 +69,7 @@ async def test_campaign_operations_keep_to_the_campaign_windows(
     """A CUDA campaign whose window opens 20 fleet minutes after it starts, at speed max (the
     cluster's logical clock): its bulk operation waits, cordons hosts only inside the windows,
     and the campaign succeeds."""
-    from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+    from orchestrator.fleet.settings import MAX_SPEED
     from tests.test_campaign_e2e import run_campaign
 
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)

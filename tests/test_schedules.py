@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from temporalio.client import WorkflowExecutionStatus
 
 from orchestrator.cli import main
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops.types import OperationStatus
 from orchestrator.paths import temporal_cli_path
 from tests.test_hardening_train import address, answer, cli

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from orchestrator.cli import main
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.cluster_sim import ClusterSim, JobRec
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED, SqliteFleet
+from orchestrator.fleet.settings import MAX_SPEED
+from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.models import CapacityBudget
 from orchestrator.planning import train_plan
 from orchestrator.presets import get_preset

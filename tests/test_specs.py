@@ -14,7 +14,7 @@ from orchestrator.cli import main as cli_main
 from orchestrator.cli.common import BadInput
 from orchestrator.cli.train import parse_target_options
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.sqlite_fleet import MAX_SPEED
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.models import CapacityBudget, DrainPolicy
 from orchestrator.ops.spec import OperationSpec, load_spec, parse_spec_text
 from orchestrator.presets import get_preset

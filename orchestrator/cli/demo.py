@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
-from orchestrator.fleet.sqlite_fleet import parse_speed
+from orchestrator.fleet.settings import parse_speed
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.train.types import TrainStatus
 from orchestrator.ui_text import explain_wait

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from orchestrator.cli.common import BadInput, emit, handle_errors, json_option, open_fleet_or_fail
 from orchestrator.fleet import SqliteFleet, fleet_path
-from orchestrator.fleet.sqlite_fleet import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
+from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
 from orchestrator.fleet.status import fleet_status
 from orchestrator.presets import PRESETS, get_preset
 
