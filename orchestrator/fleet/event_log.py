@@ -4,7 +4,7 @@ Every change a fleet transaction makes to a host is also written here, in the sa
 as one row of the ``events`` table; rows are never updated or deleted, and their ``seq`` orders
 them. The simulated fleet writes and reads it only through these two functions, so audit,
 metrics, status and the campaign activities all see one order and one shape. (The Slurm
-record, ``slurm/store.py``, keeps its log in the same table.)
+record, ``slurm/``, keeps its log in the same table through the same two.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def append_events(conn: sqlite3.Connection, cluster: str, events: Iterable[Recor
     """Add ``events`` of ``cluster`` to the end of the log (inside the caller's transaction)."""
     conn.executemany(
         "INSERT INTO events (t, cluster, actor, kind, host, detail) VALUES (?,?,?,?,?,?)",
-        [(e.t, cluster, e.actor, e.kind, e.host, json.dumps(e.detail)) for e in events],
+        [(e.t, cluster, e.actor, e.kind, e.host, json.dumps(dict(e.detail))) for e in events],
     )
 
 

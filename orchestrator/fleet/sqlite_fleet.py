@@ -34,10 +34,6 @@ from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
 from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.topology import Topology
 
-#: ``orchestrator/fleet/slurm/fleet.py`` still takes the migration from here (its split is
-#: another change today); once it imports ``sqlite_schema.migrate``, drop this name.
-_migrate = migrate
-
 
 class FleetUnreadable(NoFleet):
     """The fleet file is there but is not a usable fleet: truncated, scribbled, a directory.

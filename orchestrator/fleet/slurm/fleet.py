@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import (
     NoFleet,
@@ -29,6 +29,7 @@ from orchestrator.fleet.backend import (
     ClockTurn,
     RecordEntry,
 )
+from orchestrator.fleet.event_log import append_events, read_events
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm import store
 from orchestrator.fleet.slurm.backend import SlurmCluster
@@ -37,6 +38,7 @@ from orchestrator.fleet.slurm.config import (
     SlurmBackendConfig,
 )
 from orchestrator.fleet.slurm.topology import failure_domains_of
+from orchestrator.fleet.sqlite_schema import migrate
 from orchestrator.models import HostState
 
 if TYPE_CHECKING:
@@ -65,9 +67,7 @@ class SlurmFleet:
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
         self.path = path
         self.conn = store.connect(path)
-        from orchestrator.fleet.sqlite_fleet import _migrate
-
-        _migrate(self.conn, path)
+        migrate(self.conn, path)
         meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("backend") != store.BACKEND:
             self.conn.close()
@@ -201,7 +201,7 @@ class SlurmFleet:
             yield b
             store.save_hosts(self.conn, name, [b.hosts[n] for n in sorted(b.dirty)])
             store.save_state(self.conn, name, b.state)
-            store.append_events(self.conn, name, b.events)
+            append_events(self.conn, name, b.events)
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -223,13 +223,7 @@ class SlurmFleet:
     def events(
         self, since: int = 0, cluster: str | None = None
     ) -> Iterator[tuple[int, RecordEntry, str]]:
-        sql = "SELECT seq, t, cluster, actor, kind, host, detail FROM events WHERE seq > ?"
-        args: list[Any] = [since]
-        if cluster:
-            sql += " AND cluster = ?"
-            args.append(cluster)
-        for seq, t, c, actor, kind, host, detail in self.conn.execute(sql + " ORDER BY seq", args):
-            yield seq, RecordEntry(t, actor, kind, host, json.loads(detail)), c
+        return read_events(self.conn, since, cluster)
 
     def get_meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())

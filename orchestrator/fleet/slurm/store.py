@@ -3,7 +3,7 @@
 Slurm holds node states and jobs; it does not hold what trainctl must prove afterwards: which
 versions each node carries, who holds it for what, when it was last visited, and the
 append-only event log the audit replays. Those live in the same tables as the simulated fleet
-(``sqlite_fleet.SCHEMA``: ``meta``, ``clusters``, ``hosts``, ``events``), so ``trainctl audit``,
+(``sqlite_schema.SCHEMA``: ``meta``, ``clusters``, ``hosts``, ``events``), so ``trainctl audit``,
 the metrics collector and every reader of the fleet file work unchanged; ``meta.backend`` says
 ``slurm``. Writes name their columns, so columns the simulated fleet adds later stay NULL here.
 """
@@ -18,9 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.fleet.backend import RecordEntry
 from orchestrator.fleet.sim_records import HostRec
-from orchestrator.fleet.sqlite_fleet import SCHEMA, SCHEMA_VERSION
+from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION
 
 BACKEND = "slurm"
 _HOST_COLUMNS = (
@@ -153,11 +152,4 @@ def load_state(conn: sqlite3.Connection, cluster: str) -> dict[str, Any]:
 def save_state(conn: sqlite3.Connection, cluster: str, state: Mapping[str, Any]) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO clusters VALUES (?, ?)", (cluster, json.dumps(dict(state)))
-    )
-
-
-def append_events(conn: sqlite3.Connection, cluster: str, events: Iterable[RecordEntry]) -> None:
-    conn.executemany(
-        "INSERT INTO events (t, cluster, actor, kind, host, detail) VALUES (?,?,?,?,?,?)",
-        [(e.t, cluster, e.actor, e.kind, e.host, json.dumps(dict(e.detail))) for e in events],
     )
