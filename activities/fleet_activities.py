@@ -150,6 +150,7 @@ class FleetActivities(FleetAccess):
                 rollouts=scopes,
                 switch_target=req.targets.get("switch_firmware"),
                 claim_until_hours=req.claim_until_hours,
+                cycle_target_hours=req.cycle_target_hours,
             )
         metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
         metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)

@@ -161,8 +161,9 @@ def test_cycle_projected_past_its_target_raises_the_alert_metric() -> None:
 def test_off_track_alert_rule_fires_in_promtool(tmp_path: Path) -> None:
     """promtool's rule test: an hour of trainctl_cycle_off_track == 1 fires VisitCycleOffTrack."""
     summary = (
-        "c00: the visit cycle is projected to end past its cycle_target; raise the maintenance "
-        "budget or the domain size, or look at what the train waits for"
+        "c00: the visit cycle is projected to end past its cycle_target (the train already "
+        "evicts sooner while behind); raise the maintenance budget or the domain size, or look "
+        "at what the train waits for"
     )
     promtool_rule_test(
         tmp_path,

@@ -83,6 +83,9 @@ def _print_run(o: dict[str, Any]) -> None:
         "wall_seconds",
     ):
         t.add_row(key, str(o.get(key)))
+    for key in ("cycle_target_hours", "cycle_target_met", "behind_target_plans"):
+        if key in o:  # only with --cycle-target
+            t.add_row(key, str(o[key]))
     con.print(t)
     if o.get("max_out_of_service_note"):
         con.print(f"max_out_of_service: {o['max_out_of_service_note']}")
@@ -153,6 +156,12 @@ def _print_sweep(o: dict[str, Any]) -> None:
 )
 @click.option("--max-wait", default="4h", show_default=True, help="Drain deadline per host.")
 @click.option(
+    "--cycle-target",
+    default=None,
+    help="Visit-cycle target, as a train spec's cycle_target (e.g. 3d): while the cycle is "
+    "projected past it the train evicts sooner, trading interruptions for pace. Default: none.",
+)
+@click.option(
     "--cluster",
     default=None,
     help="One cluster of a multi-cluster preset (default: every cluster, with fleet totals).",
@@ -178,6 +187,7 @@ def simulate(
     days: str,
     seed: int,
     max_wait: str,
+    cycle_target: str | None,
     cluster: str | None,
     series: bool,
     sweep: str | None,
@@ -189,6 +199,7 @@ def simulate(
     cfg = _config(preset, policy, domain_size, budget, days, seed, max_wait, want_series)
     cfg.budget = _budget(budget, max_unavailable, cfg.preset.hosts_per_cluster)
     cfg.halt_after_failures = halt_after_failures
+    cfg.cycle_target_hours = _cycle_target(cycle_target)
     if cluster is not None:
         if cluster not in cfg.preset.cluster_names():
             raise BadInput(f"cluster: unknown cluster {cluster!r} in preset {cfg.preset.name}")
@@ -240,6 +251,19 @@ def _budget(budget: str, max_unavailable: str | None, hosts: int) -> CapacityBud
         raise BadInput(f"{field}: {describe_validation_error(err)}") from None
     except ValueError as err:
         raise BadInput(str(err)) from None
+
+
+def _cycle_target(value: str | None) -> float | None:
+    """``--cycle-target`` in hours, as a train spec reads its ``cycle_target``."""
+    if value is None:
+        return None
+    try:
+        hours = parse_duration_hours(value, "cycle_target")
+    except ValueError as err:
+        raise BadInput(str(err)) from None
+    if hours <= 0:
+        raise BadInput("cycle_target: must be above 0 (e.g. 3d)")
+    return hours
 
 
 def _check_domain_size(size: int | None) -> None:

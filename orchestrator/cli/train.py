@@ -207,7 +207,7 @@ def _outlook(o: dict[str, Any]) -> str:
     line = f"  cycle projected to end at fleet hour {end:,.1f}"
     target = o.get("cycle_target_hours")
     if target is not None:
-        verdict = "on track" if o.get("cycle_on_track") else "OFF TRACK"
+        verdict = "on track" if o.get("cycle_on_track") else "OFF TRACK: evicting sooner"
         line += f" (target {target:g} h: {verdict})"
     return line + "\n"
 

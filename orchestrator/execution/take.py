@@ -17,7 +17,7 @@ from itertools import compress
 from operator import attrgetter
 
 from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, UNTOUCHED_STATES
-from orchestrator.execution.cycle import cycle_counts
+from orchestrator.execution.cycle import cycle_counts, project_cycle_end
 from orchestrator.execution.messages import CycleCounts
 from orchestrator.execution.take_rack import take_rack
 from orchestrator.fleet.backend import ClusterBackend, PiggybackClaim
@@ -44,6 +44,8 @@ class Taken:
     """Of ``hosts``, those the fleet had cordoned for the owner as a job freed them."""
     targets: dict[str, str] | None = None
     """What the hosts taken get from campaigns' rollouts (over the train's own); None: own."""
+    behind_target: bool = False
+    """The cycle was projected past its target, so the planner traded interruptions for pace."""
 
 
 _OWNER = attrgetter("owner")
@@ -69,6 +71,7 @@ def take_domain(
     switch_target: str | None = None,
     claim_until_hours: float | None = None,
     steer_jobs: bool = True,
+    cycle_target_hours: float | None = None,
 ) -> Taken:
     """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
 
@@ -77,6 +80,8 @@ def take_domain(
     same for every host taken (those the same rollouts cover), so a domain installs and
     verifies one set of targets. Several sets pending: the one the planner takes most of.
     A job-aware train's standing claim also steers new jobs to visited hosts (``steer_jobs``).
+    A train whose cycle is projected past ``cycle_target_hours`` evicts sooner
+    (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``): the target is its commitment.
     """
     names = b.host_names()
     limit = max(1, budget.limit(len(names)))  # as the arbiter's grant (cluster_train)
@@ -115,6 +120,13 @@ def take_domain(
     if slots > 0:
         out.asked = True
         view = train_plan.BudgetView(limit, budget.per_rack, budget.per_zone, maintenance)
+        fill: float | None = None  # the planner's own
+        if cycle_target_hours is not None:
+            counts = cycle_counts(b, cycle_started_hours, owner)
+            _, on_track = project_cycle_end(counts, cycle_started_hours, cycle_target_hours)
+            out.behind_target = on_track is False
+            if out.behind_target:
+                fill = train_plan.BEHIND_TARGET_EVICT_MIN_FILL
         best: tuple[tuple[bool, int, int], train_plan.DomainPlan, dict[str, str] | None] | None
         best = None
         retry: list[float] = []
@@ -122,7 +134,15 @@ def take_domain(
         refused = {j: n.until_hours for j, n in b.refusal_notes().items()}
         for choice in rollout_choices(snap.hosts, scopes):
             plan = train_plan.choose_domain(
-                choice.hosts, snap.jobs, snap.now, view, slots, max_wait_hours, policy, refused
+                choice.hosts,
+                snap.jobs,
+                snap.now,
+                view,
+                slots,
+                max_wait_hours,
+                policy,
+                refused,
+                fill,
             )
             if plan.retry_at_hours is not None:
                 retry.append(plan.retry_at_hours)

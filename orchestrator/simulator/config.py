@@ -45,3 +45,6 @@ class SimConfig:
     steer_jobs: bool = True
     """A job-aware train's claim steers new jobs to visited hosts first
     (``PiggybackClaim.visited_first``); False measures what that buys."""
+    cycle_target_hours: float | None = None
+    """A train spec's ``cycle_target``: while the cycle is projected past it, the train evicts
+    sooner (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``). None: no target."""

@@ -275,9 +275,11 @@ class Engine:
             known=known,
             switch_target=cfg.targets.get("switch_firmware"),
             steer_jobs=cfg.steer_jobs,
+            cycle_target_hours=cfg.cycle_target_hours,
         )
         self.tally.planner_calls += taken.asked
         self.tally.piggybacked += len(taken.piggybacked)
+        self.tally.behind_target_plans += taken.behind_target
         out_after = sim.out_of_service_count()
         if taken.hosts and out_after > out_before and out_after > self.floor:
             self.tally.violations += 1

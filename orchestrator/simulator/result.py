@@ -130,6 +130,13 @@ class SimResult:
     """Mean fraction of the cluster's hosts running a job over the run: what maintenance and
     the scheduler's fit (big jobs wait for room) left of its 0.9 target. A policy that cut
     interruptions by keeping jobs waiting would show it here."""
+    cycle_target_hours: float | None = None
+    """The run's ``--cycle-target`` (a train spec's ``cycle_target``); None: none given."""
+    cycle_target_met: bool | None = None
+    """Whether the cycle completed within ``cycle_target_hours`` (None: no target)."""
+    behind_target_plans: int | None = None
+    """Plans made while the cycle was projected past its target, when the train evicts sooner
+    (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``); None: no target."""
 
     @property
     def lost_gpu_hours(self) -> float:

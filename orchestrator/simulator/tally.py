@@ -10,6 +10,7 @@ budget checks. ``Tally.result`` turns it into the ``SimResult`` the CLI prints.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.models import GPUS_PER_HOST, HostState
@@ -43,6 +44,7 @@ class Tally:
     """Hosts out of service at the last instant for reasons other than the train's domains."""
     outage_area: float = 0.0
     planner_calls: int = 0
+    behind_target_plans: int = 0
     piggybacked: int = 0
     released: int = 0
     #: job negotiation: answers heard by kind, and every maintenance eviction (t, job, lost)
@@ -167,7 +169,20 @@ class Tally:
             domains=run.domains,
             series=self.series if cfg.series else None,
             utilisation=self.utilisation(sim.now, len(sim.order)),
+            **self._target(cfg, run),
         )
+
+    def _target(self, cfg: SimConfig, run: RunShape) -> dict[str, Any]:
+        """The cycle target's figures, only when the run had one."""
+        target = cfg.cycle_target_hours
+        if target is None:
+            return {}
+        met = run.makespan is not None and run.makespan - self.started <= target
+        return {
+            "cycle_target_hours": target,
+            "cycle_target_met": met,
+            "behind_target_plans": self.behind_target_plans,
+        }
 
 
 @dataclass(frozen=True)
