@@ -9,7 +9,10 @@ utilisation (mean fraction of hosts running a job: what steering must not cost),
 violations and hosts visited or quarantined of all, with a yes/no per goal.
 
     nice python benchmarks/bench_policy_seeds.py [--seeds 1,2,3,4] [--jobs 2] [--out DIR]
-        [--from DIR] [-- extra simulate options]
+        [--from DIR] [--targets 66h,63h] [-- extra simulate options]
+
+``--targets`` adds, per seed, job-aware under each ``--cycle-target``: the front between pace and
+interruptions an operator chooses on (seed 1 cannot have both goals at once).
 
 Runs go through the CLI in subprocesses, ``--jobs`` at a time (each is 30-60 s of one core);
 ``--out DIR`` keeps every run's JSON (``DIR/<policy>-<seed>.json``) to compare before/after a
@@ -97,6 +100,9 @@ def main() -> None:
     ap.add_argument(
         "--from", dest="saved", type=Path, default=None, help="print the table of an --out DIR"
     )
+    ap.add_argument(
+        "--targets", default="", help="cycle targets to run job-aware under too, e.g. 66h,63h"
+    )
     ap.add_argument("extra", nargs="*", help="more simulate options (after --)")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -124,6 +130,39 @@ def main() -> None:
         print(text)
     walls = ", ".join(f"{p} {s}: {results[(p, s)]['_wall']:.0f} s" for p, s in runs)
     print(f"seeds meeting every goal: {met}/{len(seeds)}; wall per run: {walls}")
+    targets = [t for t in args.targets.split(",") if t]
+    if targets:
+        _front(seeds, targets, results, args)
+
+
+def _front(
+    seeds: list[int], targets: list[str], results: dict[tuple[str, int], Any], args: Any
+) -> None:
+    """Job-aware under each cycle target, against the same rolling-serial runs."""
+    runs = [(t, s) for s in seeds for t in targets]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {
+            r: pool.submit(_run, "job-aware", r[1], [*args.extra, "--cycle-target", r[0]], None)
+            for r in runs
+        }
+        fronts = {r: f.result() for r, f in futures.items()}
+    print()
+    print(
+        "| seed | cycle target | / bound (<= 1.10) | interruptions ja/rs | ratio (<= 0.10) "
+        "| utilisation | all goals |"
+    )
+    print("|---|---|---:|---:|---:|---:|---|")
+    for s in seeds:
+        rs = results[("rolling-serial", s)]
+        for t in ["-", *targets]:
+            ja = results[("job-aware", s)] if t == "-" else fronts[(t, s)]
+            _, ok = row(s, ja, rs)
+            m = _ratio(ja["makespan_hours"] or float("inf"), ja["lower_bound_hours"])
+            i = _ratio(ja["job_interruptions"], rs["job_interruptions"])
+            print(
+                f"| {s} | {t} | {m:.3f} | {ja['job_interruptions']}/{rs['job_interruptions']} "
+                f"| {i:.3f} | {ja.get('utilisation', 0.0):.2f} | {_yes(ok)} |"
+            )
 
 
 if __name__ == "__main__":
