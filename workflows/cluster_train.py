@@ -21,13 +21,25 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
-    from orchestrator.execution.cycle import cycle_complete, project_cycle_end
+    from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
-    from orchestrator.models import check_targets
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.train.bookkeeping import (
+        finish_cycle,
+        held_hosts,
+        record_domain,
+        release_hosts,
+    )
     from orchestrator.train.client import ALREADY_STOPPED
+    from orchestrator.train.controls import (
+        apply_settings,
+        change_rollouts,
+        change_single_rollout,
+        require_phase,
+    )
     from orchestrator.train.spec import check_train_change
+    from orchestrator.train.status import train_status
     from orchestrator.train.types import (
         ControlRequest,
         DomainInput,
@@ -42,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
     from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
+    from workflows.history import history_full
     from workflows.train_windows import TrainWindows, train_windows
 
 #: How often (in fleet time) a waiting train looks again when nothing wakes it.
@@ -71,43 +84,7 @@ class ClusterTrain:
     @workflow.query(name="status")
     def status(self) -> TrainStatus:
         assert self.inp is not None
-        spec, st = self.inp.spec, self.inp.state
-        target = spec.cycle_target_hours
-        end, on_track = project_cycle_end(st.counts, st.cycle_started_hours, target)
-        total = st.counts.hosts_total
-        return TrainStatus(
-            cycle_target_hours=spec.cycle_target_hours,
-            cycle_projected_end_hours=None if end is None else round(end, 3),
-            cycle_on_track=on_track,
-            max_unavailable_hosts=spec.budget.limit(total),
-            maintenance_hosts=spec.budget.maintenance_limit(total),
-            cluster=spec.cluster,
-            state=st.phase,
-            reason=st.reason,
-            cycles_completed=st.cycles_completed,
-            hosts_total=st.counts.hosts_total,
-            hosts_visited_this_cycle=st.counts.visited,
-            in_maintenance=st.counts.in_flight,
-            quarantined=st.counts.quarantined,
-            in_repair=st.counts.in_repair,
-            domain_size=spec.domain_size,
-            budget=spec.budget,
-            targets=spec.targets,
-            waiting=st.waiting,
-            visits_total=st.visits_total,
-            jobs_interrupted=st.jobs_interrupted,
-            lost_gpu_hours=round(st.lost_gpu_hours, 3),
-            fleet_hours=st.counts.fleet_hours,
-            last_cycle_fleet_hours=st.last_cycle_fleet_hours,
-            last_cycle_wall_seconds=st.last_cycle_wall_seconds,
-            rollout=spec.rollout or next(iter(spec.rollouts), None),
-            rollouts=spec.riding(),
-            rollout_only=spec.rollout_only,
-            negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
-            window_state=st.window_state,
-            next_window_start=st.next_window_start if st.window_state != "open" else None,
-            window_closes_at=st.window_closes_at if st.window_state == "open" else None,
-        )
+        return train_status(self.inp.spec, self.inp.state)
 
     # ----------------------------------------------------------------- control
     def _set_phase(self, phase: str, reason: str = "") -> None:
@@ -138,12 +115,7 @@ class ClusterTrain:
             assert self.inp is not None
             self.inp.state.negotiations[progress.domain_id] = progress.negotiations
             return
-        if progress.released and progress.domain_id in self.in_flight:
-            # Handed back (its job refused): no longer the domain's, so a host the fleet later
-            # cordons for us again (piggybacked) is handed to the next domain, not left waiting.
-            gone = set(progress.released)
-            held = self.in_flight[progress.domain_id]
-            self.in_flight[progress.domain_id] = [h for h in held if h not in gone]
+        release_hosts(self.in_flight, progress.domain_id, progress.released)
         self._count_outcomes(progress.outcomes)
         self.wake = True
 
@@ -154,7 +126,8 @@ class ClusterTrain:
 
     @pause.validator
     def _can_pause(self, req: ControlRequest) -> None:
-        self._require_phase(("running", "halted"), "pause")
+        assert self.inp is not None
+        require_phase(self.inp.state.phase, "pause")
 
     @workflow.update(name="resume")
     def resume(self, req: ControlRequest) -> TrainStatus:
@@ -165,8 +138,8 @@ class ClusterTrain:
 
     @resume.validator
     def _can_resume(self, req: ControlRequest) -> None:
-        # Not "running": a resume of a running train would reset its failure count, unasked.
-        self._require_phase(("paused", "halted"), "resume")
+        assert self.inp is not None
+        require_phase(self.inp.state.phase, "resume")
 
     @workflow.update(name="stop")
     def stop(self, req: ControlRequest) -> TrainStatus:
@@ -182,53 +155,21 @@ class ClusterTrain:
             raise ApplicationError(
                 "the train has already stopped", type=ALREADY_STOPPED, non_retryable=True
             )
-        self._require_phase(("running", "paused", "halted", "stopping"), "stop")
-
-    def _require_phase(self, allowed: tuple[str, ...], action: str) -> None:
-        assert self.inp is not None
-        if self.inp.state.phase not in allowed:
-            raise ValueError(f"cannot {action} a train that is {self.inp.state.phase}")
+        require_phase(self.inp.state.phase, "stop")
 
     @workflow.update(name="reconfigure")
     def reconfigure(self, change: TrainChange) -> TrainStatus:
         """Live change of domain size, budget, targets (merged) or failure threshold."""
         assert self.inp is not None
-        spec = self.inp.spec
-        if change.domain_size is not None:
-            spec.domain_size = change.domain_size
-        if change.budget is not None:
-            spec.budget = change.budget
-        if change.targets is not None:
-            spec.targets = {**spec.targets, **check_targets(change.targets, allow_upper=False)}
-        if change.halt_after_failures is not None:
-            spec.halt_after_failures = change.halt_after_failures
+        apply_settings(self.inp.spec, change)
         if (change.clear_rollout or change.rollout is not None) and workflow.patched(
             "train-many-rollouts"
         ):
-            self._change_rollouts(change)
+            change_rollouts(self.inp.spec, change)
         else:
-            if change.clear_rollout:
-                spec.rollout = None
-            if change.rollout is not None:
-                spec.rollout = change.rollout
+            change_single_rollout(self.inp.spec, change)
         self.wake = True
         return self.status()
-
-    def _change_rollouts(self, change: TrainChange) -> None:
-        """Several campaigns ride at once, one rollout each: a ride adds or replaces that
-        campaign's (keeping its place in the arrival order), a clear drops only the named
-        campaign's (all when none is named). The older single ``rollout`` moves into the list."""
-        assert self.inp is not None
-        spec = self.inp.spec
-        by_campaign = {r.campaign: r for r in spec.riding()}
-        if change.clear_rollout:
-            if change.rollout_campaign:
-                by_campaign.pop(change.rollout_campaign, None)
-            else:
-                by_campaign.clear()
-        if change.rollout is not None:
-            by_campaign[change.rollout.campaign] = change.rollout
-        spec.rollout, spec.rollouts = None, list(by_campaign.values())
 
     @reconfigure.validator
     def _check_change(self, change: TrainChange) -> None:
@@ -319,7 +260,7 @@ class ClusterTrain:
             HostsRequest(
                 cluster=spec.cluster,
                 owner=spec.workflow_id,
-                hosts=[h for hosts in self.in_flight.values() for h in hosts],
+                hosts=held_hosts(self.in_flight),
                 wall=workflow.now(),
                 targets=spec.targets,
             ),
@@ -329,19 +270,14 @@ class ClusterTrain:
 
     def _history_full(self) -> bool:
         assert self.inp is not None
-        info = workflow.info()
         if self.clock_turns is not None:
             # On a logical clock a run ends after a fixed number of turns: the history's length
             # depends on how events happened to batch into workflow tasks, and a run that stops
             # planning to continue as new at another turn would change the run's outcome.
-            return (
-                self.clock_turns >= LOGICAL_TURNS_PER_RUN
-                or info.get_current_history_length() > self.inp.max_history_events
+            return self.clock_turns >= LOGICAL_TURNS_PER_RUN or history_full(
+                self.inp.max_history_events, suggested=False
             )
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.inp.max_history_events
-        )
+        return history_full(self.inp.max_history_events)
 
     async def _idle(self, clock: ClockInfo) -> None:
         """Wait for a domain's progress, a control message, or the next look the planner wants.
@@ -398,7 +334,7 @@ class ClusterTrain:
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None
         spec, st = self.inp.spec, self.inp.state
-        held = [h for hosts in self.in_flight.values() for h in hosts]
+        held = held_hosts(self.in_flight)
         grant: Grant = await workflow.execute_activity_method(
             ArbiterActivities.acquire,
             AcquireRequest(
@@ -493,22 +429,13 @@ class ClusterTrain:
                 execution_timeout=timedelta(days=30),
                 static_summary=domain_summary(spec.cluster, hosts, spec.targets),
             )
-            self._record(result)
+            record_domain(self.inp.state, result)
         finally:
             # Nothing here may touch the workflow's APIs (set_current_details): it also runs
             # when the worker evicts the run from its cache, outside the workflow event loop.
             self.in_flight.pop(domain_id, None)
             self.inp.state.negotiations.pop(domain_id, None)
             self.wake = True
-
-    def _record(self, result: DomainResult) -> None:
-        """Totals from a finished domain (its failures were counted batch by batch)."""
-        assert self.inp is not None
-        st = self.inp.state
-        st.visits_total += len(result.returned)
-        st.quarantined_total += len(result.quarantined)
-        st.jobs_interrupted += result.jobs_interrupted
-        st.lost_gpu_hours += result.lost_gpu_hours
 
     def _count_outcomes(self, outcomes: list[bool]) -> None:
         """Fold hosts' pass/fail, in completion order, into the halting rule."""
@@ -532,10 +459,6 @@ class ClusterTrain:
     def _finish_cycle(self) -> None:
         assert self.inp is not None
         st = self.inp.state
-        st.cycles_completed += 1
-        st.last_cycle_fleet_hours = st.counts.fleet_hours - st.cycle_started_hours
-        assert st.cycle_started_wall is not None
-        st.last_cycle_wall_seconds = (workflow.now() - st.cycle_started_wall).total_seconds()
         workflow.logger.info(
             "cycle %d complete: %d visited, %d quarantined, %d in repair",
             st.cycle,
@@ -543,10 +466,7 @@ class ClusterTrain:
             st.counts.quarantined,
             st.counts.in_repair,
         )
-        st.cycle += 1
-        st.cycle_started_hours = st.counts.fleet_hours + 1e-6
-        st.cycle_started_wall = workflow.now()
-        st.cycle_visits = st.cycle_failures = 0
+        finish_cycle(st, workflow.now())
 
     async def _close(self, clock: ClockInfo) -> None:
         """Hand back anything still held, leave the arbiter, record that this train ended."""

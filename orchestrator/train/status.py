@@ -1,0 +1,51 @@
+"""The train's ``status`` answer, built from its spec and state alone.
+
+The ``status`` query and every control update answer with it, and the client prints it: a pure
+function of the data the workflow carries across continue-as-new, so it is tested without a
+workflow and the workflow keeps only its steps. No command depends on it.
+"""
+
+from __future__ import annotations
+
+from orchestrator.execution.cycle import project_cycle_end
+from orchestrator.train.spec import TrainSpec
+from orchestrator.train.types import TrainState, TrainStatus
+
+
+def train_status(spec: TrainSpec, st: TrainState) -> TrainStatus:
+    """What ``train status`` shows: phase, cycle figures and projection, budget, windows."""
+    end, on_track = project_cycle_end(st.counts, st.cycle_started_hours, spec.cycle_target_hours)
+    total = st.counts.hosts_total
+    return TrainStatus(
+        cycle_target_hours=spec.cycle_target_hours,
+        cycle_projected_end_hours=None if end is None else round(end, 3),
+        cycle_on_track=on_track,
+        max_unavailable_hosts=spec.budget.limit(total),
+        maintenance_hosts=spec.budget.maintenance_limit(total),
+        cluster=spec.cluster,
+        state=st.phase,
+        reason=st.reason,
+        cycles_completed=st.cycles_completed,
+        hosts_total=st.counts.hosts_total,
+        hosts_visited_this_cycle=st.counts.visited,
+        in_maintenance=st.counts.in_flight,
+        quarantined=st.counts.quarantined,
+        in_repair=st.counts.in_repair,
+        domain_size=spec.domain_size,
+        budget=spec.budget,
+        targets=spec.targets,
+        waiting=st.waiting,
+        visits_total=st.visits_total,
+        jobs_interrupted=st.jobs_interrupted,
+        lost_gpu_hours=round(st.lost_gpu_hours, 3),
+        fleet_hours=st.counts.fleet_hours,
+        last_cycle_fleet_hours=st.last_cycle_fleet_hours,
+        last_cycle_wall_seconds=st.last_cycle_wall_seconds,
+        rollout=spec.rollout or next(iter(spec.rollouts), None),
+        rollouts=spec.riding(),
+        rollout_only=spec.rollout_only,
+        negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
+        window_state=st.window_state,
+        next_window_start=st.next_window_start if st.window_state != "open" else None,
+        window_closes_at=st.window_closes_at if st.window_state == "open" else None,
+    )
