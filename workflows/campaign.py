@@ -36,7 +36,14 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
     from orchestrator.campaign import gate as gating
-    from orchestrator.campaign import ui
+    from orchestrator.campaign import progress, ui
+    from orchestrator.campaign.controls import require_state
+    from orchestrator.campaign.requests import (
+        lower_targets,
+        stage_operation_spec,
+        train_handoff,
+        upper_targets,
+    )
     from orchestrator.campaign.types import (
         FINAL_STATES,
         BakeClockRequest,
@@ -60,11 +67,11 @@ with workflow.unsafe.imports_passed_through():
         TrainAnswer,
         TrainHandoff,
     )
-    from orchestrator.models import UPPER_LAYER
-    from orchestrator.ops.spec import OperationSpec, Scope, operation_id
+    from orchestrator.ops.spec import OperationSpec, operation_id
     from orchestrator.ops.types import OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
     from workflows.fleet_clock import fleet_options
+    from workflows.history import history_full
 
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while.
 TRAIN_OPTIONS: dict[str, Any] = {
@@ -108,7 +115,7 @@ class Campaign(RollbackSteps):
 
     @pause.validator
     def _can_pause(self, req: CampaignControl) -> None:
-        self._require(("running", "held"), "pause")
+        require_state(self.st, "pause")
 
     @workflow.update(name="resume")
     def resume(self, req: CampaignControl) -> CampaignStatus:
@@ -123,9 +130,7 @@ class Campaign(RollbackSteps):
 
     @resume.validator
     def _can_resume(self, req: CampaignControl) -> None:
-        if self.st is not None and self.st.status.held_on_blame:
-            return
-        self._require(("paused",), "resume")
+        require_state(self.st, "resume")
 
     @workflow.update(name="abort")
     def abort(self, req: CampaignControl) -> CampaignStatus:
@@ -136,13 +141,7 @@ class Campaign(RollbackSteps):
 
     @abort.validator
     def _can_abort(self, req: CampaignControl) -> None:
-        self._require(("running", "held", "paused"), "abort")
-
-    def _require(self, allowed: tuple[str, ...], action: str) -> None:
-        if self.st is None:
-            raise ValueError(f"cannot {action} a campaign that has not started")
-        if self.st.status.state not in allowed:
-            raise ValueError(f"cannot {action} a campaign that is {self.st.status.state}")
+        require_state(self.st, "abort")
 
     def _set_state(self, state: str, reason: str = "") -> None:
         assert self.st is not None
@@ -163,20 +162,7 @@ class Campaign(RollbackSteps):
             plan: list[StagePlanModel] = await workflow.execute_activity_method(
                 CampaignActivities.plan, PlanRequest(spec=spec), **fleet_options()
             )
-            status = CampaignStatus(
-                campaign_id=spec.workflow_id,
-                name=spec.name,
-                targets=spec.targets,
-                stages=[
-                    StageStatus(
-                        name=p.name,
-                        bake_hours=p.bake_hours,
-                        hosts_planned=sum(p.hosts_per_cluster.values()),
-                    )
-                    for p in plan
-                ],
-            )
-            inp.state = CampaignState(status=status, plan=plan)
+            inp.state = CampaignState(status=progress.new_status(spec, plan), plan=plan)
         self.st = st = inp.state
         self._show()
         while st.stage_index < len(st.plan):
@@ -199,9 +185,7 @@ class Campaign(RollbackSteps):
         assert self.st is not None and self.inp is not None
         st, plan, ss = self.st, self.st.plan[i], self.st.status.stages[i]
         st.status.stage = ss.name
-        if ss.state == "pending":
-            ss.state = "running" if plan.clusters else "skipped"
-            ss.clusters = {c: ClusterStage(cluster=c) for c in plan.clusters}
+        progress.open_stage(plan, ss)
         if ss.state == "skipped":
             return "passed"
         while True:
@@ -216,15 +200,11 @@ class Campaign(RollbackSteps):
                 await self._blame(ss)
                 self._show()
                 return "failed"
-            broken = [c for c in ss.clusters.values() if c.state == "failed"]
-            if broken:  # a cluster's bulk operation failed (it rolled its wave back)
-                ss.state = "failed"
-                ss.reason = "; ".join(f"{c.cluster}: {c.reason}" for c in broken)
+            if progress.note_broken(ss):  # a cluster's bulk operation failed
                 await self._blame(ss)
                 return "failed"
             await self._apply_pause(ss)
-            done = bool(ss.clusters) and all(c.state == "done" for c in ss.clusters.values())
-            if done and await self._prometheus_clear(plan, ss):
+            if progress.all_done(ss) and await self._prometheus_clear(plan, ss):
                 ss.state, ss.bake_remaining_hours = "passed", 0.0
                 if st.status.state == "held":
                     self._set_state("running")
@@ -290,13 +270,8 @@ class Campaign(RollbackSteps):
 
     def _history_full(self) -> bool:
         assert self.inp is not None
-        if self.ops:
-            return False
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.inp.max_history_events
-        )
+        # Not while a bulk operation runs: its result must come back to the run that started it.
+        return not self.ops and history_full(self.inp.max_history_events)
 
     async def _start_clusters(self, plan: StagePlanModel, ss: StageStatus) -> None:
         assert self.st is not None and self.inp is not None
@@ -339,42 +314,21 @@ class Campaign(RollbackSteps):
 
     def _lower(self) -> dict[str, str]:
         assert self.inp is not None
-        return {c: v for c, v in self.inp.spec.targets.items() if c not in UPPER_LAYER}
+        return lower_targets(self.inp.spec.targets)
 
     def _upper(self) -> dict[str, str]:
         assert self.inp is not None
-        return {c: v for c, v in self.inp.spec.targets.items() if c in UPPER_LAYER}
+        return upper_targets(self.inp.spec.targets)
 
     def _handoff(self, cluster: str, action: str, **kw: object) -> TrainHandoff:
         assert self.inp is not None
-        spec = self.inp.spec
-        return TrainHandoff(
-            campaign=spec.workflow_id,
-            cluster=cluster,
-            action=action,
-            domain_size=spec.train.domain_size,
-            budget=spec.train.budget.model_dump(),
-            schedule=spec.schedule,
-            supersedes=spec.supersedes,  # an activity input only: no command changes
-            **kw,  # type: ignore[arg-type]
-        )
+        return train_handoff(self.inp.spec, cluster, action, **kw)
 
     def _start_operation(self, ss: StageStatus, cs: ClusterStage) -> None:
         """Driver/CUDA targets: one bulk operation over the stage's hosts of this cluster."""
-        assert self.inp is not None
-        spec = self.inp.spec
-        limit = gating.operation_max_failures(self.st.plan[self.st.stage_index], cs)  # type: ignore[union-attr]
-        fields: dict[str, Any] = {
-            "kind": "cuda-upgrade",
-            "scope": Scope(cluster=cs.cluster, hosts=cs.hosts),
-            "targets": self._upper(),
-            "request_id": f"{spec.name}-{ss.name}-{cs.cluster}",
-        }
-        if limit is not None:
-            fields["max_failures"] = limit
-        if spec.schedule is not None:  # waves start only inside the campaign's windows
-            fields["schedule"] = spec.schedule
-        op_spec = OperationSpec.model_validate(fields)
+        assert self.inp is not None and self.st is not None
+        plan = self.st.plan[self.st.stage_index]
+        op_spec = stage_operation_spec(self.inp.spec, plan, ss.name, cs)
         cs.operation_id = operation_id(op_spec)
         cs.state = "upgrading"
         self.ops[cs.cluster] = asyncio.create_task(self._operation(op_spec))
@@ -418,9 +372,7 @@ class Campaign(RollbackSteps):
                 ),
                 **fleet_options(),
             )
-            cs.in_scope, cs.changed, cs.pending = prog.in_scope, prog.changed, prog.pending
-            cs.attempted = prog.attempted
-            cs.in_flight, cs.failed, cs.fleet_hours = prog.in_flight, prog.failed, prog.fleet_hours
+            progress.apply_progress(cs, prog)
             if cs.state == "rolling" and prog.complete:
                 if self._upper():
                     self._start_operation(ss, cs)
@@ -428,13 +380,7 @@ class Campaign(RollbackSteps):
                     cs.state, cs.done_hours = "baking", prog.fleet_hours
             elif cs.state == "upgrading" and self.ops[cs.cluster].done():
                 result = self.ops.pop(cs.cluster).result()
-                if not isinstance(result, str):  # its failed waves it rolled back itself
-                    self.st.status.hosts_rolled_back += result.hosts_rolled_back
-                if isinstance(result, str) or result.state != "succeeded":
-                    cs.state = "failed"
-                    cs.reason = result if isinstance(result, str) else result.reason
-                else:
-                    cs.state, cs.done_hours = "baking", prog.fleet_hours
+                progress.operation_ended(self.st.status, cs, result, prog.fleet_hours)
             if cs.state == "baking":
                 assert cs.done_hours is not None
                 end = cs.done_hours + plan.bake_hours
@@ -466,12 +412,8 @@ class Campaign(RollbackSteps):
         answer: PromAnswer = await workflow.execute_activity_method(
             CampaignActivities.prometheus, PromQuery(url=prom.url, query=prom.query), **PROM_OPTIONS
         )
-        if answer.firing == 0:
-            ss.gate = ss.gate.split(" | prometheus")[0]
+        if gating.note_prometheus(ss, answer):
             return True
-        why = answer.error or f"{answer.firing} series firing, e.g. {', '.join(answer.sample)}"
-        ss.state = "held"
-        ss.gate = f"{ss.gate.split(' | prometheus')[0]} | prometheus: {why}"
         assert self.st is not None
         if self.st.status.state == "running":
             self._set_state("held", f"stage {ss.name} held by Prometheus: {prom.query}")
@@ -484,17 +426,7 @@ class Campaign(RollbackSteps):
         assert self.st is not None
         status = self.st.status
         gating.roll_up_campaign(status)
-        stage = next((s for s in status.stages if s.name == status.stage), None)
-        report = CampaignReport(
-            campaign=status.name,
-            state=status.state,
-            stage=status.stage,
-            failure_limit=stage.failure_limit if stage else None,
-            hosts_changed=status.hosts_changed,
-            hosts_quarantined=status.hosts_quarantined,
-            hosts_rolled_back=status.hosts_rolled_back,
-            held_on_blame=status.held_on_blame or status.state == "rolling_back",
-        )
+        report = progress.campaign_report(status)
         if report != self.reported:
             await workflow.execute_activity_method(
                 CampaignActivities.report, report, **fleet_options()
@@ -510,10 +442,7 @@ class Campaign(RollbackSteps):
             return
         for task in self.ops.values():
             task.cancel()
-        touched = sorted(
-            {c for s in st.status.stages for c in s.clusters if s.clusters[c].state != "pending"}
-        )
-        for cluster in touched:
+        for cluster in progress.touched_clusters(st.status):
             if not self._lower():
                 break
             action = "stop" if cluster in st.trains_started else "end"
@@ -529,18 +458,7 @@ class Campaign(RollbackSteps):
         assert self.st is not None and self.inp is not None
         st = self.st
         await self._withdraw(outcome)
-        if outcome == "aborted":
-            reason = st.abort
-        elif outcome == "failed":
-            failed = next((s for s in st.status.stages if s.state == "failed"), None)
-            reason = f"stage {failed.name} failed: {failed.reason}" if failed else "failed"
-        elif outcome == "rolled_back":
-            reason = st.status.reason
-        else:
-            reason = f"every stage passed ({len(st.plan)})"
-        gating.roll_up_campaign(st.status)
-        st.status.state, st.status.reason = outcome, reason
-        st.status.held_on_blame = False  # ended: nothing holds any more
+        reason = progress.finish_status(st, outcome)
         self._show()
         await self._report()
         await workflow.wait_condition(workflow.all_handlers_finished)

@@ -28,6 +28,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
     from activities.ops_activities import OpsActivities
+    from orchestrator.campaign.progress import touched_clusters
     from orchestrator.campaign.types import (
         BakeClockRequest,
         CampaignInput,
@@ -113,9 +114,7 @@ class RollbackSteps:
         )
         await self._report()
         await self._withdraw("rolling back")
-        touched = sorted(
-            {c for s in st.status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
-        )
+        touched = touched_clusters(st.status)
         notes: dict[str, str] = {}  # cluster -> what could not be rolled back
         # Hosts still held by a train when we look (its domain in flight) may come back
         # quarantined after the operation took its scope: look again, up to ROLLBACK_ROUNDS,

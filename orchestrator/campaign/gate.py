@@ -9,11 +9,20 @@ host, quarantined by the train, and the rollout goes on.
 A failure is a host of the stage, in service when the stage began (hosts down already are left
 out: their defect is not the change's), that is now quarantined, or in repair after it got the
 change (so hosts that go bad during the bake still count).
+
+The Prometheus gate only holds a stage: ``note_prometheus`` writes its answer into the stage's
+gate line (the workflow asks the query and naps).
 """
 
 from __future__ import annotations
 
-from orchestrator.campaign.types import CampaignStatus, ClusterStage, StagePlanModel, StageStatus
+from orchestrator.campaign.types import (
+    CampaignStatus,
+    ClusterStage,
+    PromAnswer,
+    StagePlanModel,
+    StageStatus,
+)
 from orchestrator.planning import failure_gate
 from orchestrator.planning.campaign_plan import failure_limit
 
@@ -77,3 +86,16 @@ def roll_up_campaign(status: CampaignStatus) -> None:
             down.update(c.failed)
     status.hosts_changed = sum(changed.values())
     status.hosts_quarantined = len(down)
+
+
+def note_prometheus(ss: StageStatus, answer: PromAnswer) -> bool:
+    """The Prometheus gate's answer into the stage's gate line: True when clear (the query
+    answers nothing); else the stage is held, saying what fires."""
+    base = ss.gate.split(" | prometheus")[0]
+    if answer.firing == 0:
+        ss.gate = base
+        return True
+    why = answer.error or f"{answer.firing} series firing, e.g. {', '.join(answer.sample)}"
+    ss.state = "held"
+    ss.gate = f"{base} | prometheus: {why}"
+    return False

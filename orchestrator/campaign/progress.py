@@ -1,0 +1,122 @@
+"""The campaign's bookkeeping between its commands: its status, stage by stage and cluster by
+cluster, as the looks and children's results come in.
+
+Plain functions over ``CampaignState`` and the activities' answers, so the workflow keeps only its
+steps (which activity, which child, when) and this is tested without one. The gates' verdicts
+are ``campaign.gate``'s.
+"""
+
+from __future__ import annotations
+
+from orchestrator.campaign import gate
+from orchestrator.campaign.spec import CampaignSpec
+from orchestrator.campaign.types import (
+    CampaignReport,
+    CampaignState,
+    CampaignStatus,
+    ClusterStage,
+    Progress,
+    StagePlanModel,
+    StageStatus,
+)
+from orchestrator.ops.types import OperationStatus
+
+
+def new_status(spec: CampaignSpec, plan: list[StagePlanModel]) -> CampaignStatus:
+    """A fresh campaign's status: every planned stage pending."""
+    return CampaignStatus(
+        campaign_id=spec.workflow_id,
+        name=spec.name,
+        targets=spec.targets,
+        stages=[
+            StageStatus(
+                name=p.name,
+                bake_hours=p.bake_hours,
+                hosts_planned=sum(p.hosts_per_cluster.values()),
+            )
+            for p in plan
+        ],
+    )
+
+
+def open_stage(plan: StagePlanModel, ss: StageStatus) -> None:
+    """A pending stage begins: running over its clusters, or skipped when it has none left."""
+    if ss.state == "pending":
+        ss.state = "running" if plan.clusters else "skipped"
+        ss.clusters = {c: ClusterStage(cluster=c) for c in plan.clusters}
+
+
+def note_broken(ss: StageStatus) -> bool:
+    """A cluster's bulk operation failed (it rolled its wave back): the stage fails, saying
+    which and why. False when none did."""
+    broken = [c for c in ss.clusters.values() if c.state == "failed"]
+    if not broken:
+        return False
+    ss.state = "failed"
+    ss.reason = "; ".join(f"{c.cluster}: {c.reason}" for c in broken)
+    return True
+
+
+def all_done(ss: StageStatus) -> bool:
+    """Every cluster of the stage changed and baked."""
+    return bool(ss.clusters) and all(c.state == "done" for c in ss.clusters.values())
+
+
+def apply_progress(cs: ClusterStage, prog: Progress) -> None:
+    """A look's counts into the cluster's stage."""
+    cs.in_scope, cs.changed, cs.pending = prog.in_scope, prog.changed, prog.pending
+    cs.attempted = prog.attempted
+    cs.in_flight, cs.failed, cs.fleet_hours = prog.in_flight, prog.failed, prog.fleet_hours
+
+
+def operation_ended(
+    status: CampaignStatus, cs: ClusterStage, result: OperationStatus | str, fleet_hours: float
+) -> None:
+    """A cluster's bulk operation came back (its status, or why it failed): the cluster bakes
+    from ``fleet_hours``, or fails; the hosts it rolled back count for the campaign."""
+    if not isinstance(result, str):  # its failed waves it rolled back itself
+        status.hosts_rolled_back += result.hosts_rolled_back
+    if isinstance(result, str) or result.state != "succeeded":
+        cs.state = "failed"
+        cs.reason = result if isinstance(result, str) else result.reason
+    else:
+        cs.state, cs.done_hours = "baking", fleet_hours
+
+
+def touched_clusters(status: CampaignStatus) -> list[str]:
+    """Clusters some stage started on (what the campaign hands back or rolls back), sorted."""
+    return sorted(
+        {c for s in status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
+    )
+
+
+def campaign_report(status: CampaignStatus) -> CampaignReport:
+    """What the metrics get (``trainctl_campaign_*``), from the rolled-up status."""
+    stage = next((s for s in status.stages if s.name == status.stage), None)
+    return CampaignReport(
+        campaign=status.name,
+        state=status.state,
+        stage=status.stage,
+        failure_limit=stage.failure_limit if stage else None,
+        hosts_changed=status.hosts_changed,
+        hosts_quarantined=status.hosts_quarantined,
+        hosts_rolled_back=status.hosts_rolled_back,
+        held_on_blame=status.held_on_blame or status.state == "rolling_back",
+    )
+
+
+def finish_status(st: CampaignState, outcome: str) -> str:
+    """The final state and its reason in the status (nothing holds it any more); the reason."""
+    if outcome == "aborted":
+        reason = st.abort
+    elif outcome == "failed":
+        failed = next((s for s in st.status.stages if s.state == "failed"), None)
+        reason = f"stage {failed.name} failed: {failed.reason}" if failed else "failed"
+    elif outcome == "rolled_back":
+        reason = st.status.reason
+    else:
+        reason = f"every stage passed ({len(st.plan)})"
+    gate.roll_up_campaign(st.status)
+    st.status.state, st.status.reason = outcome, reason
+    st.status.held_on_blame = False  # ended: nothing holds any more
+    return reason

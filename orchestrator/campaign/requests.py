@@ -1,0 +1,58 @@
+"""What a campaign hands on: the layers of its targets, train handoffs, bulk operation specs.
+
+A stage's lower-layer targets ride the cluster's train (a ``TrainHandoff``), its driver/CUDA
+targets run as a ``BulkOperation`` child (an ``OperationSpec``). Both are built from the spec and
+the stage alone, so they live here as pure functions; the workflow sends them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.campaign.gate import operation_max_failures
+from orchestrator.campaign.spec import CampaignSpec
+from orchestrator.campaign.types import ClusterStage, StagePlanModel, TrainHandoff
+from orchestrator.models import UPPER_LAYER
+from orchestrator.ops.spec import OperationSpec, Scope
+
+
+def lower_targets(targets: dict[str, str]) -> dict[str, str]:
+    """The targets a train rolls (everything below the driver)."""
+    return {c: v for c, v in targets.items() if c not in UPPER_LAYER}
+
+
+def upper_targets(targets: dict[str, str]) -> dict[str, str]:
+    """The driver/CUDA targets, rolled by a bulk operation (a job's hosts move together)."""
+    return {c: v for c, v in targets.items() if c in UPPER_LAYER}
+
+
+def train_handoff(spec: CampaignSpec, cluster: str, action: str, **kw: object) -> TrainHandoff:
+    """A message to ``cluster``'s train: ride, keep, end, stop, pause or resume."""
+    return TrainHandoff(
+        campaign=spec.workflow_id,
+        cluster=cluster,
+        action=action,
+        domain_size=spec.train.domain_size,
+        budget=spec.train.budget.model_dump(),
+        schedule=spec.schedule,
+        supersedes=spec.supersedes,  # an activity input only: no command changes
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def stage_operation_spec(
+    spec: CampaignSpec, plan: StagePlanModel, stage: str, cs: ClusterStage
+) -> OperationSpec:
+    """Driver/CUDA targets: one bulk operation over the stage's hosts of this cluster."""
+    limit = operation_max_failures(plan, cs)
+    fields: dict[str, Any] = {
+        "kind": "cuda-upgrade",
+        "scope": Scope(cluster=cs.cluster, hosts=cs.hosts),
+        "targets": upper_targets(spec.targets),
+        "request_id": f"{spec.name}-{stage}-{cs.cluster}",
+    }
+    if limit is not None:
+        fields["max_failures"] = limit
+    if spec.schedule is not None:  # waves start only inside the campaign's windows
+        fields["schedule"] = spec.schedule
+    return OperationSpec.model_validate(fields)
