@@ -17,6 +17,7 @@ from orchestrator.campaign.progress import (
     campaign_report,
     finish_status,
     new_status,
+    note_blame,
     note_broken,
     open_stage,
     operation_ended,
@@ -25,6 +26,7 @@ from orchestrator.campaign.progress import (
 from orchestrator.campaign.requests import stage_operation_spec, train_handoff
 from orchestrator.campaign.spec import CampaignSpec, Gates
 from orchestrator.campaign.types import (
+    BlameResult,
     CampaignState,
     ClusterStage,
     PromAnswer,
@@ -118,3 +120,14 @@ def test_prometheus_holds_the_stage_then_clears_its_line() -> None:
     assert ss.gate == f"0 failed of at most 1 | {firing}"
     assert note_prometheus(ss, PromAnswer())
     assert ss.gate == "0 failed of at most 1"
+
+
+def test_blame_of_our_version_is_kept_and_said() -> None:
+    """The version blame names as ours is kept for the rollback, and the stage says it was
+    marked bad."""
+    st = _state(_spec(), _plan(["c00"]))
+    ss = st.status.stages[0]
+    ss.reason = "3 hosts failed"
+    note_blame(st, ss, BlameResult(blamed={"os": "6.12.0-9"}, marked=["os=6.12.0-9"]))
+    assert st.blamed == {"os": "6.12.0-9"}
+    assert ss.reason == "3 hosts failed (blamed and marked bad: os=6.12.0-9)"

@@ -234,10 +234,7 @@ class Campaign(RollbackSteps):
             ),
             **fleet_options(),
         )
-        self.st.status.blame = found.blame
-        self.st.blamed = dict(found.blamed)
-        if found.marked:
-            ss.reason += f" (blamed and marked bad: {', '.join(found.marked)})"
+        progress.note_blame(self.st, ss, found)
 
     async def _nap(self, seconds: float) -> None:
         """Wait ``seconds`` of wall time, or less if a control or a child's end wakes us."""
@@ -292,11 +289,7 @@ class Campaign(RollbackSteps):
                 ),
                 **fleet_options(),
             )
-            cs.hosts, cs.baseline_out, cs.in_scope = (
-                chosen.hosts,
-                chosen.baseline_out,
-                chosen.in_scope,
-            )
+            progress.note_hosts(cs, chosen)
             lower = self._lower()
             if lower:
                 answer: TrainAnswer = await workflow.execute_activity_method(

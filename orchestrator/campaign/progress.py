@@ -11,11 +11,13 @@ from __future__ import annotations
 from orchestrator.campaign import gate
 from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.campaign.types import (
+    BlameResult,
     CampaignReport,
     CampaignState,
     CampaignStatus,
     ClusterStage,
     Progress,
+    StageHosts,
     StagePlanModel,
     StageStatus,
 )
@@ -60,6 +62,19 @@ def note_broken(ss: StageStatus) -> bool:
 def all_done(ss: StageStatus) -> bool:
     """Every cluster of the stage changed and baked."""
     return bool(ss.clusters) and all(c.state == "done" for c in ss.clusters.values())
+
+
+def note_hosts(cs: ClusterStage, chosen: StageHosts) -> None:
+    """The hosts chosen for the cluster's stage, and those already down when it began."""
+    cs.hosts, cs.baseline_out, cs.in_scope = chosen.hosts, chosen.baseline_out, chosen.in_scope
+
+
+def note_blame(st: CampaignState, ss: StageStatus, found: BlameResult) -> None:
+    """Blame's answer for a failed stage: the suspects, ours that it named, what it marked."""
+    st.status.blame = found.blame
+    st.blamed = dict(found.blamed)
+    if found.marked:
+        ss.reason += f" (blamed and marked bad: {', '.join(found.marked)})"
 
 
 def apply_progress(cs: ClusterStage, prog: Progress) -> None:
