@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ClusterOperation
     from workflows.fleet_clock import fleet_options
+    from workflows.history import history_full
 
 #: How often a run that rejoined running children checks that they still run (the fallback
 #: for a child that ends without its ``cluster_done`` signal).
@@ -365,11 +366,7 @@ class BulkOperation:
         """The history is full and no child is being started (or every child is known)."""
         if not self.bounded or self.starting:
             return False
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.max_history
-        )
+        return history_full(self.max_history)
 
     def _next_input(
         self, inp: OperationInput, clock: ClockInfo, pending: list[str]

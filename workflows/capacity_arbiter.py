@@ -30,11 +30,14 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.messages import HostsRequest
     from orchestrator.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.fleet_clock import fleet_options
+    from workflows.history import history_full
 
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.
 CHECK_WHEN_WAITING = timedelta(seconds=30)
 CHECK_WHEN_QUIET = timedelta(hours=1)
 LOG_LINES = 50
+#: The arbiter continues as new past this many history events (or when the server suggests).
+ARBITER_MAX_HISTORY = 5_000
 
 
 @workflow.defn(name="CapacityArbiter")
@@ -137,8 +140,7 @@ class CapacityArbiter:
             workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
             if not self.state.holders:
                 break  # nobody holds anything: the next acquire starts a fresh arbiter
-            info = workflow.info()
-            if info.is_continue_as_new_suggested() or info.get_current_history_length() > 5_000:
+            if history_full(ARBITER_MAX_HISTORY):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(ArbiterInput(cluster=inp.cluster, state=self.state))
         await workflow.wait_condition(workflow.all_handlers_finished)

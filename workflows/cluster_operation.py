@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.planning.windows import at_fleet_hour, waiting_text
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.fleet_clock import fleet_hours_now
+    from workflows.history import history_full
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS, WaveSteps
 
 #: Guards continue-as-new and the final ``cluster_done`` signal (``BulkOperation`` uses it too).
@@ -170,11 +171,7 @@ class ClusterOperation(WaveSteps):
     def _history_full(self) -> bool:
         if not self.bounded:
             return False
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.inp.max_history_events
-        )
+        return history_full(self.inp.max_history_events)
 
     def _next_input(self, recorded: dict[str, str | None]) -> ClusterOpInput:
         state = ClusterOpState(
