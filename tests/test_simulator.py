@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
+from orchestrator.execution.cycle import POLL_FLEET_HOURS
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.cluster_sim import ClusterSim, JobRec
 from orchestrator.fleet.settings import MAX_SPEED
@@ -29,7 +30,7 @@ from orchestrator.simulator import (
     lower_bound_hours,
     simulate,
 )
-from orchestrator.simulator.engine import POLL_FLEET_HOURS, maintenance_work_hours
+from orchestrator.simulator.engine import maintenance_work_hours
 
 VISIT_HOURS = 1.8
 POLICIES = train_plan.POLICIES

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
-    from orchestrator.execution.cycle import cycle_complete
+    from orchestrator.execution.cycle import cycle_complete, next_look_hours
     from orchestrator.execution.halting import HaltRule
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest, HostsRequest
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
@@ -57,9 +57,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.history import history_full
     from workflows.train_windows import TrainWindows, train_windows
 
-#: How often (in fleet time) a waiting train looks again when nothing wakes it.
-POLL_FLEET_HOURS = 1.0
-#: ...but never more often than this in wall time: domains signal their progress anyway.
+#: A waiting train looks again at ``next_look_hours`` (its poll or the planner's retry), but
+#: never more often than this in wall time: domains signal their progress anyway.
 MIN_POLL_SECONDS = 1.0
 #: On a logical clock the train takes its turn after its domains' at the same instant, as the
 #: simulator plans after the domains' looks and settled batches.
@@ -292,9 +291,7 @@ class ClusterTrain:
             # must not wait for domains to move the clock (there are none): it closes now.
             return
         now = st.counts.fleet_hours
-        target = now + POLL_FLEET_HOURS
-        if st.retry_at_hours is not None and now < st.retry_at_hours < target:
-            target = st.retry_at_hours
+        target = next_look_hours(now, st.retry_at_hours)
         floor: float | None = None
         if self.windows is not None:  # a window edge may come first
             now, target, floor = self.windows.timer(now, target)

@@ -16,6 +16,18 @@ from orchestrator.fleet.backend import ClusterBackend
 from orchestrator.models import HostState
 
 _STATE, _OWNER, _DUE = attrgetter("state"), attrgetter("owner"), attrgetter("due")
+#: How often (in fleet time) a train plans again when nothing wakes it: one value for the live
+#: train's poll and the simulator's, so the simulator plans when the live train would.
+POLL_FLEET_HOURS = 1.0
+
+
+def next_look_hours(now: float, retry_at_hours: float | None) -> float:
+    """The fleet hour a train plans again if nothing wakes it first: its poll, or the
+    planner's retry instant (``retry_at_hours``) when that is ahead and comes sooner."""
+    target = now + POLL_FLEET_HOURS
+    if retry_at_hours is not None and now < retry_at_hours < target:
+        return retry_at_hours
+    return target
 
 
 def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCounts:

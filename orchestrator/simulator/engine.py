@@ -10,7 +10,7 @@ virtual clock and a heap of the train's own future instants:
 - a domain looks at its drain again at the instant its ``DrainTracker`` asked to be woken;
 - a batch of hosts is verified once its install time (the longest of the batch) has passed;
 - the train plans again when a batch settles or a domain ends (the live train is signalled),
-  at the planner's ``retry_at_hours``, or ``POLL_FLEET_HOURS`` after it last planned (the live
+  at the planner's ``retry_at_hours``, or ``cycle.POLL_FLEET_HOURS`` after it last planned (the live
   train's poll), never in between: a job ending on a due host is noticed when the train would
   notice it.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.constants import HELD_STATES
-from orchestrator.execution.cycle import cycle_complete
+from orchestrator.execution.cycle import cycle_complete, next_look_hours
 from orchestrator.execution.drain import (
     RELEASE_POLICIES,
     DrainTracker,
@@ -65,8 +65,6 @@ ACTOR = "sim-train"
 #: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
 SWITCH_ATTEMPTS = 4
 SWITCH_RETRY_HOURS = 0.25
-#: The live train's poll (``workflows.cluster_train.POLL_FLEET_HOURS``) in fleet hours.
-POLL_FLEET_HOURS = 1.0
 S = HostState
 _INF = float("inf")
 
@@ -307,10 +305,7 @@ class Engine:
         self._schedule_poll(taken.retry_at_hours)
 
     def _schedule_poll(self, retry_at: float | None) -> None:
-        now = self.sim.now
-        target = now + POLL_FLEET_HOURS
-        if retry_at is not None and now < retry_at < target:
-            target = retry_at
+        target = next_look_hours(self.sim.now, retry_at)
         self.tick_token = self._token()
         self._push(target, "tick", None, self.tick_token)
 
