@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from orchestrator.constants import PIGGYBACK_NOTE, REPAIR_OWNER
+from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, REPAIR_OWNER
 from orchestrator.fleet import SqliteFleet
 from orchestrator.models import HostState
 from orchestrator.train.types import ControlRequest
@@ -30,14 +30,26 @@ from workflows.cluster_train import ClusterTrain
 S = HostState
 
 
+#: The train's limits in this test: domain (and maintenance budget) and the availability floor.
+DOMAIN, FLOOR = 12, 16
+#: A failed host is repaired in this many fleet hours (seconds here), so failures never fill
+#: the floor for long: a failure while the floor is full could give the claim nothing.
+REPAIR_HOURS = 3.0
+
+
 def _fail_a_job_host(path: Path) -> int | None:
     """Fail one host of the largest running job with due hosts, as the fleet's failure process
-    does (``RepairPipeline._failure`` on a drawn host); the job it interrupted, if any."""
+    does (``RepairPipeline._failure`` on a drawn host); the job it interrupted, if any. Only
+    when the claim has room for the freed hosts (the train holds fewer than its domain and the
+    floor has room after the failure): otherwise the failure could not be piggybacked on."""
     fleet = SqliteFleet(path)
     try:
         with fleet.cluster("c00") as sim:
             claim = sim.state.piggyback
             if not claim:
+                return None
+            held = sum(1 for h in sim.hosts.values() if h.owner == OWNER and h.state in HELD_STATES)
+            if held >= DOMAIN or sim.out_of_service_count() + 2 > FLOOR:
                 return None
             started = float(claim["cycle_started_hours"])  # type: ignore[arg-type]
             jobs = [
@@ -51,9 +63,9 @@ def _fail_a_job_host(path: Path) -> int | None:
                 return None
             job = max(jobs, key=lambda j: (len(j.hosts), -j.id))
             h = sim.hosts[job.hosts[0]]
-            sim._log("fleet", "failure", h.name, cause="test_gpu", repair_hours=500.0)
+            sim._log("fleet", "failure", h.name, cause="test_gpu", repair_hours=REPAIR_HOURS)
             sim._interrupt(job, cause="failure:test_gpu", actor="fleet")
-            h.repair_until, h.owner, h.verified = sim.now + 500.0, REPAIR_OWNER, False
+            h.repair_until, h.owner, h.verified = sim.now + REPAIR_HOURS, REPAIR_OWNER, False
             sim._set_state(h, S.IN_REPAIR, "fleet", "test_gpu")
             sim._fill_and_place()  # what the fleet does after every failure
             return job.id
@@ -78,11 +90,13 @@ async def test_live_train_piggybacks_on_a_failed_jobs_hosts(dev_env, tmp_home, t
     never interrupted by maintenance for them: the interruption was the failure's."""
     path = make_fleet(tmp_home, SPEED / 10)  # a fleet hour per wall second: the train's poll
     train_spec = spec(
-        domain_size=12, budget={"max_unavailable": 16, "maintenance": 12}, policy="job-aware"
+        domain_size=DOMAIN,
+        budget={"max_unavailable": FLOOR, "maintenance": DOMAIN},
+        policy="job-aware",
     )
     failed_jobs: list[int] = []
     async with running_train(dev_env, path, task_queue, train_spec) as handle:
-        for _ in range(120):  # a failure finds room only while the domain is not full
+        for _ in range(200):  # a failure finds room only while the domain is not full
             job = _fail_a_job_host(path)
             if job is not None:
                 failed_jobs.append(job)
@@ -105,7 +119,7 @@ async def test_live_train_piggybacks_on_a_failed_jobs_hosts(dev_env, tmp_home, t
 
         await wait_for(visited, "the piggybacked hosts visited", timeout=120)
         status = await handle.query(ClusterTrain.status)
-        assert status.maintenance_hosts == 12 and status.max_unavailable_hosts == 16
+        assert status.maintenance_hosts == DOMAIN and status.max_unavailable_hosts == FLOOR
         await handle.execute_update(ClusterTrain.stop, ControlRequest())
         assert (await asyncio.wait_for(handle.result(), 60)).state == "stopped"
 
