@@ -58,13 +58,13 @@ class Tally:
     @classmethod
     def start(cls, sim: ClusterSim) -> Tally:
         """Figures from now on: the log not yet read is counted when ``read`` sees it."""
-        unread = sum(map(busy_change, sim.events))
+        unread = sum(map(_busy_change, sim.events))
         return cls(started=sim.now, busy=sim.busy_count() - unread, busy_since=sim.now)
 
     def read(self, e: Event) -> None:
         """One event of the fleet's log: hosts starting or stopping jobs, maintenance
         interruptions and the work they lost, jobs' answers to a drain."""
-        change = busy_change(e)
+        change = _busy_change(e)
         if change:
             self.busy_area += self.busy * (e.t - self.busy_since)
             self.busy_since, self.busy = e.t, self.busy + change
@@ -198,7 +198,7 @@ class RunShape:
     domains: int
 
 
-def busy_change(e: Event) -> int:
+def _busy_change(e: Event) -> int:
     """How many hosts an event of the fleet's log set running (+) or stopped (-)."""
     if e.kind not in ("job_start", "job_end", "job_interrupted"):
         return 0
