@@ -27,7 +27,12 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.connection import connection_options
 from orchestrator.fleet.target_checks import target_refusal
-from orchestrator.models import check_supersedes, check_supersedes_targets, check_targets
+from orchestrator.models import (
+    CapacityBudget,
+    check_supersedes,
+    check_supersedes_targets,
+    check_targets,
+)
 from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.train.client import (
     TrainAction,
@@ -310,10 +315,55 @@ def parse_target_options(targets: tuple[str, ...] | list[str]) -> dict[str, str]
         raise BadInput(f"target.{err}") from None
 
 
+def check_change_against_fleet(
+    cluster: str, budget: CapacityBudget, targets: dict[str, str], hosts_total: int
+) -> None:
+    """The budget and targets a reconfigured train would run with, held to the rules of
+    ``train start`` (``check_spec_against_fleet``): at least one host under each limit, and a
+    whole rack under them while a ``switch_firmware`` target is set. Without a fleet here
+    (workers elsewhere) the train's own size stands in and the rack rule is the train's."""
+    from orchestrator.fleet import fleet_path
+
+    hosts, rack_hosts = hosts_total, 0
+    if fleet_path().exists():
+        fleet = open_fleet_or_fail()
+        try:
+            hosts = fleet.preset.hosts_per_cluster
+            rack_hosts = fleet.preset.hosts_per_rack
+        finally:
+            fleet.close()
+    if hosts:
+        try:
+            budget.require_hosts(hosts)
+        except ValueError as err:
+            raise BadInput(str(err)) from None
+    if "switch_firmware" in targets and hosts and rack_hosts:
+        why = rack_fits_budget(budget, hosts, rack_hosts)
+        if why:
+            raise BadInput(why, field=why.split(":", 1)[0])
+
+
+def merged_budget(current: CapacityBudget, given: dict[str, object]) -> CapacityBudget:
+    """``current`` with only the ``given`` fields changed (``--budget`` is the floor alone)."""
+    return CapacityBudget.model_validate({**current.model_dump(), **given})
+
+
 @train.command("reconfigure")
 @cluster_option
 @click.option("--domain-size", type=click.IntRange(1, 10_000), default=None)
-@click.option("--budget", default=None, help="Hosts or percent out of service at once.")
+@click.option(
+    "--budget",
+    default=None,
+    help="The floor (max_unavailable): hosts or percent out of service at once; the other "
+    "budget fields stay as they are.",
+)
+@click.option(
+    "--maintenance",
+    default=None,
+    help="Hosts or percent all planned work of the cluster may hold (budget.maintenance).",
+)
+@click.option("--per-rack", type=click.IntRange(1, 10_000), default=None, help="budget.per_rack")
+@click.option("--per-zone", type=click.IntRange(1, 10_000), default=None, help="budget.per_zone")
 @click.option("--target", "targets", multiple=True, help="component=version (repeatable).")
 @click.option(
     "--supersedes",
@@ -329,20 +379,33 @@ def reconfigure(
     cluster: str,
     domain_size: int | None,
     budget: str | None,
+    maintenance: str | None,
+    per_rack: int | None,
+    per_zone: int | None,
     targets: tuple[str, ...],
     superseded: tuple[str, ...],
     address: str | None,
     as_json: bool,
 ) -> None:
-    """Change domain size, budget or targets of a running train; the next visits use them."""
+    """Change domain size, budget or targets of a running train; the next visits use them.
+
+    The train's budget and targets after the change go through the checks of `train start`.
+    """
     pairs = parse_target_options(targets)
     supersedes = _supersedes_options(superseded, pairs)
-    change = TrainChange.model_validate(
-        {
-            "domain_size": domain_size,
-            "budget": None if budget is None else {"max_unavailable": budget},
-            "targets": pairs or None,
-        }
+    given: dict[str, object] = {
+        k: v
+        for k, v in (
+            ("max_unavailable", budget),
+            ("maintenance", maintenance),
+            ("per_rack", per_rack),
+            ("per_zone", per_zone),
+        )
+        if v is not None
+    }
+    # Each given field's own shape first (errors name budget.<field>), before any connection.
+    TrainChange.model_validate(
+        {"domain_size": domain_size, "budget": given or None, "targets": pairs or None}
     )
     check_cluster_in_fleet(cluster)
     if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
@@ -356,6 +419,16 @@ def reconfigure(
 
     async def go() -> TrainStatus:
         client = await _client(address)
+        current = await _steer(train_status(client, cluster))
+        new_budget = merged_budget(current.budget, given) if given else None
+        if new_budget is not None or pairs:
+            check_change_against_fleet(
+                cluster,
+                new_budget or current.budget,
+                {**current.targets, **pairs},
+                current.hosts_total,
+            )
+        change = TrainChange(domain_size=domain_size, budget=new_budget, targets=pairs or None)
         return await _steer(reconfigure_train(client, cluster, change))
 
     emit(run(go()).model_dump(mode="json"), as_json, print_status)
