@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,9 +137,10 @@ def resolve(opts: ConnectionOptions | None = None) -> Resolved:
         api_key = _read(opts.api_key_file, "api_key_file").decode().strip()
         if not api_key:
             raise ConnectionError_(f"{opts.api_key_file} is empty", "api_key_file")
+    address = check_address(opts.address or profile.address or DEFAULT_ADDRESS)
     profile = dataclasses.replace(
         profile,
-        address=opts.address or profile.address or DEFAULT_ADDRESS,
+        address=address,
         namespace=opts.namespace or profile.namespace or DEFAULT_NAMESPACE,
         api_key=api_key,
         tls=_tls(profile.tls, opts),
@@ -172,7 +174,59 @@ def _load_profile(opts: ConnectionOptions) -> ClientConfigProfile:
     try:
         return ClientConfigProfile.load(profile=opts.profile, config_source=source)
     except Exception as err:  # the bridge's ConfigError: a missing profile, bad TOML
-        raise ConnectionError_(" ".join(str(err).split()), "profile") from None
+        raise _config_error(str(err), source) from None
+
+
+_TOML_AT = re.compile(r"at line (\d+), column (\d+)")
+#: A quoted or backticked piece of an error that holds letters or digits: maybe a value.
+_QUOTED = re.compile(r"`[^`]*[A-Za-z0-9][^`]*`|\"[^\"]*[A-Za-z0-9][^\"]*\"|'[^']*[A-Za-z0-9][^']*'")
+
+
+def _config_error(text: str, source: Path | None) -> ConnectionError_:
+    """The envconfig loader's error, said without the file's text (a line may hold an api_key).
+
+    The bridge quotes the offending line (``4 | api_key = "..."``) and sometimes the value
+    (``invalid type: integer `12345```); only the file, the line and column, and what is
+    wrong (values cut out) are kept. A profile that does not exist names ``profile``.
+    """
+    flat = " ".join(text.split())
+    where = str(source) if source is not None else "the Temporal config file"
+    if flat.startswith("Profile ") and flat.endswith("not found"):
+        return ConnectionError_(flat, "profile")
+    m = _TOML_AT.search(text)
+    if m is None:
+        if "utf-8" in flat:
+            return ConnectionError_(f"{where} is not UTF-8 text", "config_file")
+        return ConnectionError_(f"{where} cannot be read as a Temporal config file", "config_file")
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    what = lines[-1] if lines and "|" not in lines[-1] else "invalid TOML"
+    what = _QUOTED.sub("...", what)
+    return ConnectionError_(
+        f"{where} is not a valid Temporal config file (line {m.group(1)}, column "
+        f"{m.group(2)}): {what}",
+        "config_file",
+    )
+
+
+def check_address(address: str) -> str:
+    """``address`` if it is ``host:port`` (port 1-65535, no scheme), else ConnectionError_."""
+    text = address.strip()
+    if "://" in text:
+        raise ConnectionError_(
+            f"{text[:80]!r} has a scheme; write host:port (e.g. localhost:7233)", "address"
+        )
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConnectionError_(f"{text[:80]!r} is not host:port (e.g. localhost:7233)", "address")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or any(c.isspace() or c in "/?#@" for c in host) or (
+        ":" in host and not all(c in "0123456789abcdefABCDEF:." for c in host)
+    ):
+        raise ConnectionError_(f"{text[:80]!r} is not host:port (e.g. localhost:7233)", "address")
+    if not 1 <= int(port) <= 65535:
+        raise ConnectionError_(f"port {int(port)} is out of range (1-65535)", "address")
+    return text
 
 
 def _tls(base: ClientConfigTLS | None, opts: ConnectionOptions) -> ClientConfigTLS | None:
