@@ -35,7 +35,7 @@ from orchestrator.temporal_server import DevServer, DevServerConfig
 from orchestrator.train.client import control_train, start_train, train_result, train_status
 from orchestrator.train.spec import TrainSpec
 from orchestrator.train.types import TrainStatus
-from orchestrator.worker import TASK_QUEUE, build_worker
+from orchestrator.worker import TASK_QUEUE, build_worker, heartbeat
 
 DEMO_TARGETS = {"os": "6.8.0-45", "bios": "3.2", "bmc": "1.9.0", "nic_firmware": "28.41.1000"}
 DEMO_DOMAIN_SIZE = {"small": 8, "meta-24k": 64, "meta-600k": 64}
@@ -118,7 +118,7 @@ async def run_demo(
         client = await connect(options=ConnectionOptions(address=server.address, local=True))
         url = f"{server.ui_url}/namespaces/default/workflows/{spec.workflow_id}"
         on_ui(url)
-        async with build_worker(client, path):
+        async with heartbeat(path), build_worker(client, path):
             for s in specs:
                 await start_train(client, s, task_queue=TASK_QUEUE, replace=True)
             statuses = await asyncio.gather(

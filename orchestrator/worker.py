@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ from temporalio.worker import Worker
 
 from activities import build_activities
 from orchestrator.constants import TASK_QUEUE
+from orchestrator.fleet import heartbeats
 from orchestrator.logging import get_logger
 from workflows import WORKFLOWS
 
@@ -121,3 +123,53 @@ async def _reconnect(
         log.info("reconnected to the server", attempts=attempt + 1)
         return client
     return None
+
+
+class _Heartbeat:
+    """This process's row in the fleet store's ``workers`` table (``fleet.heartbeats``)."""
+
+    def __init__(self, fleet_path: Path) -> None:
+        self.path = fleet_path
+        self.id = heartbeats.new_worker_id()
+        self.conn: sqlite3.Connection | None = None
+
+    def beat(self) -> None:
+        if self.conn is None:
+            self.conn = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self.conn.execute("PRAGMA busy_timeout=30000")
+        heartbeats.beat(self.conn, self.id, self.path)
+
+    def leave(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                heartbeats.leave(self.conn, self.id)
+            self.conn.close()
+            self.conn = None
+
+    async def renew(self) -> None:
+        while True:
+            await asyncio.sleep(heartbeats.RENEW_SECONDS)
+            try:
+                await asyncio.to_thread(self.beat)
+            except sqlite3.Error as err:  # a busy store: the next renewal tries again
+                log.warning("worker heartbeat not recorded", error=str(err)[:200])
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(fleet_path: Path) -> AsyncIterator[str]:
+    """Record this worker as alive in the fleet store while the block runs (renewed every
+    ``heartbeats.RENEW_SECONDS`` by a background task), and remove it on the way out; the
+    worker's id. The first heartbeat is written before the block starts."""
+    hb = _Heartbeat(fleet_path)
+    await asyncio.to_thread(hb.beat)
+    log.info("worker heartbeat recorded", worker_id=hb.id, fleet=str(fleet_path))
+    task = asyncio.create_task(hb.renew())
+    try:
+        yield hb.id
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await asyncio.to_thread(hb.leave)

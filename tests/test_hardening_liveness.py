@@ -10,12 +10,27 @@ silently, and a live change held to the rules of a start.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.heartbeats import FRESH_SECONDS, beat, live_workers, live_workers_at
+from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
 from orchestrator.train.client import start_train
 from orchestrator.worker import build_worker
-from tests.test_hardening_train import answer, clean_train, cli
+from tests.test_hardening_train import address, answer, clean_train, cli
 from tests.train_helpers import make_fleet, spec
 
 SPEED = 36000.0
+REPO = Path(__file__).resolve().parent.parent
+ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
 
 
 async def test_reconfigure_is_held_to_the_rules_of_start(dev_env, tmp_home, task_queue):
@@ -84,3 +99,86 @@ async def test_reconfigure_is_held_to_the_rules_of_start(dev_env, tmp_home, task
             await cli(dev_env, "train", "reconfigure", "--cluster", "c00", "--budget", "0.1%"), 2
         )
         assert out["field"] == "budget.max_unavailable", out
+
+
+def _worker(env: dict[str, str], log: Path, queue: str) -> subprocess.Popen[bytes]:
+    """A real `trainctl worker` on the dev server, once it polls (its log says so)."""
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ENTRY, "worker", "--task-queue", queue, "--metrics-port", "0"],
+            cwd=REPO,
+            env=env,
+            stdout=sink,
+            stderr=sink,
+        )
+    deadline = time.monotonic() + 60
+    while "worker started" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+    return proc
+
+
+def _init(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, "fleet", "init", "--preset", "small", "--force", "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (line,) = done.stdout.splitlines()
+    return done.returncode, json.loads(line)
+
+
+def test_fleet_init_force_refuses_under_a_live_worker_and_keeps_a_backup(
+    dev_env, tmp_home, task_queue
+):
+    """While a real worker's heartbeat is fresh, `fleet init --force` exits 2 naming `force`
+    and the worker, leaving the file alone; once the worker has stopped, the replace works and
+    the replaced file is kept beside the new one, a fleet that still opens."""
+    path = make_fleet(tmp_home, SPEED)
+    inode = path.stat().st_ino
+    env = {**os.environ, "TRAINCTL_HOME": str(tmp_home), "TEMPORAL_ADDRESS": address(dev_env)}
+    log = tmp_home / "worker.log"
+    worker = _worker(env, log, task_queue)
+    try:
+        code, out = _init(env)
+        assert code == 2 and out["field"] == "force" and out["exit_code"] == 2, out
+        assert f"pid {worker.pid}" in out["error"] and "worker" in out["error"], out
+        assert path.stat().st_ino == inode and not list(tmp_home.glob("fleet.db.*.bak"))
+        (beat,) = live_workers_at(path)
+        assert beat.pid == worker.pid and beat.fleet == str(path)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, log.read_text()[-3000:]
+    assert live_workers_at(path) == []  # a clean stop takes its row away
+    code, out = _init(env)
+    assert code == 0, out
+    (bak,) = tmp_home.glob("fleet.db.*.bak")
+    assert out["backup"] == str(bak) and path.stat().st_ino != inode
+    old = SqliteFleet(bak)
+    try:
+        assert old.hosts_in("c00") == 128
+    finally:
+        old.close()
+
+
+def test_a_dead_workers_heartbeat_goes_stale_and_old_files_migrate(tmp_home):
+    """A worker killed without a goodbye stops counting after FRESH_SECONDS; a fleet file of
+    schema 4 (no workers table) opens migrated, in place."""
+    path = make_fleet(tmp_home, SPEED)
+    conn = sqlite3.connect(path, isolation_level=None)
+    beat(conn, "w1", path, now=1000.0)
+    assert [w.id for w in live_workers(conn, now=1000.0 + FRESH_SECONDS - 1)] == ["w1"]
+    assert live_workers(conn, now=1000.0 + FRESH_SECONDS + 1) == []
+    conn.executescript("DROP TABLE workers; UPDATE meta SET value='4' WHERE key='schema_version';")
+    conn.close()
+    assert live_workers_at(path) == []  # no table yet: nobody recorded
+    fleet = SqliteFleet(path)
+    try:
+        assert fleet.get_meta()["schema_version"] == str(SCHEMA_VERSION) == "5"
+        beat(fleet.conn, "w2", path)
+    finally:
+        fleet.close()
+    assert [w.id for w in live_workers_at(path)] == ["w2"]

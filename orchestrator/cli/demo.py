@@ -14,7 +14,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestrator.cli.common import BadInput, emit, fail, handle_errors, json_option
+from orchestrator.cli.common import emit, fail, handle_errors, json_option
+from orchestrator.cli.fleet_replace import make_room
 from orchestrator.fleet.settings import parse_speed
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.train.types import TrainStatus
@@ -167,13 +168,8 @@ def demo(
     from orchestrator.demo import run_demo
     from orchestrator.fleet import fleet_path
 
-    existing = fleet_path()
-    if existing.exists() and not force:
-        raise BadInput(
-            f"force: a fleet already exists at {existing}; pass --force to replace it "
-            "(or point TRAINCTL_HOME elsewhere)",
-            field="force",
-        )
+    # Like `fleet init`: never under a live worker, and the replaced fleet is kept aside.
+    make_room(fleet_path(), force, hint=" (or point TRAINCTL_HOME elsewhere)")
 
     factor = parse_speed(speed)
     if campaign:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.cli.common import BadInput, emit, handle_errors, json_option, open_fleet_or_fail
+from orchestrator.cli.fleet_replace import make_room
 from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
 from orchestrator.fleet.status import fleet_status
@@ -69,13 +70,11 @@ def init(
     shape = get_preset(preset)
     factor = parse_speed(speed)
     path = fleet_path()
-    if path.exists() and not force:
-        raise BadInput(
-            f"force: a fleet already exists at {path}; pass --force to replace it", field="force"
-        )
+    backup = make_room(path, force)  # never under a live worker; the old file kept aside
     f = SqliteFleet.create(path, shape, seed, factor)
     out = {
         "path": str(path),
+        "backup": None if backup is None else str(backup),
         "preset": shape.name,
         "seed": seed,
         "speed": speed,
@@ -90,6 +89,7 @@ def init(
         lambda o: click.echo(
             f"fleet {o['preset']}: {o['clusters']} cluster(s), {o['hosts_total']:,} hosts, "
             f"{o['gpus_total']:,} GPUs at {o['path']}"
+            + (f" (the replaced fleet kept at {o['backup']})" if o["backup"] else "")
         ),
     )
 

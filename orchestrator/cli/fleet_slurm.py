@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.common import BadInput, emit
+from orchestrator.cli.fleet_replace import make_room
 
 
 def init_slurm(
@@ -25,14 +26,12 @@ def init_slurm(
     cfg_path = Path(backend_config) if backend_config else None
     config = load_backend_config(cfg_path)
     path = fleet_path()
-    if path.exists() and not force:
-        raise BadInput(
-            f"force: a fleet already exists at {path}; pass --force to replace it", field="force"
-        )
+    backup = make_room(path, force)  # never under a live worker; the old file kept aside
     fleet = SlurmFleet.create(path, conf, config, cfg_path)
     try:
         out = {
             "path": str(path),
+            "backup": None if backup is None else str(backup),
             "backend": "slurm",
             "slurm_conf": str(conf.resolve()),
             "cluster": fleet.cluster_name,

@@ -116,7 +116,7 @@ def worker(
     from orchestrator.fleet import fleet_path
     from orchestrator.logging import configure_logging
     from orchestrator.metrics import serve_metrics
-    from orchestrator.worker import serve, stop_on_signals
+    from orchestrator.worker import heartbeat, serve, stop_on_signals
 
     configure_logging(json=log_json or log_format == "json")
     path = fleet_path()
@@ -137,7 +137,8 @@ def worker(
                 )
         client = await connect_or_fail(address)  # a bad address or flag fails here, at once
         conn = resolve(options_from_context(address))
-        await serve(client, path, task_queue, stop, reconnect=lambda: connect_resolved(conn))
+        async with heartbeat(path):  # `fleet init --force` refuses while it is fresh
+            await serve(client, path, task_queue, stop, reconnect=lambda: connect_resolved(conn))
 
     asyncio.run(main())
 

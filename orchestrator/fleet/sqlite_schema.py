@@ -38,11 +38,14 @@ CREATE TABLE clock_parties (
     cluster TEXT NOT NULL, party TEXT NOT NULL, workflow_id TEXT NOT NULL, owner TEXT NOT NULL,
     parent TEXT, rank INTEGER NOT NULL, epoch TEXT NOT NULL, waiting INTEGER NOT NULL,
     target REAL, seen REAL NOT NULL, PRIMARY KEY (cluster, party));
+CREATE TABLE workers (
+    id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, fleet TEXT NOT NULL,
+    started REAL NOT NULL, last_seen REAL NOT NULL);
 """
 
 #: Version of the tables above. Bump it with every change to them and add the step from the
 #: previous version to ``_MIGRATIONS``; a fleet file newer than this code is refused.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _schema_version(conn: sqlite3.Connection) -> int:
@@ -78,8 +81,17 @@ def _boots_v4(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '4')")
 
 
+def _workers_v5(conn: sqlite3.Connection) -> None:
+    """4 -> 5: the workers using the file record a heartbeat there (``fleet.heartbeats``), so a
+    destructive command can tell whether one is alive; an older file has none yet."""
+    for statement in SCHEMA.split(";"):
+        if "CREATE TABLE workers" in statement:
+            conn.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '5')")
+
+
 #: version -> the step that takes a fleet file from that version to the next.
-_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3, 3: _boots_v4}
+_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3, 3: _boots_v4, 4: _workers_v5}
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
