@@ -134,7 +134,7 @@ async def test_firing_alert_holds_the_stage_until_it_clears(dev_env, tmp_home, t
                     "name": "gated",
                     "targets": {"os": "6.12.0-9"},
                     "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 2}],
-                    "gates": {"prometheus": {"url": url, "query": QUERY, "every": 1}},
+                    "gates": {"prometheus": {"url": url, "query": QUERY, "every": "1s"}},
                 }
             )
             async with build_worker(dev_env.client, path, task_queue):

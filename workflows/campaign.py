@@ -403,7 +403,14 @@ class Campaign(RollbackSteps):
         if prom is None:
             return True
         answer: PromAnswer = await workflow.execute_activity_method(
-            CampaignActivities.prometheus, PromQuery(url=prom.url, query=prom.query), **PROM_OPTIONS
+            CampaignActivities.prometheus,
+            PromQuery(
+                url=prom.url,
+                query=prom.query,
+                username=prom.username,
+                password_file=prom.password_file,
+            ),
+            **PROM_OPTIONS,
         )
         if gating.note_prometheus(ss, answer):
             return True

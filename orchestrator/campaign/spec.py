@@ -20,6 +20,8 @@ sized; a running train keeps its own domain size and budget.
 from __future__ import annotations
 
 import math
+import re
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
@@ -80,21 +82,62 @@ def resolve_count(value: int | str, total: int) -> int:
 
 
 class PrometheusGate(BaseModel):
-    """A PromQL query against a Prometheus; a non-empty answer holds the stage."""
+    """A PromQL query against a Prometheus; a non-empty answer holds the stage.
+
+    A URL never carries credentials (``http://user:pw@host/`` is refused: it would be stored in
+    the workflow's history and shown in every status); a Prometheus behind basic auth takes
+    ``username`` and ``password_file`` (else ``$TRAINCTL_PROMETHEUS_PASSWORD``), both read by
+    the worker's activity when it asks: only the user name and the file's path travel.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(pattern=r"^https?://[^\s]+$", description="Prometheus base URL")
+    url: str = Field(description="Prometheus base URL (http or https, no credentials)")
     query: str = Field(min_length=1, max_length=4000)
-    #: How often (wall seconds) a held stage asks again.
+    #: How often a held stage asks again: a duration (``30s``, ``5m``); a plain number is
+    #: hours, as everywhere in a spec. At most 1 h.
     every_seconds: float = Field(default=5.0, gt=0, le=3600, alias="every")
+    #: The basic-auth user; the password comes from ``password_file`` or the worker's
+    #: ``$TRAINCTL_PROMETHEUS_PASSWORD``.
+    username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^[^:\s]+$")
+    #: A file on the worker's machine holding the password (its path travels, never its text).
+    password_file: str | None = Field(default=None, min_length=1, max_length=4096)
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _url(cls, v: object) -> str:
+        """Checked here, every refusal a value error: pydantic's own would quote the URL, and
+        a URL may carry a password."""
+        if not isinstance(v, str) or not re.fullmatch(r"https?://[^\s]+", v):
+            raise ValueError("an http:// or https:// URL without blanks")
+        try:
+            netloc = urllib.parse.urlsplit(v).netloc
+        except ValueError:
+            raise ValueError("not a URL") from None
+        if "@" in netloc:
+            raise ValueError(
+                "a URL must not carry credentials (user:password@host); give username and "
+                "password_file (or $TRAINCTL_PROMETHEUS_PASSWORD on the worker) instead"
+            )
+        return v
 
     @field_validator("every_seconds", mode="before")
     @classmethod
     def _every(cls, v: object) -> float:
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)  # a plain number is seconds here
-        return _hours(v, "gates.prometheus.every") * 3600.0
+        seconds = _hours(v, "gates.prometheus.every") * 3600.0  # a plain number is hours
+        if seconds > 3600:
+            if isinstance(v, int | float) or str(v).strip().replace(".", "", 1).isdigit():
+                raise ValueError(
+                    f"every: {v} means {float(str(v)):g} h, over the 1 h maximum; write {v}s"
+                )
+            raise ValueError(f"every: {v} is over the 1 h maximum")
+        return seconds
+
+    @model_validator(mode="after")
+    def _auth(self) -> PrometheusGate:
+        if self.password_file is not None and self.username is None:
+            raise ValueError("username: password_file needs a username (basic auth)")
+        return self
 
 
 class Gates(BaseModel):

@@ -191,8 +191,13 @@ class TrainAnswer(BaseModel):
 
 
 class PromQuery(BaseModel):
+    """One look at the gate's Prometheus. Never a password: the activity reads it from
+    ``password_file`` (a path on the worker) or ``$TRAINCTL_PROMETHEUS_PASSWORD``."""
+
     url: str
     query: str
+    username: str | None = None
+    password_file: str | None = None
 
 
 class PromAnswer(BaseModel):

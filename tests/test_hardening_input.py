@@ -1,0 +1,269 @@
+"""Bad input by an adversarial operator (issue 24, the input items): no secret in any error,
+every error naming its field, exit 2 before anything is connected to or written.
+
+Most cases run the CLI in process through click's ``CliRunner``; ``TEMPORAL_ADDRESS`` points at
+a closed port, so a command that should have refused its input before connecting would say
+``cannot reach Temporal`` (exit 1, field ``address``) instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from orchestrator.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+SECRET = "S3CR3T-api-key-9f8e7d"
+PROM_PASSWORD = "HUNTER2PW-x81"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No profile, and ``TEMPORAL_ADDRESS`` at a port nobody listens on."""
+    for var in list(os.environ):
+        if var.startswith("TEMPORAL_"):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("HOME", "/nonexistent-home-for-tests")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def refused(result: Result, field: str, code: int = 2) -> dict[str, Any]:
+    """One JSON error object on stdout naming ``field`` with ``code``, no traceback."""
+    out = result.output
+    assert result.exit_code == code, out
+    assert "Traceback" not in out and "Warning" not in out, out
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
+    err = json.loads(lines[0])
+    assert err["exit_code"] == code and err["field"] == field, err
+    assert "\n" not in err["error"]
+    return err
+
+
+# ------------------------------------------------------------------ 1: the Temporal config file
+BROKEN_TOML = {
+    "duplicate": f'[profile.default]\naddress="127.0.0.1:1"\napi_key="S1"\napi_key="{SECRET}"\n',
+    "unterminated": f'[profile.default]\naddress="127.0.0.1:1"\napi_key="{SECRET}\n',
+    "bare": f"[profile.default]\naddress='127.0.0.1:1'\napi_key={SECRET}\n",
+    "wrong type": "[profile.default]\napi_key=98765432123\n",
+    "array": f'[profile.default]\napi_key=["{SECRET}"]\n',
+}
+
+
+@pytest.mark.parametrize("how", sorted(BROKEN_TOML))
+def test_a_broken_config_file_never_prints_its_lines(
+    tmp_home: Path, offline: None, how: str
+) -> None:
+    toml = tmp_home / "t.toml"
+    toml.write_text(BROKEN_TOML[how])
+    for args in (
+        ["train", "status", "--cluster", "c00"],
+        ["ops", "status", "--id", "x"],
+        ["campaign", "status", "--id", "x"],
+        ["worker", "--metrics-port", "0"],
+    ):
+        (tmp_home / "fleet.db").unlink(missing_ok=True)
+        if args[0] == "worker":
+            assert run("fleet", "init", "--preset", "small").exit_code == 0
+        res = run(*args, "--config-file", str(toml), "--json")
+        err = refused(res, "config_file")
+        assert str(toml) in err["error"] and "line" in err["error"], err
+        for leak in (SECRET, "S1", "98765432123", "api_key"):
+            assert leak not in res.output, (args, res.output)
+    # The same file named by $TEMPORAL_CONFIG_FILE.
+    res = run(
+        "train", "status", "--cluster", "c00", "--json", env={"TEMPORAL_CONFIG_FILE": str(toml)}
+    )
+    refused(res, "config_file")
+    assert SECRET not in res.output
+
+
+def test_a_missing_profile_names_profile(tmp_home: Path, offline: None) -> None:
+    toml = tmp_home / "ok.toml"
+    toml.write_text('[profile.default]\naddress="127.0.0.1:1"\n')
+    res = run(
+        "train",
+        "status",
+        "--cluster",
+        "c00",
+        "--config-file",
+        str(toml),
+        "--profile",
+        "nope",
+        "--json",
+    )
+    refused(res, "profile")
+
+
+# ------------------------------------------------------------------ 8: the address
+@pytest.mark.parametrize(
+    "address",
+    ["garbage::::", "127.0.0.1:99999", "127.0.0.1:0", "http://127.0.0.1:1", "host", ":7233"],
+)
+def test_a_bad_address_names_address_before_connecting(
+    tmp_home: Path, offline: None, address: str
+) -> None:
+    res = run("train", "status", "--cluster", "c00", "--json", env={"TEMPORAL_ADDRESS": address})
+    refused(res, "address")
+    res = run("train", "status", "--cluster", "c00", "--address", address, "--json")
+    refused(res, "address")
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    res = run("worker", "--metrics-port", "0", "--json", env={"TEMPORAL_ADDRESS": address})
+    refused(res, "address")
+
+
+# ------------------------------------------------------------------ 2: the Prometheus gate
+def campaign_spec(tmp: Path, prometheus: dict[str, Any]) -> Path:
+    spec = {
+        "name": "gated",
+        "targets": {"os": "6.12.0-9"},
+        "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 2}],
+        "gates": {"prometheus": {"query": "up == 0", **prometheus}},
+    }
+    path = tmp / "campaign.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://admin:{PROM_PASSWORD}@127.0.0.1:1/",
+        f"https://admin:{PROM_PASSWORD}@prom.example:9090",
+        f"http://{PROM_PASSWORD}@127.0.0.1:1",
+        f"http://admin:{PROM_PASSWORD}@host with blanks/",
+    ],
+)
+def test_a_gate_url_with_credentials_is_refused_without_echo(
+    tmp_home: Path, offline: None, url: str
+) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    spec = campaign_spec(tmp_home, {"url": url})
+    for cmd in ("plan", "start"):
+        res = run("campaign", cmd, "--spec", str(spec), "--json")
+        refused(res, "gates.prometheus.url")
+        assert PROM_PASSWORD not in res.output
+
+
+def test_gate_every_plain_number_is_hours(tmp_home: Path, offline: None) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    res = run(
+        "campaign",
+        "plan",
+        "--spec",
+        str(campaign_spec(tmp_home, {"url": "http://p:1", "every": 5})),
+        "--json",
+    )
+    err = refused(res, "gates.prometheus.every")
+    assert "5 means 5 h, over the 1 h maximum; write 5s" in err["error"], err
+    ok = run(
+        "campaign",
+        "plan",
+        "--spec",
+        str(campaign_spec(tmp_home, {"url": "http://p:1", "every": "5s"})),
+        "--json",
+    )
+    assert ok.exit_code == 0, ok.output
+
+
+class _Prometheus(http.server.BaseHTTPRequestHandler):
+    """A Prometheus behind basic auth: admin and the test's password, one series firing."""
+
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        auth = self.headers.get("Authorization") or ""
+        type(self).seen.append(auth)
+        want = "Basic " + base64.b64encode(f"admin:{PROM_PASSWORD}".encode()).decode()
+        if auth != want:
+            self.send_response(401)
+            self.end_headers()
+            return
+        body = {"status": "success", "data": {"result": [{"metric": {"alertname": "X"}}]}}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def prom_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_gate_credentials_are_basic_auth_read_by_the_activity(
+    tmp_path: Path, prom_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from activities.campaign_activities import PROMETHEUS_PASSWORD_ENV, _query, shown_url
+    from orchestrator.campaign.spec import CampaignSpec
+    from orchestrator.campaign.types import PromQuery
+
+    pw_file = tmp_path / "prom.pw"
+    pw_file.write_text(PROM_PASSWORD + "\n")
+    spec = CampaignSpec.model_validate(
+        json.loads(
+            campaign_spec(
+                tmp_path, {"url": prom_server, "username": "admin", "password_file": str(pw_file)}
+            ).read_text()
+        )
+    )
+    gate = spec.gates.prometheus
+    assert gate is not None
+    # What travels (the workflow's input, the activity's input) holds the path, not the text.
+    query = PromQuery(
+        url=gate.url, query=gate.query, username=gate.username, password_file=gate.password_file
+    )
+    for travelling in (spec.model_dump_json(), query.model_dump_json()):
+        assert PROM_PASSWORD not in travelling and str(pw_file) in travelling
+    assert _query(query).firing == 1  # basic auth accepted
+    # From the worker's environment instead of a file.
+    monkeypatch.setenv(PROMETHEUS_PASSWORD_ENV, PROM_PASSWORD)
+    assert _query(query.model_copy(update={"password_file": None})).firing == 1
+    # A wrong password holds the stage, saying why, without the password or the header.
+    monkeypatch.setenv(PROMETHEUS_PASSWORD_ENV, PROM_PASSWORD + "-wrong")
+    bad = _query(query.model_copy(update={"password_file": None}))
+    assert bad.firing == -1 and "401" in bad.error and PROM_PASSWORD not in bad.error
+    # A URL with credentials stored by an older version is never shown with them.
+    old = PromQuery(url=f"http://admin:{PROM_PASSWORD}@127.0.0.1:1/", query="up")
+    answer = _query(old)
+    assert answer.firing == -1 and PROM_PASSWORD not in answer.error, answer
+    assert shown_url(old.url) == "http://127.0.0.1:1/"
+
+
+def test_gate_password_file_needs_a_username(tmp_home: Path, offline: None) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    spec = campaign_spec(tmp_home, {"url": "http://p:1", "password_file": "/x"})
+    refused(run("campaign", "plan", "--spec", str(spec), "--json"), "gates.prometheus.username")
