@@ -58,7 +58,7 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, task_queue,
         code, out, _ = await trainctl("campaign", "pause", "--id", "steer", "--json")
         assert code == 0 and out["state"] == "paused"
         code, out, _ = await trainctl("campaign", "pause", "--id", "steer", "--json")
-        assert code == 2 and out["field"] == "id"  # already paused: refused, by the contract
+        assert code == 0 and out["state"] == "paused"  # already paused: done, nothing changes
         code, out, _ = await trainctl("campaign", "resume", "--spec", str(spec_file), "--json")
         assert code == 0 and out["state"] == "running"
         code, out, _ = await trainctl("campaign", "abort", "--id", "campaign-steer", "--json")
@@ -71,8 +71,9 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, task_queue,
     assert final.state == "aborted"
     assert train.state == "stopped" and train.in_maintenance == 0
     assert code == 0 and out["state"] == "aborted"
-    code, out, _ = await trainctl("campaign", "status", "--id", "nope", "--json")
-    assert code == 1 and out["field"] == "id"
+    for verb in ("status", "pause", "resume", "abort"):  # an id naming nothing: bad input
+        code, out, _ = await trainctl("campaign", verb, "--id", "nope", "--json")
+        assert code == 2 and out["field"] == "id", (verb, out)
 
 
 async def test_long_bake_continues_as_new_and_finishes(dev_env, tmp_home, task_queue):

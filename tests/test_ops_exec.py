@@ -363,6 +363,9 @@ async def test_repeated_request_id_is_one_operation(dev_env, tmp_home, monkeypat
         assert one["started"] is True and one["already_running"] is False
         assert two["started"] is False and two["already_running"] is True
         assert one["run_id"] == two["run_id"]
+        # The first reply and a repeat carry the same fields: the operation's status.
+        assert set(one) == set(two) and {"kind", "targets", "waves_total"} <= set(one), one
+        assert one["waves_total"] >= 1 and one["kind"] == two["kind"]
         desc = await dev_env.client.get_workflow_handle("ops-ticket-4711").describe()
         assert desc.run_id == one["run_id"]  # still the first and only run
         # With no worker on its queue, status and control say so instead of hanging.
@@ -452,8 +455,8 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, monkeypatch
         )
         assert code == 0 and out["started"], err
         op = out["operation_id"]
-        bad, _, why = await trainctl("ops", "resume", "--id", op, "--json")
-        assert bad == 2 and "cannot resume an operation that is running" in why
+        code, again, _ = await trainctl("ops", "resume", "--id", op, "--json")
+        assert code == 0 and again["state"] == "running"  # a resume of what runs: success
         handle = dev_env.client.get_workflow_handle(op, result_type=OperationStatus)
         for _ in range(200):  # let it hold the budget and change a wave first
             if (await handle.query(BulkOperation.status)).waves_done:
@@ -461,6 +464,12 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, monkeypatch
             await asyncio.sleep(0.05)
         _, paused, _ = await trainctl("ops", "pause", "--id", op, "--json")
         assert paused["state"] == "paused"
+        code, twice, _ = await trainctl("ops", "pause", "--id", op, "--json")
+        assert code == 0 and twice["state"] == "paused"  # a pause of what is paused: success
+        code, joined, _ = await trainctl(
+            "ops", "start", "--spec", str(spec_file), "--task-queue", queue, "--json"
+        )  # the same request while paused: its true status, never a stale "running"
+        assert code == 0 and joined["already_running"] and joined["state"] == "paused", joined
         for _ in range(100):  # the cluster pauses once its wave in progress is done
             if (await handle.query(BulkOperation.status)).clusters["c00"].state == "paused":
                 break

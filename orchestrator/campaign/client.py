@@ -42,6 +42,10 @@ CampaignHandle = WorkflowHandle[Any, CampaignStatus]
 CampaignAction = Literal["pause", "resume", "abort"]
 
 
+#: The state in which a control has nothing left to do: it succeeds, changing nothing.
+ALREADY: dict[str, str] = {"pause": "paused", "resume": "running"}
+
+
 class CampaignNotFound(LookupError):
     """No campaign of that id; the message names ``id``."""
 
@@ -188,6 +192,10 @@ async def control_campaign(
             rpc_timeout=UPDATE_TIMEOUT,
         )
     except WorkflowUpdateFailedError as err:
+        # A pause of what is paused, a resume of what runs: done already, so no error.
+        current = await campaign_status(client, campaign_id)
+        if current.state == ALREADY.get(action):
+            return current
         cause = err.cause
         text = str(cause.message if isinstance(cause, ApplicationError) else cause)
         raise CampaignRefused(f"{action}: {text}") from None

@@ -28,7 +28,6 @@ from orchestrator.campaign.spec import CampaignSpec, load_campaign_spec
 from orchestrator.campaign.types import CampaignStatus
 from orchestrator.cli.common import (
     BadInput,
-    OperationFailed,
     connect_or_fail,
     cron_option,
     emit,
@@ -244,7 +243,7 @@ def status(
         try:
             return await campaign_status(client, cid)
         except CampaignNotFound as err:
-            raise OperationFailed(str(err), field="id") from None
+            raise BadInput(str(err), field="id") from None
 
     st = asyncio.run(go())
     emit(st.model_dump(mode="json"), as_json, _print_status)
@@ -273,7 +272,7 @@ def _control(action: str) -> click.Command:
             except CampaignRefused as err:
                 raise BadInput(str(err), field="id") from None
             except CampaignNotFound as err:
-                raise OperationFailed(str(err), field="id") from None
+                raise BadInput(str(err), field="id") from None
 
         st = asyncio.run(go())
         emit(st.model_dump(mode="json"), as_json, _print_status)

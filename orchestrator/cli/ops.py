@@ -23,6 +23,7 @@ from temporalio.client import Client
 
 from orchestrator.cli.common import (
     BadInput,
+    CliError,
     OperationFailed,
     connect_or_fail,
     cron_option,
@@ -37,13 +38,15 @@ from orchestrator.cli.connection import connection_options
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.ops.client import (
+    OperationNotFound,
     OperationStart,
     control_operation,
+    find_operation,
     operation_status,
     start_operation,
 )
 from orchestrator.ops.spec import OperationSpec, load_spec, resolve_clusters, spec_json_schema
-from orchestrator.ops.types import FINAL_STATES, ControlAction, OperationStatus
+from orchestrator.ops.types import FINAL_STATES, ClusterProgress, ControlAction, OperationStatus
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
 from orchestrator.worker import TASK_QUEUE
 
@@ -170,7 +173,7 @@ def start(
         plan = plan_spec(fleet, spec)
     finally:
         fleet.close()
-    if plan.refused:
+    if plan.refused and (cron is not None or not _exists(address, plan.operation_id)):
         raise refusal(
             plan.refused,
             {"operation_id": plan.operation_id, "started": False, "refused": plan.refused},
@@ -187,11 +190,9 @@ def start(
         )
 
     result = asyncio.run(go())
-    out: dict[str, Any] = (
-        result.status.model_dump(mode="json")
-        if result.status
-        else {"operation_id": result.operation_id, "state": "running"}
-    )
+    # Always the operation's status (the same fields, first start or repeat): the live or final
+    # one, or, for the run just started, the one it begins with.
+    out: dict[str, Any] = (result.status or _starting_status(spec, plan)).model_dump(mode="json")
     out.update(
         run_id=result.run_id,
         started=result.started,
@@ -210,6 +211,47 @@ def start(
             f"{out['operation_id']} {out['state']}: {out.get('reason', '')}", extra=out
         )
     emit(out, as_json, print_status)
+
+
+def _exists(address: str | None, op_id: str) -> bool:
+    """Whether operation ``op_id`` exists (so a repeat joins it, whatever the plan says now);
+    False when no server answers: the refusal stands."""
+
+    async def go() -> bool:
+        try:
+            await find_operation(await _client(address), op_id)
+        except (OperationNotFound, CliError):
+            return False
+        return True
+
+    try:
+        return asyncio.run(go())
+    except Exception:  # no server, no answer: judge the plan alone
+        return False
+
+
+def _starting_status(spec: OperationSpec, plan: OperationPlan) -> OperationStatus:
+    """The status of an operation just started, before its workflow has looked at the fleet."""
+    op_id = plan.operation_id
+    return OperationStatus(
+        operation_id=op_id,
+        kind=spec.kind,
+        targets=dict(spec.targets),
+        consistency=spec.consistency,
+        state="running",
+        waves_total=len(plan.waves),
+        clusters={
+            c.cluster: ClusterProgress(
+                cluster=c.cluster,
+                workflow_id=f"{op_id}-{c.cluster}",
+                waves_total=c.waves,
+                hosts_in_scope=c.hosts_in_scope,
+                already_done=c.already_done,
+            )
+            for c in plan.clusters
+            if c.hosts_in_scope
+        },
+    )
 
 
 def _start_schedule(

@@ -143,8 +143,12 @@ async def _steer(coro: Awaitable[TrainStatus]) -> TrainStatus:
         return await coro
     except TrainRefused as err:
         raise BadInput(str(err), field=err.field) from None
-    except (TrainNotFound, WorkerNotAnswering) as err:
-        fail(str(err), field="cluster" if isinstance(err, TrainNotFound) else None)
+    except TrainNotFound as err:
+        if err.absent:  # the cluster names no train: bad input
+            raise BadInput(f"cluster: {err}", field="cluster") from None
+        fail(str(err), field="cluster")
+    except WorkerNotAnswering as err:
+        fail(str(err))
 
 
 def print_status(o: dict[str, Any]) -> None:

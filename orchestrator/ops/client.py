@@ -21,6 +21,7 @@ call.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,12 +47,24 @@ from orchestrator.ops.spec import OperationSpec, operation_id
 from orchestrator.ops.types import ControlAction, OpControl, OperationInput, OperationStatus
 from orchestrator.ops.ui import operation_summary
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-from orchestrator.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
+from orchestrator.worker_answers import (
+    QUERY_TIMEOUT,
+    UPDATE_TIMEOUT,
+    WorkerNotAnswering,
+    not_answering,
+)
 
 #: The name ``workflows.bulk_operation.BulkOperation`` is registered under.
 WORKFLOW_NAME = "BulkOperation"
 
 OperationHandle = WorkflowHandle[Any, OperationStatus]
+
+
+#: The state in which a control has nothing left to do: it succeeds, changing nothing.
+ALREADY: dict[str, tuple[str, ...]] = {
+    "pause": ("paused",),
+    "resume": ("running", "waiting_for_room"),
+}
 
 
 class OperationNotFound(ValueError):
@@ -77,7 +90,8 @@ class OperationStart(BaseModel):
     run_id: str  # its first run's id: stable while it continues as new
     started: bool  # this call started it
     already_running: bool  # the same request was running before this call
-    status: OperationStatus | None = None  # the final status, if it ended or was waited for
+    #: The final status if it ended or was waited for, the live one if it was running already.
+    status: OperationStatus | None = None
 
 
 def operation_handle(client: Client, op_id: str) -> OperationHandle:
@@ -183,12 +197,18 @@ async def start_operation(
     run_id = desc.raw_description.workflow_execution_info.first_run_id or desc.run_id
     if not started:
         await _require_same_spec(client, op_id, run_id, spec)
+    status: OperationStatus | None = None
+    if wait or not running:
+        status = await final_status(handle)
+    elif not started:  # the same request again: where it stands now (paused, waiting, ...)
+        with contextlib.suppress(WorkerNotAnswering):  # no worker yet: nothing has moved
+            status = await operation_status(client, op_id)
     return OperationStart(
         operation_id=op_id,
         run_id=run_id,
         started=started,
         already_running=running and not started,
-        status=await final_status(handle) if wait or not running else None,
+        status=status,
     )
 
 
@@ -250,6 +270,10 @@ async def control_operation(
             rpc_timeout=UPDATE_TIMEOUT,
         )
     except WorkflowUpdateFailedError as err:
+        # A pause of what is paused, a resume of what runs: done already, so no error.
+        current = await operation_status(client, handle.id)
+        if current.state in ALREADY.get(action, ()):
+            return current
         raise ControlRefused(f"{action}: {getattr(err.cause, 'message', err.cause)}") from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
         raise await not_answering(handle, f"{action} request", UPDATE_TIMEOUT) from None

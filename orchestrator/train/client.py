@@ -68,8 +68,17 @@ ALREADY_STOPPED = "TrainAlreadyStopped"
 _FIELD = re.compile(r"^([A-Za-z_][\w.-]*): ")
 
 
+#: The phase in which a control has nothing left to do: it succeeds, changing nothing.
+ALREADY: dict[str, str] = {"pause": "paused", "resume": "running"}
+
+
 class TrainNotFound(LookupError):
-    """No (running) train for that cluster; the message says which."""
+    """No (running) train for that cluster; the message says which. ``absent``: no train of
+    that id at all (the cluster names nothing to steer), rather than one that has ended."""
+
+    def __init__(self, message: str, absent: bool = False) -> None:
+        super().__init__(message)
+        self.absent = absent
 
 
 class TrainRefused(ValueError):
@@ -131,7 +140,7 @@ async def train_status(
         status = await handle.query("status", result_type=TrainStatus, rpc_timeout=timeout)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise TrainNotFound(f"no train {handle.id}: {err.message}") from None
+            raise TrainNotFound(f"no train {handle.id}: {err.message}", absent=True) from None
         if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
             raise await not_answering(handle, "status query", timeout) from None
         raise TrainNotFound(f"{handle.id}: status query failed: {err.message}") from None
@@ -178,6 +187,10 @@ async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> Tr
             final = await _final_status(handle)
             if final is not None:
                 return final
+        if name in ALREADY:  # a pause of what is paused, a resume of what runs: no error
+            current = await train_status(client, cluster)
+            if current.state == ALREADY[name]:
+                return current
         text = str(cause.message if isinstance(cause, ApplicationError) else cause)
         m = _FIELD.match(text)
         raise TrainRefused(f"{name}: {text}", field=m.group(1) if m else None) from None
@@ -191,7 +204,10 @@ async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> Tr
             raise TrainNotFound(f"{handle.id} has ended: {err.message}") from None
         if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
             raise await not_answering(handle, f"{name} request", UPDATE_TIMEOUT) from None
-        raise TrainNotFound(f"no running train {handle.id}: {err.message}") from None
+        raise TrainNotFound(
+            f"no running train {handle.id}: {err.message}",
+            absent=err.status == RPCStatusCode.NOT_FOUND,
+        ) from None
 
 
 async def control_train(
