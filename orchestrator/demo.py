@@ -16,6 +16,8 @@ anything to a person (the UI's address, a progress bar) is left to the caller's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
 import time
 from collections import Counter
@@ -53,6 +55,30 @@ def free_port(preferred: int) -> int:
     raise RuntimeError("no free port")
 
 
+class Interrupt:
+    """SIGINT and SIGTERM stop the demo the same way: the first asks each train to stop (it
+    hands its hosts back and records its close), after which the demo audits and returns its
+    summary as usual; a second cancels the demo at once."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.signal: str | None = None
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal, sig, main)
+
+    def _on_signal(self, sig: signal.Signals, main: asyncio.Task[Any] | None) -> None:
+        if self.stop.is_set():
+            if main is not None:
+                main.cancel()
+            return
+        self.signal = sig.name
+        self.stop.set()
+
+
 def demo_spec(
     preset: str,
     domain_size: int | None,
@@ -88,13 +114,18 @@ async def run_demo(
     on_status: Callable[[TrainStatus], None] = lambda status: None,
     clusters: int = 1,
     targets: dict[str, str] | None = None,
+    interrupt: Interrupt | None = None,
 ) -> dict[str, Any]:
     """Run the demo and return its summary.
 
     ``on_ui`` gets the (first) train's page in the Temporal UI once the server is up;
-    ``on_status`` gets every status of every train while they run.
+    ``on_status`` gets every status of every train while they run. SIGINT and SIGTERM stop the
+    trains and end the demo with its summary (``interrupted`` names the signal).
     """
     started = time.monotonic()
+    if interrupt is None:
+        interrupt = Interrupt()
+        interrupt.install()
     shape = get_preset(preset)
     names = shape.cluster_names()
     if not 1 <= clusters <= len(names):
@@ -122,7 +153,7 @@ async def run_demo(
             for s in specs:
                 await start_train(client, s, task_queue=TASK_QUEUE, replace=True)
             statuses = await asyncio.gather(
-                *(_run_train(client, s.cluster, until_cycle, on_status) for s in specs)
+                *(_run_train(client, s.cluster, until_cycle, on_status, interrupt) for s in specs)
             )
     fleet = SqliteFleet(path)
     try:
@@ -151,6 +182,7 @@ async def run_demo(
         "fleet": str(path),
         "ui": url,
         "clusters": per_cluster,
+        "interrupted": interrupt.signal,
     }
 
 
@@ -179,31 +211,45 @@ def _figures(status: TrainStatus, fleet_hours: float) -> dict[str, Any]:
 
 
 async def _run_train(
-    client: Client, cluster: str, until_cycle: bool, on_status: Callable[[TrainStatus], None]
+    client: Client,
+    cluster: str,
+    until_cycle: bool,
+    on_status: Callable[[TrainStatus], None],
+    interrupt: Interrupt,
 ) -> TrainStatus:
-    """Follow one train until it stops (stopping it unless it completes its cycle)."""
-    status = await _watch(client, cluster, on_status)
-    if not until_cycle or status.state == "halted":
-        await control_train(client, cluster, "stop", status.reason or "demo interrupted")
+    """Follow one train until it stops (stopping it unless it completes its cycle, or when the
+    demo is interrupted)."""
+    status = await _watch(client, cluster, on_status, interrupt.stop)
+    if status is None or interrupt.stop.is_set() or not until_cycle or status.state == "halted":
+        why = f"demo interrupted ({interrupt.signal})" if interrupt.signal else "demo interrupted"
+        reason = status.reason if status is not None and status.state == "halted" else why
+        await control_train(client, cluster, "stop", reason or why)
     return await train_result(client, cluster)
 
 
 async def _watch(
-    client: Client, cluster: str, on_status: Callable[[TrainStatus], None]
-) -> TrainStatus:
-    """Follow the train until it stops (or the user interrupts); its last status."""
+    client: Client,
+    cluster: str,
+    on_status: Callable[[TrainStatus], None],
+    stop: asyncio.Event,
+) -> TrainStatus | None:
+    """Follow the train until it stops or the demo is interrupted; its last status (None if
+    interrupted before the first)."""
     status: TrainStatus | None = None
-    try:
-        while True:
-            try:
-                status = await train_status(client, cluster)
-            except Exception:  # the first query may race the first workflow task
-                await asyncio.sleep(0.3)
-                continue
-            on_status(status)
-            if status.state in ("stopped", "halted"):
-                return status
-            await asyncio.sleep(0.5)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        assert status is not None
-        return status
+    while not stop.is_set():
+        try:
+            status = await train_status(client, cluster)
+        except Exception:  # the first query may race the first workflow task
+            await _pause(stop, 0.3)
+            continue
+        on_status(status)
+        if status.state in ("stopped", "halted"):
+            return status
+        await _pause(stop, 0.5)
+    return status
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if the demo is interrupted meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

@@ -164,7 +164,6 @@ async def heartbeat(fleet_path: Path) -> AsyncIterator[str]:
     worker's id. The first heartbeat is written before the block starts."""
     hb = _Heartbeat(fleet_path)
     await asyncio.to_thread(hb.beat)
-    log.info("worker heartbeat recorded", worker_id=hb.id, fleet=str(fleet_path))
     task = asyncio.create_task(hb.renew())
     try:
         yield hb.id

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.audit import audit
+from orchestrator.demo import free_port
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.heartbeats import FRESH_SECONDS, beat, live_workers, live_workers_at
 from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
@@ -182,3 +184,66 @@ def test_a_dead_workers_heartbeat_goes_stale_and_old_files_migrate(tmp_home):
     finally:
         fleet.close()
     assert [w.id for w in live_workers_at(path)] == ["w2"]
+
+
+def _held_by(path: Path, owner: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        (n,) = conn.execute(
+            "SELECT COUNT(*) FROM hosts WHERE owner=? AND state!='in_service'", (owner,)
+        ).fetchone()
+    finally:
+        conn.close()
+    return int(n)
+
+
+def test_demo_stopped_by_sigterm_hands_hosts_back_and_prints_its_summary(tmp_home):
+    """SIGTERM mid-domain stops the demo as SIGINT does: the train stops and hands its hosts
+    back (its close recorded), and --json prints the summary, which says so."""
+    env = {**os.environ, "TRAINCTL_HOME": str(tmp_home)}
+    port, ui = free_port(0), free_port(0)
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            ENTRY,
+            "demo",
+            "--speed",
+            "3600",
+            "--json",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(ui),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    path = tmp_home / "fleet.db"
+    try:
+        deadline = time.monotonic() + 120
+        while not (path.exists() and _held_by(path, "train-c00") > 0):
+            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate()
+            time.sleep(0.2)
+        demo.send_signal(signal.SIGTERM)
+        stdout, stderr = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0, stderr[-3000:]
+    (line,) = stdout.splitlines()
+    out = json.loads(line)
+    assert out["interrupted"] == "SIGTERM" and out["audit_ok"], out
+    assert _held_by(path, "train-c00") == 0
+    fleet = SqliteFleet(path)
+    try:
+        closes = [ev for _, ev, _ in fleet.events() if ev.kind == "owner_closed"]
+        report = audit(fleet)
+    finally:
+        fleet.close()
+    assert any(ev.detail.get("owner") == "train-c00" for ev in closes), closes
+    assert report.ok, report.violations[:3]

@@ -98,6 +98,8 @@ def _print(o: dict[str, Any]) -> None:
         f"cycle took {o['cycle_fleet_hours']} fleet hours in {o['cycle_wall_seconds']} s. "
         f"Audit {'ok' if o['audit_ok'] else 'FAILED'}. Fleet kept at {o['fleet']}."
     )
+    if o.get("interrupted"):
+        click.echo(f"Interrupted by {o['interrupted']}: the train stopped, its hosts handed back.")
     clusters = o.get("clusters", {})
     for name, c in clusters.items() if len(clusters) > 1 else ():
         click.echo(
@@ -202,11 +204,15 @@ def demo(
                 targets=_targets(targets),
             )
         )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # a second SIGINT/SIGTERM: at once
         fail("interrupted")
     finally:
         bar.progress.stop()
     emit(out, as_json, _print)
+    if out.get("interrupted"):  # stopped as asked: the trains handed everything back
+        if not out["audit_ok"]:
+            raise click.exceptions.Exit(1)
+        return
     if until_cycle_complete and out["cycles_completed"] < 1:
         fail(f"the train stopped before completing a cycle: {out['train_reason']}")
     if not out["audit_ok"]:
