@@ -178,6 +178,19 @@ def _host_limit(v: object, field: str) -> int | str:
     return count
 
 
+def _amount(value: int | str) -> float:
+    """A limit's size in its own unit (hosts, or percent)."""
+    return float(value[:-1]) if isinstance(value, str) else float(value)
+
+
+def _over_floor(maintenance: int | str, floor: int | str) -> str:
+    return (
+        f"maintenance: {maintenance} is more than max_unavailable ({floor}): planned work "
+        "cannot hold more hosts than may be out for any reason; lower maintenance or raise "
+        "max_unavailable"
+    )
+
+
 def _hosts_of(value: int | str, hosts_total: int) -> int:
     """A count capped at the cluster size, or a percentage floored exactly."""
     if isinstance(value, int):
@@ -233,6 +246,19 @@ class CapacityBudget(BaseModel):
             return floor
         return min(floor, _hosts_of(self.maintenance, hosts_total))
 
+    def check_maintenance(self, hosts_total: int, field: str = "budget.max_unavailable") -> None:
+        """ValueError (naming ``budget.maintenance``, beside ``field``) when the maintenance
+        budget allows more hosts than the floor in a cluster of ``hosts_total``."""
+        limit = self.limit(hosts_total)
+        if self.maintenance is not None and _hosts_of(self.maintenance, hosts_total) > limit:
+            prefix, _, _ = field.rpartition(".")
+            raise ValueError(
+                (f"{prefix}." if prefix else "")
+                + _over_floor(self.maintenance, self.max_unavailable)
+                + f" ({_hosts_of(self.maintenance, hosts_total)} hosts against {limit} of "
+                f"{hosts_total})"
+            )
+
     def require_hosts(self, hosts_total: int, field: str = "budget.max_unavailable") -> int:
         """:meth:`limit`, or ValueError naming ``field`` when it allows no host at all.
 
@@ -241,6 +267,7 @@ class CapacityBudget(BaseModel):
         that allows no host is refused the same way (naming ``budget.maintenance``).
         """
         limit = self.limit(hosts_total)
+        self.check_maintenance(hosts_total, field)
         if limit >= 1 and (self.maintenance is None or self.maintenance_limit(hosts_total) >= 1):
             return limit
         if hosts_total < 1:
@@ -257,6 +284,12 @@ class CapacityBudget(BaseModel):
 
     @model_validator(mode="after")
     def _sane(self) -> CapacityBudget:
+        """One budget rule everywhere (spec, flags, simulator): planned work may not hold more
+        than the floor. Two limits of one kind compare here; a count against a percentage is
+        compared at the cluster's size, by :meth:`require_hosts`."""
+        m, floor = self.maintenance, self.max_unavailable
+        if m is not None and type(m) is type(floor) and _amount(m) > _amount(floor):
+            raise ValueError(_over_floor(m, floor))
         return self
 
 

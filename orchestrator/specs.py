@@ -242,6 +242,25 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def _parse(text: str, what: str, source: str, fmt: Format | None) -> object:
+    data: object
+    if fmt == "json":
+        data = _json(text, what, source)
+    elif fmt == "yaml":
+        data = _yaml(text, what, source)
+    elif text.lstrip().startswith(("{", "[")):
+        try:
+            data = _json(text, what, source)
+        except SpecError as json_err:
+            try:
+                data = _yaml(text, what, source)
+            except SpecError:
+                raise json_err from None
+    else:
+        data = _yaml(text, what, source)
+    return data
+
+
 def parse_spec(
     text: str,
     model: type[M],
@@ -261,23 +280,14 @@ def parse_spec(
             raise _too_big(what, source, size)
     if not text.strip():
         raise SpecError(f"{what}: {source} is empty")
-    data: object
-    if fmt == "json":
-        data = _json(text, what, source)
-    elif fmt == "yaml":
-        data = _yaml(text, what, source)
-    elif text.lstrip().startswith(("{", "[")):
-        try:
-            data = _json(text, what, source)
-        except SpecError as json_err:
-            try:
-                data = _yaml(text, what, source)
-            except SpecError:
-                raise json_err from None
-    else:
-        data = _yaml(text, what, source)
+    try:
+        data = _parse(text, what, source, fmt)
+    except RecursionError:
+        raise _too_deep(what, source) from None
     if data is None:
         raise SpecError(f"{what}: {source} is empty")
+    if _depth_over(data, MAX_SPEC_DEPTH):
+        raise _too_deep(what, source)
     if not isinstance(data, dict):
         fields = ", ".join(_field_names(model)[:4])
         raise SpecError(
@@ -287,6 +297,40 @@ def parse_spec(
         return model.model_validate(data)
     except ValidationError as err:
         raise describe_validation(err, model) from None
+    except RecursionError:
+        raise _too_deep(what, source) from None
+
+
+#: The deepest nesting of lists and mappings a spec may have (a real one has under 10 levels).
+MAX_SPEC_DEPTH = 64
+
+
+def _too_deep(what: str, source: str) -> SpecError:
+    return SpecError(
+        f"{what}: {source} nests lists or mappings over {MAX_SPEC_DEPTH} levels deep; "
+        "no spec field is that deep"
+    )
+
+
+def _depth_over(data: object, limit: int) -> bool:
+    """Whether ``data`` nests lists/mappings deeper than ``limit`` (iterative: no recursion)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    seen: set[int] = set()  # YAML aliases share nodes: each is walked once
+    while stack:
+        item, depth = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            children: list[object] = [*item.keys(), *item.values()]
+        elif isinstance(item, list | tuple):
+            children = list(item)
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def load_spec(source: Path | str, model: type[M], *, what: str) -> M:

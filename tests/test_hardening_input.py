@@ -267,3 +267,76 @@ def test_gate_password_file_needs_a_username(tmp_home: Path, offline: None) -> N
     assert run("fleet", "init", "--preset", "small").exit_code == 0
     spec = campaign_spec(tmp_home, {"url": "http://p:1", "password_file": "/x"})
     refused(run("campaign", "plan", "--spec", str(spec), "--json"), "gates.prometheus.username")
+
+
+# ------------------------------------------------------------------ 6: one budget rule
+def _with_budget(tmp: Path, example: str, budget: str) -> Path:
+    text = (EXAMPLES / example).read_text()
+    lines = [
+        ln if not ln.startswith("budget:") else f"budget: {budget}" for ln in text.splitlines()
+    ]
+    out = tmp / f"b-{example}"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+@pytest.mark.parametrize(
+    "budget",
+    ['{max_unavailable: "5%", maintenance: "9%"}', '{max_unavailable: "5%", maintenance: 9}'],
+)
+def test_maintenance_over_the_floor_is_refused_everywhere(
+    tmp_home: Path, offline: None, budget: str
+) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    train = _with_budget(tmp_home, "train.yaml", budget)
+    ops = _with_budget(tmp_home, "cuda.yaml", budget.replace('"5%"', '"25%"').replace("9", "40"))
+    for args in (
+        ["train", "start", "--spec", str(train)],
+        ["ops", "plan", "--spec", str(ops)],
+        ["ops", "start", "--spec", str(ops)],
+    ):
+        err = refused(run(*args, "--json"), "budget.maintenance")
+        assert "more than max_unavailable" in err["error"], err
+    campaign = tmp_home / "campaign.yaml"
+    campaign.write_text(
+        (EXAMPLES / "campaign.yaml")
+        .read_text()
+        .replace(
+            'budget: {max_unavailable: "10%"}',
+            'budget: {max_unavailable: "10%", maintenance: "20%"}',
+        )
+    )
+    for cmd in ("plan", "start"):
+        refused(run("campaign", cmd, "--spec", str(campaign), "--json"), "train.budget.maintenance")
+    refused(
+        run("simulate", "--preset", "small", "--budget", "9%", "--max-unavailable", "5%", "--json"),
+        "max_unavailable",
+    )
+
+
+# ------------------------------------------------------------------ 13: deep nesting
+@pytest.mark.parametrize("how", ["yaml list", "json list", "yaml mapping"])
+def test_a_deeply_nested_spec_is_refused_naming_the_spec(
+    tmp_home: Path, offline: None, how: str
+) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    if how == "yaml list":
+        text = (
+            (EXAMPLES / "train.yaml")
+            .read_text()
+            .replace(
+                'targets: {os: "6.8.0-45", bios: "3.2", nic_firmware: "28.41.1000"}',
+                "targets: " + "[" * 5000 + "]" * 5000,
+            )
+        )
+        path = tmp_home / "deep.yaml"
+    elif how == "json list":
+        text = '{"cluster": "c00", "targets": ' + "[" * 5000 + "]" * 5000 + "}"
+        path = tmp_home / "deep.json"
+    else:
+        text = "cluster: c00\ntargets: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n"
+        path = tmp_home / "deep.yaml"
+    path.write_text(text)
+    for args in (["train", "start"], ["ops", "plan"], ["campaign", "plan"]):
+        err = refused(run(*args, "--spec", str(path), "--json"), "spec")
+        assert "levels deep" in err["error"] and str(path) in err["error"], err

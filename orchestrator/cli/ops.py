@@ -78,6 +78,11 @@ def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
     if refused is not None:
         raise BadInput(refused[1], field=refused[0])
     snaps = {name: fleet.peek(name).snapshot() for name in names}
+    for snap in snaps.values():  # one budget rule: maintenance never above the floor
+        try:
+            spec.budget.check_maintenance(snap.hosts_total)
+        except ValueError as err:
+            raise BadInput(str(err), field="budget.maintenance") from None
     return plan_operation(spec, snaps, holders_in(snaps.values()))
 
 

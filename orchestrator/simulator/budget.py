@@ -35,10 +35,10 @@ def sim_budget(
             floor = maint + math.floor(hosts_total * DEFAULT_BUFFER_POINTS / 100)
     else:
         floor = max_unavailable
-    out = CapacityBudget(max_unavailable=floor, maintenance=maint)
-    if CapacityBudget(max_unavailable=maint).limit(hosts_total) > out.limit(hosts_total):
+    floor_limit = CapacityBudget(max_unavailable=floor).limit(hosts_total)
+    if CapacityBudget(max_unavailable=maint).limit(hosts_total) > floor_limit:
         raise ValueError(
             f"max_unavailable: the floor ({floor}) must be at least the maintenance budget "
             f"({maint})"
         )
-    return out
+    return CapacityBudget(max_unavailable=floor, maintenance=maint)
