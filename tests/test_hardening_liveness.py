@@ -10,6 +10,7 @@ silently, and a live change held to the rules of a start.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,11 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
 from orchestrator.audit import audit
+from orchestrator.cli import main
 from orchestrator.demo import free_port
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.heartbeats import FRESH_SECONDS, beat, live_workers, live_workers_at
 from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
+from orchestrator.paths import temporal_cli_path
 from orchestrator.train.client import start_train
 from orchestrator.worker import build_worker
 from tests.test_hardening_train import address, answer, clean_train, cli
@@ -247,3 +252,64 @@ def test_demo_stopped_by_sigterm_hands_hosts_back_and_prints_its_summary(tmp_hom
         fleet.close()
     assert any(ev.detail.get("owner") == "train-c00" for ev in closes), closes
     assert report.ok, report.violations[:3]
+
+
+async def test_audit_reports_owners_that_died_without_handing_hosts_back(
+    dev_env, tmp_home, task_queue
+):
+    """A record made by SIGKILLing the worker mid-domain: while the train merely waits for a
+    restarted worker, no dead_owner (its workflow runs); once its workflows are terminated on
+    the server (`temporal workflow terminate`), every host it holds is a dead_owner (exit 1);
+    with no server answering, the record alone is audited and the output says so (exit 0)."""
+    path = make_fleet(tmp_home, SPEED)
+    env = {**os.environ, "TRAINCTL_HOME": str(tmp_home), "TEMPORAL_ADDRESS": address(dev_env)}
+    log = tmp_home / "worker.log"
+    async with clean_train(dev_env.client):
+        worker = _worker(env, log, task_queue)
+        try:
+            await start_train(dev_env.client, spec(), task_queue=task_queue)
+            deadline = time.monotonic() + 60
+            while _held_by(path, "train-c00") == 0:
+                assert time.monotonic() < deadline and worker.poll() is None, log.read_text()
+                await asyncio.sleep(0.1)
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+        held = _held_by(path, "train-c00")
+        assert held > 0
+        out = answer(await cli(dev_env, "audit"), 0)
+        assert out["owners_checked"] and "all running" in out["owners"], out
+        assert not [v for v in out["violations"] if v["kind"] == "dead_owner"], out
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [
+                str(temporal_cli_path()),
+                "workflow",
+                "terminate",
+                "--workflow-id",
+                "train-c00",
+                "--reason",
+                "test: the owner dies",
+                "--address",
+                address(dev_env),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        result = await cli(dev_env, "audit")
+        assert result.exit_code == 1, result.output
+        out = json.loads(result.stdout)  # the report itself: an invariant broke
+        dead = [v for v in out["violations"] if v["kind"] == "dead_owner"]
+        assert len(dead) == held == len(out["violations"]), out
+        assert all("train-c00" in v["detail"] for v in dead), dead
+        assert "not running: train-c00" in out["owners"], out
+        # No server: the record alone (nothing broken there), and the output says so.
+        nobody = f"127.0.0.1:{free_port(0)}"
+        result = await asyncio.to_thread(
+            CliRunner().invoke, main, ["audit", "--address", nobody, "--json"]
+        )
+        out = answer(result, 0)
+        assert out["ok"] and not out["owners_checked"], out
+        assert "owners not checked" in out["owners"] and nobody in out["owners"], out
