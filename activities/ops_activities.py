@@ -27,7 +27,7 @@ from orchestrator.errors import BadSpec
 from orchestrator.execution import baseline, install, settle
 from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.execution.messages import UpdateResult, VerifyOutcome
-from orchestrator.fleet.target_checks import held_on_bad_version
+from orchestrator.fleet.target_checks import held_on_bad_version, hook_refusal
 from orchestrator.models import HostState
 from orchestrator.ops.spec import OperationSpec, resolve_clusters
 from orchestrator.ops.types import (
@@ -49,12 +49,13 @@ S = HostState
 
 
 def plan_one(
-    spec: OperationSpec, snap: ClusterSnapshot, since: float | None = None
+    spec: OperationSpec, snap: ClusterSnapshot, since: float | None = None, grant: int | None = None
 ) -> OperationPlan | None:
-    """Plan ``spec`` on one cluster (begun at fleet hour ``since``); None when none of the
-    scope's hosts are in it."""
+    """Plan ``spec`` on one cluster (begun at fleet hour ``since``, waves of the arbiter's
+    ``grant`` if given); None when none of the scope's hosts are in it."""
     try:
-        return plan_operation(spec, {snap.name: snap}, since=since)
+        grants = None if grant is None else {snap.name: grant}
+        return plan_operation(spec, {snap.name: snap}, since=since, grants=grants)
     except ValueError:
         return None  # the scope's zone/rack/host patterns name nothing here
 
@@ -97,6 +98,9 @@ class OpsActivities(FleetAccess):
             plan = plan_operation(req.spec, snaps, holders_in(snaps.values()))
         except ValueError as err:
             raise as_application_error(BadSpec(str(err))) from None
+        no_hook = hook_refusal(self.fleet, names, req.spec.targets)
+        if no_hook is not None:  # a backend that cannot install a target: before any node
+            plan.refused = no_hook[1]
         return OperationCheck(
             clusters=[c.cluster for c in plan.clusters if c.hosts_in_scope],
             cluster_waves={c.cluster: c.waves for c in plan.clusters},
@@ -111,13 +115,14 @@ class OpsActivities(FleetAccess):
     def plan_cluster(self, req: OpsRequest) -> ClusterPlanView:
         """The rest of one cluster's plan as of now, in figures (read-only)."""
         b = self.peek(req.cluster, req.wall)
-        plan = plan_one(req.spec, b.snapshot(), req.since_hours)
+        plan = plan_one(req.spec, b.snapshot(), req.since_hours, req.grant)
         if plan is None:
             return ClusterPlanView(fleet_hours=b.now)
         c = plan.clusters[0]
         return ClusterPlanView(
             fleet_hours=b.now,
             refused=plan.refused,
+            waiting_for_room=c.waiting_for_room,
             limit=max(1, c.budget_limit),
             hosts_in_scope=c.hosts_in_scope,
             already_done=c.already_done,
@@ -174,8 +179,8 @@ class OpsActivities(FleetAccess):
             if plan is None:
                 return out
             out.limit = max(1, plan.clusters[0].budget_limit)
-            if plan.refused:
-                out.waiting = plan.refused
+            if plan.refused or plan.clusters[0].waiting_for_room:
+                out.waiting = plan.refused or plan.clusters[0].waiting_for_room or ""
                 return out
             held = held_on_bad_version(self.fleet, dict(spec.targets))
             if held:  # a version marked bad since it started: no new wave until cleared

@@ -122,6 +122,12 @@ class BulkOperation:
         for name in _SUMS:
             setattr(st, name, sum(getattr(c, name) for c in st.clusters.values()))
         st.waiting_for = sorted({w for c in st.clusters.values() for w in c.waiting_for})
+        active = [c for c in st.clusters.values() if c.state not in FINAL_STATES | {"pending"}]
+        if st.state == "running" and active and all(c.state == "waiting_for_room" for c in active):
+            # Every cluster at work waits for outages to end: say so, and for what (a query
+            # only: the recorded state, its search attribute and the controls stay "running").
+            st.state = "waiting_for_room"
+            st.reason = "; ".join(f"{c.cluster}: {c.reason}" for c in active)
         return st
 
     def _show(self) -> None:

@@ -55,6 +55,10 @@ with workflow.unsafe.imports_passed_through():
 CONTINUE_AS_NEW_PATCH = "ops-continue-as-new"
 #: Guards waiting for the spec's maintenance windows between waves (asked only with a schedule).
 OPS_WINDOWS_PATCH = "ops-schedule-windows"
+#: Guards waiting for room (outages filling the budget: at most ``max_wait_for_room``, then
+#: fail naming the budget) and planning the waves at the arbiter's grant (``waves_total``
+#: re-planned only when the grant changes, the status saying why).
+ROOM_PATCH = "ops-wait-for-room"
 
 
 @workflow.defn(name="ClusterOperation")
@@ -71,6 +75,9 @@ class ClusterOperation(WaveSteps):
         self.targets_set = s.targets_set
         self.idle = s.idle
         self.bounded = False  # continue as new when the history is full (set by ``run``)
+        self.room = False  # wait for room, plan at the arbiter's grant (set by ``run``)
+        #: The grant ``waves_total`` was planned with (None: the spec's budget).
+        self.planned_with: int | None = s.progress.granted_hosts
         self.continuing = False
         self._published: dict[str, Any] = {}
         self.wave_view: dict[str, tuple[str, str]] = {}
@@ -92,6 +99,7 @@ class ClusterOperation(WaveSteps):
     @workflow.run
     async def run(self, inp: ClusterOpInput) -> ClusterProgress:
         self.bounded = workflow.patched(CONTINUE_AS_NEW_PATCH)
+        self.room = workflow.patched(ROOM_PATCH)
         self.p.workflow_id = workflow.info().workflow_id
         workflow.upsert_search_attributes(
             [TRAIN_CLUSTER.value_set(inp.cluster), TRAIN_CAMPAIGN.value_set(inp.operation_id)]
@@ -240,11 +248,15 @@ class ClusterOperation(WaveSteps):
         while True:
             self.p.fleet_hours = view.fleet_hours
             self.p.hosts_deferred = view.deferred - view.returning
-            self.p.waves_total = (
+            total = (
                 self.p.waves_done
                 + view.waves_left
                 + (1 if view.returning and not view.waves_left else 0)
             )
+            if self.room:
+                self._replan(total)
+            else:
+                self.p.waves_total = total
             if not view.refused and not view.work_left:
                 return ""
             if await self._between_waves():
@@ -252,7 +264,20 @@ class ClusterOperation(WaveSteps):
             if self._history_full():
                 self.continuing = True
                 return ""
-            grant = await self._acquire(max(1, view.next_wave), view.limit)
+            if self.room and view.waiting_for_room:
+                await self._wait_for_room(view)
+                view = await self._call(
+                    OpsActivities.plan_cluster,
+                    self._req(),
+                    summary=f"look for room in {self.inp.cluster}",
+                )
+                continue
+            if self.room:
+                self.p.room_wait_since = None
+            # Under the patch it asks for its whole budget: the grant is then the arbiter's
+            # share, stable wave after wave, and the rest is planned in waves of that size.
+            want = view.limit if self.room else max(1, view.next_wave)
+            grant = await self._acquire(want, view.limit)
             if grant:
                 wave: TakenWave = await self._call(
                     OpsActivities.take_wave,
@@ -283,6 +308,50 @@ class ClusterOperation(WaveSteps):
                 self._req(),
                 summary=f"plan what is left of {self.inp.cluster}",
             )
+
+    def _replan(self, total: int) -> None:
+        """``waves_total`` from a plan at the arbiter's grant: set once, then changed only when
+        the grant changes (or more is left than planned), with the reason in ``plan_note``."""
+        p, grant = self.p, self.p.granted_hosts
+        if p.waves_total == 0 or total == p.waves_done:  # the first plan, or nothing left
+            p.waves_total = total
+        elif grant != self.planned_with and total != p.waves_total:
+            before = "the budget" if self.planned_with is None else f"{self.planned_with} hosts"
+            p.plan_note = (
+                f"re-planned from {p.waves_total} to {total} waves: {self.inp.cluster}'s capacity "
+                f"arbiter grants {grant} hosts a wave (planned with {before})"
+            )
+            p.waves_total = total
+        elif total > p.waves_total and p.waves_done >= p.waves_total:
+            p.plan_note = (
+                f"re-planned from {p.waves_total} to {total} waves: more hosts to change than "
+                "planned (back from repair, or newly in scope)"
+            )
+            p.waves_total = total
+        self.planned_with = grant
+
+    async def _wait_for_room(self, view: ClusterPlanView) -> None:
+        """Outages fill the budget: hand the arbiter back and wait for room, visibly, at most
+        ``max_wait_for_room`` of fleet time since the wait began; then fail, naming the budget."""
+        p, most = self.p, self.inp.spec.max_wait_for_room_hours
+        if p.room_wait_since is None:
+            p.room_wait_since = view.fleet_hours
+        left = p.room_wait_since + most - view.fleet_hours
+        if left <= 0:
+            raise ApplicationError(
+                f"{view.waiting_for_room}: no room within max_wait_for_room ({most:g} h)",
+                type="NoRoom",
+                non_retryable=True,
+            )
+        if self.in_arbiter:
+            await self._release("waiting for room")
+        p.waiting_for = []
+        await self._phase(
+            "waiting_for_room",
+            f"{view.waiting_for_room}; waits for room, at most {left:.1f} h more "
+            f"(max_wait_for_room {most:g} h)",
+        )
+        await self._poll(min(POLL_FLEET_HOURS, left))
 
     async def _between_waves(self) -> bool:
         """Obey pause (handing the budget back meanwhile) and abort; True to stop here."""
@@ -339,6 +408,8 @@ class ClusterOperation(WaveSteps):
             )
             self.p.waiting_for = grant.waiting_for
             if grant.granted:
+                if self.room:
+                    self.p.granted_hosts = grant.granted
                 return grant.granted
             await self._phase("waiting", grant.reason)
             await self._poll(POLL_FLEET_HOURS)

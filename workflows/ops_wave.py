@@ -104,6 +104,7 @@ class WaveSteps:
             owner=i.operation_id,
             wall=workflow.now(),
             since_hours=self.p.started_hours,
+            grant=self.p.granted_hosts,
         )
 
     def _hosts(self, hosts: list[str], **kw: Any) -> HostsRequest:

@@ -317,6 +317,11 @@ class FleetBackend(Protocol):
 
     def cluster_names(self) -> list[str]: ...
 
+    def installable_components(self) -> frozenset[str] | None:
+        """The components this backend can install (None: every one). A target outside them
+        is refused before anything starts (``hooks.<component>``), never found out on a node."""
+        ...
+
     def hosts_in(self, cluster: str) -> int: ...
 
     def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:

@@ -263,6 +263,9 @@ class SqliteFleet:
     def cluster_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT name FROM clusters ORDER BY name")]
 
+    def installable_components(self) -> frozenset[str] | None:
+        return None  # the simulated fleet installs every component
+
     def hosts_in(self, cluster: str) -> int:
         row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
         return int(row[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from orchestrator.fleet.backend import FleetBackend
 from orchestrator.fleet.bad_versions import active_bad
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.planning.version_policy import bad_version_refusal, skew_refusal
@@ -27,11 +28,39 @@ def target_refusal(
     why = bad_version_refusal(targets, active_bad(fleet))
     if why is not None:
         return why
+    clusters = list(clusters)
+    why = hook_refusal(fleet, clusters, targets)
+    if why is not None:
+        return why
     for cluster in clusters:
         found = skew_refusal(fleet.peek(cluster).snapshot().hosts, targets, skew, supersedes)
         if found is not None:
             field, message = found
             return field, f"{message} (cluster {cluster})"
+    return None
+
+
+def hook_refusal(
+    fleet: FleetBackend | SqliteFleet, clusters: Iterable[str], targets: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """``hooks.<component>`` when the backend cannot install a target some host still needs
+    (a Slurm backend config without its hook): refused before any node is touched."""
+    can = fleet.installable_components()
+    if can is None:
+        return None
+    for comp in sorted(c for c in targets if c not in can):
+        needed = any(
+            h.versions.get(comp) != targets[comp]
+            for cluster in clusters
+            for h in fleet.peek(cluster).snapshot().hosts
+        )
+        if needed:
+            have = ", ".join(sorted(can)) or "none"
+            return f"hooks.{comp}", (
+                f"hooks.{comp}: the fleet's backend has no install hook for {comp} (hooks for: "
+                f"{have}); add hooks.{comp} (or hooks.\"*\") to the backend config "
+                "(--backend-config of `trainctl fleet init --backend slurm`), or drop the target"
+            )
     return None
 
 

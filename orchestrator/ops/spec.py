@@ -171,6 +171,16 @@ class OperationSpec(BaseModel):
     #: Maintenance windows and blackouts (fleet time): no wave starts outside them. Not the
     #: ``window`` above, a larger budget for a bounded time (``orchestrator.schedule_window``).
     schedule: Schedule | None = None
+    #: How long a wave waits for room when outages (failures, repair) fill the budget, in fleet
+    #: time; then the operation fails naming the budget, so a nightly run never eats the next.
+    max_wait_for_room_hours: DurationHours = Field(
+        default=12.0,
+        alias="max_wait_for_room",
+        description=(
+            "how long (fleet time, e.g. 12h) a wave waits for room when hosts out for failures "
+            "or repair fill the budget; then the operation fails, naming the budget"
+        ),
+    )
     #: The version skew window (``orchestrator.planning.version_policy``), kind lower-layer only.
     skew: dict[str, int] = Field(
         default_factory=dict,
@@ -186,6 +196,11 @@ class OperationSpec(BaseModel):
             "the skew window's count (hosts still waiting for it get this target instead)"
         ),
     )
+
+    @field_validator("max_wait_for_room_hours", mode="before")
+    @classmethod
+    def _max_wait_for_room(cls, v: object) -> float:
+        return parse_duration_hours(v, "max_wait_for_room")
 
     @field_validator("skew", mode="before")
     @classmethod

@@ -99,6 +99,12 @@ class ClusterProgress(BaseModel):
     gate_threshold: int = 0
     gate_reason: str = ""
     hosts_failing_before: int = 0  # quarantined before their change: not counted against it
+    #: Fleet hour it began waiting for room (outages filling the budget), None when it is not.
+    room_wait_since: float | None = None
+    #: The capacity arbiter's last grant (the hosts a wave may take), and why ``waves_total``
+    #: was last re-planned (it is, only when that grant changes).
+    granted_hosts: int | None = None
+    plan_note: str = ""
 
 
 class ClusterOpState(BaseModel):
@@ -161,6 +167,8 @@ class OpsRequest(BaseModel):
     wall: datetime
     #: Fleet hour the cluster's operation began: a reboot is done where a host booted since.
     since_hours: float | None = None
+    #: The arbiter's last grant: the rest is planned in waves of that size (None: the budget's).
+    grant: int | None = None
 
 
 class CheckRequest(BaseModel):
@@ -185,6 +193,8 @@ class ClusterPlanView(BaseModel):
 
     fleet_hours: float
     refused: str | None = None
+    #: Outages fill the budget now: why the next wave waits for room (never a refusal).
+    waiting_for_room: str | None = None
     limit: int = 1  # hosts out of service the operation's budget (or window) allows
     hosts_in_scope: int = 0
     already_done: int = 0

@@ -59,8 +59,29 @@ class _ClusterResult:
     split_jobs: int = 0
 
 
+def room_wait(snap: ClusterSnapshot, limit: int) -> str | None:
+    """Why an operation must wait for room, or None: hosts out of service that no train,
+    operation or campaign holds (failures, repair, quarantine) fill the budget of ``limit``.
+
+    Hosts a maintenance owner holds are no reason to wait here: they are handed over through
+    the cluster's arbiter when the operation's turn comes. Occupancy is today's, so it never
+    refuses a plan: a wave waits for room (at most ``max_wait_for_room``), as a train does.
+    """
+    out = sum(1 for h in snap.hosts if h.state != IN_SERVICE and h.owner in _NOT_HOLDERS)
+    if limit <= 0 or out < limit:
+        return None
+    return (
+        f"budget.max_unavailable: {out} hosts out of service in {snap.name} (failures, repair, "
+        f"quarantine) fill its budget of {limit}"
+    )
+
+
 def _plan_cluster(
-    spec: OperationSpec, snap: ClusterSnapshot, scoped: list[HostView], since: float | None
+    spec: OperationSpec,
+    snap: ClusterSnapshot,
+    scoped: list[HostView],
+    since: float | None,
+    grant: int | None = None,
 ) -> _ClusterResult:
     done, deferred, todo = classify(spec, scoped, since)
     down = [h for h in snap.hosts if h.state != IN_SERVICE]
@@ -71,15 +92,23 @@ def _plan_cluster(
     cap = limit - len(down)
     maint = maintenance_hours_by_host(spec, todo)
     refused: str | None = None
+    waiting = room_wait(snap, limit) if todo else None
     bins: list[list[HostView]] = []
     split = 0
-    if todo and (spec.consistency == "cluster" or spec.kind == "drain-for-repair"):
+    one_wave = spec.consistency == "cluster" or spec.kind == "drain-for-repair"
+    if todo and not one_wave and cap <= 0 and limit > 0:
+        # Full today: holders hand over when its turn comes, outages end; plan the room then.
+        unheld = sum(1 for h in down if h.owner in _NOT_HOLDERS)
+        cap = limit - unheld if waiting is None else limit
+    if grant is not None and not one_wave:  # the arbiter's share: the waves that will run
+        cap = min(cap, max(1, grant))
+    if todo and one_wave:
         limit, refused = check_one_wave(spec, snap, todo, down, budget, maint)
         bins, cap = [todo], len(todo)
     elif todo and cap <= 0:
         refused = (
-            f"{snap.name}: {len(down)} hosts already out of service fill the budget of "
-            f"{limit}; raise budget.max_unavailable above {len(down)} or wait for repairs"
+            f"{snap.name}: budget.max_unavailable allows {limit} hosts out of service; "
+            f"raise budget.max_unavailable above {len(down)}"
         )
     elif todo:
         try:
@@ -101,6 +130,8 @@ def _plan_cluster(
         waves=len(est.waves),
         est_hours=round(est.hours, 3),
         refused=refused,
+        waiting_for_room=None if refused else waiting,
+        granted_hosts=grant,
     )
     return _ClusterResult(summary, est, done, deferred, split)
 
@@ -110,11 +141,14 @@ def plan_operation(
     clusters: Mapping[str, ClusterSnapshot],
     holders: Iterable[Holder] = (),
     since: float | None = None,
+    grants: Mapping[str, int | None] | None = None,
 ) -> OperationPlan:
     """Plan ``spec`` over the snapshots of the clusters its scope names.
 
     ``since`` is the fleet hour at which a running operation began: hosts a reboot operation
-    has rebooted since then are done (see ``ops_scope.classify``).
+    has rebooted since then are done (see ``ops_scope.classify``). ``grants`` are the hosts
+    each cluster's capacity arbiter would let the operation hold (None: not asked): waves are
+    cut to that size, and each cluster reports it as ``granted_hosts``.
 
     Raises ValueError naming ``scope`` when the scope (or one of its zone/rack/host patterns)
     matches no host. A plan that cannot be carried out is returned with ``refused`` set and no
@@ -127,7 +161,9 @@ def plan_operation(
     if not any(scoped.values()):
         raise ValueError(f"scope: matches no host in {', '.join(sorted(clusters)) or 'no cluster'}")
     results = [
-        _plan_cluster(spec, clusters[n], hosts, since) for n, hosts in scoped.items() if hosts
+        _plan_cluster(spec, clusters[n], hosts, since, (grants or {}).get(n))
+        for n, hosts in scoped.items()
+        if hosts
     ]
     refusals = [r.summary.refused for r in results if r.summary.refused]
     refused = None

@@ -59,6 +59,11 @@ class ClusterPlan(BaseModel):
     waves: int
     est_hours: float
     refused: str | None = None
+    #: Why its first wave must wait for room (outages fill the budget today), if it must.
+    waiting_for_room: str | None = None
+    #: Hosts the cluster's capacity arbiter would grant the operation now (the waves' size);
+    #: None when it was not asked (no server answering): then waves may be smaller.
+    granted_hosts: int | None = None
 
 
 class OperationPlan(BaseModel):
@@ -103,10 +108,14 @@ class OperationPlan(BaseModel):
             f"({self.gpu_hours_lost:,.0f} GPU-hours of work lost)",
         ]
         for c in self.clusters:
+            grant = "" if c.granted_hosts is None else f", the arbiter grants {c.granted_hosts}"
             lines.append(
                 f"  {c.cluster}: {_n(c.waves, 'wave')} of up to {c.wave_cap} hosts (budget "
-                f"{c.budget_limit}, {c.out_of_service} out of service), ~{c.est_hours:.1f} h"
+                f"{c.budget_limit}, {c.out_of_service} out of service{grant}), "
+                f"~{c.est_hours:.1f} h"
             )
+            if c.waiting_for_room:
+                lines.append(f"    waits for room: {c.waiting_for_room}")
         for w in self.waves[:max_waves]:
             lines.append(
                 f"  wave {w.number} of {w.cluster}: {_n(len(w.hosts), 'host')}, "

@@ -94,6 +94,12 @@ class SlurmBackendConfig(BaseModel):
     def hook_for(self, component: str) -> str | None:
         return self.hooks.get(component) or self.hooks.get(ANY_COMPONENT)
 
+    def installable(self) -> frozenset[str] | None:
+        """Components with an install hook; None when ``*`` serves every component."""
+        if self.hooks.get(ANY_COMPONENT):
+            return None
+        return frozenset(c for c, hook in self.hooks.items() if hook)
+
 
 def render(template: str, **values: str) -> str:
     """``template`` with each ``{name}`` replaced by the shell-quoted value."""

@@ -131,6 +131,10 @@ class SlurmFleet:
     def cluster_names(self) -> list[str]:
         return [self.cluster_name]
 
+    def installable_components(self) -> frozenset[str] | None:
+        """Components the backend config has an install hook for (None: ``*`` covers all)."""
+        return self.config.installable()
+
     def _require(self, cluster: str) -> None:
         if cluster != self.cluster_name:
             raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")

@@ -1,0 +1,135 @@
+"""Operations wait for room instead of being refused for today's occupancy (issue 23, #4).
+
+Hosts out for repair filling an operation's budget are today's state, not the operation's:
+``ops plan`` / ``ops start`` no longer refuse it (nor ``--cron``, whose Schedule runs on another
+day); each run waits in ``waiting_for_room`` (its status says which budget and how many are out)
+at most ``max_wait_for_room`` of fleet time, then fails with exit 1 naming the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from orchestrator.fleet import SqliteFleet
+from orchestrator.ops import parse_spec_text
+from orchestrator.ops.client import operation_status
+from orchestrator.planning.ops_plan import plan_operation
+from tests.test_ops_exec import trainctl, worker, write_spec
+from tests.train_helpers import make_fleet
+
+RACK = "c00-z00-r000"
+
+
+def _reboot(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "kind": "reboot",
+        "scope": {"cluster": "c00", "racks": [RACK]},
+        "budget": {"max_unavailable": 3},
+        "drain": {"max_wait": "1h"},
+        "request_id": f"room-{uuid.uuid4().hex[:6]}",
+    }
+    base.update(overrides)
+    return base
+
+
+def _outage(path: Path, hours: float) -> list[str]:
+    """Send three in-service hosts outside the scope's rack to repair for ``hours``."""
+    fleet = SqliteFleet(path)
+    try:
+        with fleet.cluster("c00") as sim:
+            victims = [
+                n
+                for n, h in sorted(sim.hosts.items())
+                if h.state == "in_service" and not n.startswith(RACK)
+            ][:3]
+            for name in victims:
+                sim.hand_to_repair(name, "test", "outage for the test")
+                sim.hosts[name].repair_until = sim.now + hours
+                sim.dirty_hosts.add(name)
+            return victims
+    finally:
+        fleet.close()
+
+
+def _end_outage(path: Path, victims: list[str]) -> None:
+    fleet = SqliteFleet(path)
+    try:
+        with fleet.cluster("c00") as sim:
+            for name in victims:
+                sim.hosts[name].repair_until = sim.now
+                sim.dirty_hosts.add(name)
+    finally:
+        fleet.close()
+
+
+def test_plan_waits_for_room_instead_of_refusing(tmp_home: Path) -> None:
+    """Repairs filling the budget: the plan has waves and says it waits, naming the budget."""
+    path = make_fleet(tmp_home, 1.0)
+    _outage(path, 100.0)
+    fleet = SqliteFleet(path)
+    try:
+        snap = fleet.peek("c00").snapshot()
+    finally:
+        fleet.close()
+    plan = plan_operation(parse_spec_text(json.dumps(_reboot())), {"c00": snap})
+    assert plan.refused is None and plan.waves, plan.refused
+    [c] = plan.clusters
+    assert c.waiting_for_room and "budget.max_unavailable" in c.waiting_for_room
+    assert "3 hosts out of service" in c.waiting_for_room
+    assert "waits for room" in plan.summary()
+
+
+async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monkeypatch):
+    """With repairs filling the budget: a one-off fails after max_wait_for_room (exit 1, the
+    budget named), a --cron Schedule is created, and a run with time to wait shows
+    ``waiting_for_room`` (a repeat of it too, exit 0) and succeeds once the repairs end."""
+    path = make_fleet(tmp_home, 3600.0)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
+    queue = f"tq-{uuid.uuid4()}"
+    victims = _outage(path, 1000.0)
+    short = write_spec(tmp_home / "short.json", _reboot(max_wait_for_room="1h"))
+    long_spec = _reboot(max_wait_for_room="200h")
+    long = write_spec(tmp_home / "long.json", long_spec)
+    async with worker(dev_env, path, queue):
+        start = ("ops", "start", "--task-queue", queue, "--json")
+        code, out, err = await asyncio.wait_for(
+            trainctl(*start, "--spec", str(short), "--wait"), 60
+        )
+        assert code == 1, (out, err)
+        assert out["state"] == "failed" and "budget.max_unavailable" in out["reason"], out
+        assert "max_wait_for_room" in out["reason"], out
+
+        code, sched, err = await trainctl(*start, "--spec", str(short), "--cron", "0 3 * * 2")
+        assert code == 0 and sched["schedule_id"], (sched, err)
+        code, _, err = await trainctl("schedule", "delete", "--id", sched["schedule_id"], "--json")
+        assert code == 0, err
+
+        code, first, err = await trainctl(*start, "--spec", str(long))
+        assert code == 0 and first["started"], (first, err)
+        op = first["operation_id"]
+        deadline = time.monotonic() + 30
+        while (st := await operation_status(dev_env.client, op)).state != "waiting_for_room":
+            assert time.monotonic() < deadline, st
+            await asyncio.sleep(0.2)
+        code, shown, _ = await trainctl("ops", "status", "--id", op, "--json")
+        assert code == 0 and shown["state"] == "waiting_for_room", shown
+        assert "budget.max_unavailable" in shown["reason"] and "3 hosts" in shown["reason"]
+        code, again, _ = await trainctl(*start, "--spec", str(long))
+        assert code == 0 and again["already_running"] and again["state"] == "waiting_for_room"
+
+        _end_outage(path, victims)
+        deadline = time.monotonic() + 60
+        while (st := await operation_status(dev_env.client, op)).state not in (
+            "succeeded",
+            "failed",
+        ):
+            assert time.monotonic() < deadline, st
+            await asyncio.sleep(0.5)
+        assert st.state == "succeeded" and st.hosts_changed >= 6, st
+    code, report, err = await trainctl("audit", "--json")
+    assert code == 0, (report, err)
