@@ -102,6 +102,8 @@ def parse_cron(expr: str) -> Cron:
     if not isinstance(expr, str):
         raise ValueError("not a cron expression (five fields, e.g. '0 22 * * 1-5')")
     text = " ".join(expr.split())
+    if not text:
+        raise ValueError("is empty: a cron expression has five fields, e.g. '0 22 * * 1-5'")
     fields = _MACROS.get(text.lower(), text).split(" ")
     if len(fields) != 5:
         raise ValueError(f"{expr!r} has {len(fields)} fields, a cron expression has five")

@@ -340,3 +340,80 @@ def test_a_deeply_nested_spec_is_refused_naming_the_spec(
     for args in (["train", "start"], ["ops", "plan"], ["campaign", "plan"]):
         err = refused(run(*args, "--spec", str(path), "--json"), "spec")
         assert "levels deep" in err["error"] and str(path) in err["error"], err
+
+
+# ------------------------------------------------------------------ 8: errors naming the field
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--domain-size", "0"], "domain_size"),
+        (["--clusters", "0"], "clusters"),
+        (["--clusters", "99"], "clusters"),
+        (["--port", "7999", "--ui-port", "7999"], "ui_port"),
+        (["--port", "70000"], "port"),
+    ],
+)
+def test_demo_options_name_their_field_before_anything_is_written(
+    tmp_home: Path, args: list[str], field: str
+) -> None:
+    refused(run("demo", *args, "--json"), field)
+    assert list(tmp_home.iterdir()) == []  # no fleet.db, no server database
+
+
+def test_simulate_checks_the_plot_path_before_the_run(tmp_home: Path, tmp_path: Path) -> None:
+    for bad in ("/proc/nope.png", str(tmp_path), str(tmp_path / "no-dir" / "x.png")):
+        err = refused(
+            run("simulate", "--preset", "small", "--days", "400", "--plot", bad, "--json"), "plot"
+        )
+        assert bad in err["error"]
+    assert not (tmp_path / "no-dir").exists()
+
+
+def test_metrics_host_is_named_not_metrics_port(tmp_home: Path, offline: None) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    for host in ("no such host!", "", "a/b"):
+        refused(run("worker", "--metrics-host", host, "--json"), "metrics_host")
+
+
+def test_an_empty_cron_says_it_is_empty(tmp_home: Path, offline: None) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    spec = tmp_home / "cron.yaml"
+    spec.write_text(
+        (EXAMPLES / "train.yaml").read_text() + 'schedule:\n  windows: [{cron: "", duration: 6h}]\n'
+    )
+    err = refused(run("train", "start", "--spec", str(spec), "--json"), "schedule.windows.0.cron")
+    assert "empty" in err["error"] and "1 fields" not in err["error"]
+    err = refused(
+        run("ops", "start", "--spec", str(EXAMPLES / "cuda.yaml"), "--cron", " ", "--json"), "cron"
+    )
+    assert "empty" in err["error"]
+
+
+# ------------------------------------------------------------------ 8, 9: slurm.conf
+def _slurm(tmp: Path, conf: bytes | str, *extra: str) -> Result:
+    path = tmp / "slurm.conf"
+    path.write_bytes(conf if isinstance(conf, bytes) else conf.encode())
+    return run("fleet", "init", "--backend", "slurm", "--slurm-conf", str(path), *extra, "--json")
+
+
+def test_slurm_conf_problems_are_said_plainly(tmp_home: Path, tmp_path: Path) -> None:
+    import time
+
+    err = refused(_slurm(tmp_path, b"\xfd\xfe\x00\x01binary"), "slurm_conf")
+    assert str(tmp_path / "slurm.conf") in err["error"] and "utf-8" not in err["error"]
+    nodes = "ClusterName=x\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
+    err = refused(_slurm(tmp_path, nodes), "slurm_conf")
+    assert "no controller configured (SlurmctldHost)" in err["error"], err
+    port = closed_port()
+    started = time.monotonic()
+    res = _slurm(tmp_path, f"SlurmctldHost=ctl(127.0.0.1)\nSlurmctldPort={port}\n{nodes}")
+    err = refused(res, "slurm_conf", code=1)
+    assert f"the controller at 127.0.0.1:{port} does not answer" in err["error"], err
+    assert time.monotonic() - started < 5
+    bad_config = tmp_path / "backend.yaml"
+    bad_config.write_text("bogus: 1\n")
+    refused(_slurm(tmp_path, nodes, "--backend-config", str(bad_config)), "backend_config.bogus")
+    refused(
+        _slurm(tmp_path, nodes, "--backend-config", str(tmp_path / "none.yaml")), "backend_config"
+    )
+    assert not (tmp_home / "fleet.db").exists()

@@ -195,11 +195,18 @@ def _usage_error(err: click.ClickException) -> CliError:
         field = param.name
         if isinstance(param, click.Option) and param.opts:  # as typed: --spec, not spec_path
             field = max(param.opts, key=len).lstrip("-").replace("-", "_")
+    elif isinstance(err, click.BadParameter) and isinstance(err.param_hint, str):
+        field = err.param_hint.strip("'\"").lstrip("-").replace("-", "_")  # as typed, no quotes
+        return _by_code(err, f"{field}: {err.message}", field)
     elif isinstance(err, click.NoSuchOption):
         field = err.option_name.lstrip("-").replace("-", "_")
     message = err.format_message()
     if field and not message.startswith(f"{field}:"):
         message = f"{field}: {message}"
+    return _by_code(err, message, field)
+
+
+def _by_code(err: click.ClickException, message: str, field: str | None) -> CliError:
     cls = BadInput if err.exit_code == EXIT_BAD_INPUT else OperationFailed
     out = cls(message, field=field)
     out.exit_code = err.exit_code

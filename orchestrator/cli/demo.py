@@ -170,6 +170,11 @@ def demo(
     from orchestrator.demo import run_demo
     from orchestrator.fleet import fleet_path
 
+    for name, value in (("port", port), ("ui_port", ui_port)):  # before anything is written
+        if not 0 <= value <= 65535:
+            raise click.BadParameter("must be a port from 0 (any free) to 65535", param_hint=name)
+    if port == ui_port and port != 0:
+        raise click.BadParameter(f"must differ from --port ({port})", param_hint="ui_port")
     # Like `fleet init`: never under a live worker, and the replaced fleet is kept aside.
     make_room(fleet_path(), force, hint=" (or point TRAINCTL_HOME elsewhere)")
 

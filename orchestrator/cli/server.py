@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import re
 import sys
 
 import click
@@ -93,6 +95,7 @@ def server(port: int, ui_port: int, headless: bool, log_format: str, as_json: bo
     default=DEFAULT_METRICS_HOST,
     show_default=True,
     help="Address /metrics binds to; 0.0.0.0 lets another host or container scrape it.",
+    callback=lambda ctx, param, value: _metrics_host(value),
 )
 @click.option("--task-queue", default=TASK_QUEUE, show_default=True)
 @connection_options
@@ -129,11 +132,18 @@ def worker(
         if metrics_port:  # before connecting: a bad address fails at once, not after a wait
             try:
                 serve_metrics(metrics_port, path, metrics_host)
-            except OSError as err:
+            except (OSError, ValueError, UnicodeError) as err:
+                # A port taken or privileged is the port's fault; anything else (no such
+                # name, an address not on this machine) is the host's.
+                field = (
+                    "metrics_port"
+                    if isinstance(err, OSError) and err.errno in (errno.EADDRINUSE, errno.EACCES)
+                    else "metrics_host"
+                )
+                why = (err.strerror if isinstance(err, OSError) else None) or str(err)
                 fail(
-                    f"metrics_port: cannot serve /metrics on {metrics_host}:{metrics_port}: "
-                    f"{err.strerror or err}",
-                    field="metrics_port",
+                    f"{field}: cannot serve /metrics on {metrics_host[:80]}:{metrics_port}: {why}",
+                    field=field,
                 )
         client = await connect_or_fail(address)  # a bad address or flag fails here, at once
         conn = resolve(options_from_context(address))
@@ -141,6 +151,16 @@ def worker(
             await serve(client, path, task_queue, stop, reconnect=lambda: connect_resolved(conn))
 
     asyncio.run(main())
+
+
+def _metrics_host(value: str) -> str:
+    """A host name or an IP address (checked before any lookup: a bad name can hang one)."""
+    text = value.strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}\]?", text):
+        raise click.BadParameter(
+            f"{value[:60]!r} is not a host name or an IP address", param_hint="metrics_host"
+        )
+    return text.strip("[]")
 
 
 COMMANDS = [server, worker]

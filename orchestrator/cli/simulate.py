@@ -195,6 +195,8 @@ def simulate(
     as_json: bool,
 ) -> None:
     """Run a maintenance campaign on a simulated cluster in virtual time (no Temporal)."""
+    if plot_path is not None:
+        _check_plot_path(plot_path)  # before the run: a long run must not end on a bad path
     want_series = series or plot_path is not None
     cfg = _config(preset, policy, domain_size, budget, days, seed, max_wait, want_series)
     cfg.budget = _budget(budget, max_unavailable, cfg.preset.hosts_per_cluster)
@@ -241,6 +243,20 @@ def simulate(
         as_json,
         _print_sweep,
     )
+
+
+def _check_plot_path(path: Path) -> None:
+    """BadInput naming ``plot`` unless a PNG can be written at ``path`` (tried, then undone)."""
+    if path.is_dir():
+        raise BadInput(f"plot: {path} is a directory; name a .png file", field="plot")
+    existed = path.exists()
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as err:
+        raise BadInput(f"plot: cannot write {path}: {err.strerror or err}", field="plot") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def _budget(budget: str, max_unavailable: str | None, hosts: int) -> CapacityBudget:
