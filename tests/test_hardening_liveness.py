@@ -26,11 +26,15 @@ from click.testing import CliRunner
 from orchestrator.audit import audit
 from orchestrator.cli import main
 from orchestrator.demo import free_port
+from orchestrator.execution.messages import CycleCounts
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.heartbeats import FRESH_SECONDS, beat, live_workers, live_workers_at
 from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
 from orchestrator.paths import temporal_cli_path
 from orchestrator.train.client import start_train
+from orchestrator.train.spec import TrainSpec
+from orchestrator.train.status import train_status
+from orchestrator.train.types import TrainState
 from orchestrator.worker import build_worker
 from tests.test_hardening_train import address, answer, clean_train, cli
 from tests.train_helpers import make_fleet, spec
@@ -313,3 +317,18 @@ async def test_audit_reports_owners_that_died_without_handing_hosts_back(
         out = answer(result, 0)
         assert out["ok"] and not out["owners_checked"], out
         assert "owners not checked" in out["owners"] and nobody in out["owners"], out
+
+
+def test_a_stopped_train_waits_for_nothing_and_holds_nothing() -> None:
+    """A train stopped while its last plan waited on a handover says neither that it waits
+    nor that it holds hosts (it handed them all back)."""
+    st = TrainState(
+        phase="stopped",
+        reason="stopped by operator",
+        waiting="handing over to ops-cuda-12",
+        counts=CycleCounts(hosts_total=128, visited=40, in_flight=8, fleet_hours=10.0),
+    )
+    status = train_status(TrainSpec(cluster="c00"), st)
+    assert status.waiting == "" and status.in_maintenance == 0, status
+    running = train_status(TrainSpec(cluster="c00"), st.model_copy(update={"phase": "running"}))
+    assert running.waiting.startswith("handing over") and running.in_maintenance == 8

@@ -16,6 +16,9 @@ def train_status(spec: TrainSpec, st: TrainState) -> TrainStatus:
     """What ``train status`` shows: phase, cycle figures and projection, budget, windows."""
     end, on_track = project_cycle_end(st.counts, st.cycle_started_hours, spec.cycle_target_hours)
     total = st.counts.hosts_total
+    # A stopped train has handed every host back and waits for nothing: what its last plan
+    # said (hosts held, "handing over to ops-...") is history, not where it stands.
+    ended = st.phase == "stopped"
     return TrainStatus(
         cycle_target_hours=spec.cycle_target_hours,
         cycle_projected_end_hours=None if end is None else round(end, 3),
@@ -28,13 +31,13 @@ def train_status(spec: TrainSpec, st: TrainState) -> TrainStatus:
         cycles_completed=st.cycles_completed,
         hosts_total=st.counts.hosts_total,
         hosts_visited_this_cycle=st.counts.visited,
-        in_maintenance=st.counts.in_flight,
+        in_maintenance=0 if ended else st.counts.in_flight,
         quarantined=st.counts.quarantined,
         in_repair=st.counts.in_repair,
         domain_size=spec.domain_size,
         budget=spec.budget,
         targets=spec.targets,
-        waiting=st.waiting,
+        waiting="" if ended else st.waiting,
         visits_total=st.visits_total,
         jobs_interrupted=st.jobs_interrupted,
         lost_gpu_hours=round(st.lost_gpu_hours, 3),
