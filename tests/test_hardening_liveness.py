@@ -92,7 +92,7 @@ async def test_reconfigure_is_held_to_the_rules_of_start(dev_env, tmp_home, task
             "per_rack": 2,
             "per_zone": 4,
         }, st
-        # Still refused with the rack's 8 over the new 5% (6 hosts); a floor of no host too.
+        # Still refused with the rack's 8 over the new 5% (6 hosts); limits of no host too.
         out = answer(
             await cli(
                 dev_env,
@@ -107,9 +107,29 @@ async def test_reconfigure_is_held_to_the_rules_of_start(dev_env, tmp_home, task
         )
         assert out["field"] == "budget.maintenance", out
         out = answer(
-            await cli(dev_env, "train", "reconfigure", "--cluster", "c00", "--budget", "0.1%"), 2
+            await cli(
+                dev_env,
+                "train",
+                "reconfigure",
+                "--cluster",
+                "c00",
+                "--budget",
+                "0.1%",
+                "--maintenance",
+                "0.1%",
+            ),
+            2,
         )
         assert out["field"] == "budget.max_unavailable", out
+        # The merged budget is one budget: maintenance over the kept floor is refused too.
+        out = answer(
+            await cli(dev_env, "train", "reconfigure", "--cluster", "c00", "--maintenance", "20%"),
+            2,
+        )
+        assert out["field"] == "budget.maintenance", out
+        st = answer(await cli(dev_env, "train", "status", "--cluster", "c00"), 0)
+        assert st["budget"]["max_unavailable"] == "12%", st  # nothing refused was applied
+        assert st["budget"]["maintenance"] == "5%", st
 
 
 def _worker(env: dict[str, str], log: Path, queue: str) -> subprocess.Popen[bytes]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
+import pydantic
 from temporalio.client import Client
 
 from orchestrator.cli.common import (
@@ -20,6 +21,7 @@ from orchestrator.cli.common import (
     connect_or_fail,
     emit,
     fail,
+    field_of,
     handle_errors,
     json_option,
     open_fleet_or_fail,
@@ -348,8 +350,19 @@ def check_change_against_fleet(
 
 
 def merged_budget(current: CapacityBudget, given: dict[str, object]) -> CapacityBudget:
-    """``current`` with only the ``given`` fields changed (``--budget`` is the floor alone)."""
-    return CapacityBudget.model_validate({**current.model_dump(), **given})
+    """``current`` with only the ``given`` fields changed (``--budget`` is the floor alone);
+    BadInput naming the ``budget.<field>`` at fault when they do not fit together."""
+    try:
+        return CapacityBudget.model_validate({**current.model_dump(), **given})
+    except pydantic.ValidationError as err:
+        first = err.errors()[0]
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        loc = ".".join(str(p) for p in first["loc"])
+        text = f"{loc}: {msg}" if loc and not msg.startswith(f"{loc}:") else msg
+        name = loc or field_of(text) or "max_unavailable"
+        text = text if text.startswith("budget") else f"budget.{text}"
+        field = name if name.startswith("budget") else f"budget.{name}"
+        raise BadInput(text, field=field) from None
 
 
 @train.command("reconfigure")
@@ -407,9 +420,11 @@ def reconfigure(
         )
         if v is not None
     }
-    # Each given field's own shape first (errors name budget.<field>), before any connection.
+    # Each given field's own shape first (errors name budget.<field>), before any connection;
+    # how they fit together is checked on the budget they make with the train's (below).
+    shape = {"max_unavailable": "100%", **given} if given else None
     TrainChange.model_validate(
-        {"domain_size": domain_size, "budget": given or None, "targets": pairs or None}
+        {"domain_size": domain_size, "budget": shape, "targets": pairs or None}
     )
     check_cluster_in_fleet(cluster)
     if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
