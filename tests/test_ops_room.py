@@ -15,6 +15,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from orchestrator.cli import main
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status
@@ -131,5 +134,11 @@ async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monk
             assert time.monotonic() < deadline, st
             await asyncio.sleep(0.5)
         assert st.state == "succeeded" and st.hosts_changed >= 6, st
+    # An id naming nothing is bad input, for every control of operations and schedules.
+    unknown = [("ops", v, "--id", "ops-nope") for v in ("status", "pause", "resume", "abort")]
+    unknown += [("schedule", v, "--id", "ops-nope") for v in ("pause", "resume", "delete")]
+    for args in unknown:
+        res = await asyncio.to_thread(CliRunner().invoke, main, [*args, "--json"])
+        assert res.exit_code == 2 and json.loads(res.stdout)["field"] == "id", (args, res.output)
     code, report, err = await trainctl("audit", "--json")
     assert code == 0, (report, err)

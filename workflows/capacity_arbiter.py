@@ -17,6 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
+    from orchestrator.arbiter.share import would_grant
     from orchestrator.arbiter.types import (
         AcquireRequest,
         ArbiterInput,
@@ -49,6 +50,11 @@ class CapacityArbiter:
     @workflow.query(name="ledger")
     def ledger(self) -> ArbiterState:
         return self.state
+
+    @workflow.query(name="would_grant")
+    def would_grant(self, req: AcquireRequest) -> Grant:
+        """What ``acquire`` would grant ``req`` now, granting nothing (``ops plan`` asks)."""
+        return would_grant(self.state, req)
 
     def _note(self, text: str) -> None:
         self.state.log = [*self.state.log, f"{workflow.now():%Y-%m-%dT%H:%M:%S} {text}"][

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import click
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from orchestrator.cli.common import (
     BadInput,
@@ -40,6 +42,7 @@ from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.ops.client import (
     OperationNotFound,
     OperationStart,
+    arbiter_grants,
     control_operation,
     find_operation,
     operation_status,
@@ -70,8 +73,16 @@ spec_option = click.option(
 )
 
 
-def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
-    """Peek each cluster of the scope (read-only) and plan; ValueError naming ``scope``."""
+def plan_spec(
+    fleet: SqliteFleet,
+    spec: OperationSpec,
+    grants: Callable[[OperationPlan], dict[str, int | None] | None] | None = None,
+) -> OperationPlan:
+    """Peek each cluster of the scope (read-only) and plan; ValueError naming ``scope``.
+
+    ``grants``, given the plan at the spec's budget, says what each cluster's capacity arbiter
+    would grant (None: nobody answered); the plan is then cut again in waves of that size.
+    """
     names = resolve_clusters(spec.scope, fleet.cluster_names())
     # Bad versions, and the skew window with the spec's own limits and what it supersedes.
     refused = target_refusal(fleet, names, spec.targets, spec.skew, spec.supersedes)
@@ -83,19 +94,66 @@ def plan_spec(fleet: SqliteFleet, spec: OperationSpec) -> OperationPlan:
             spec.budget.check_maintenance(snap.hosts_total)
         except ValueError as err:
             raise BadInput(str(err), field="budget.maintenance") from None
-    return plan_operation(spec, snaps, holders_in(snaps.values()))
+    holders = holders_in(snaps.values())
+    result = plan_operation(spec, snaps, holders)
+    if grants is None or result.refused:
+        return result
+    granted = grants(result)
+    if granted is None:
+        result.warnings.append(
+            "granted_hosts: no Temporal server answered, so the waves are cut at the spec's "
+            "budget; when it runs, each cluster's capacity arbiter grants the operation its "
+            "share (a train's smaller budget, say), and the waves may be smaller"
+        )
+        return result
+    return plan_operation(spec, snaps, holders, grants=granted)
+
+
+def _ask_arbiters(
+    address: str | None, task_queue: str
+) -> Callable[[OperationPlan], dict[str, int | None] | None]:
+    """What each cluster's arbiter would grant the plan's operation now; None if no server
+    answers (a bad connection setting still exits 2)."""
+
+    def ask(plan: OperationPlan) -> dict[str, int | None] | None:
+        limits = {c.cluster: c.budget_limit for c in plan.clusters if c.hosts_in_scope}
+
+        async def go() -> dict[str, int | None] | None:
+            try:
+                client = await _client(address)
+            except OperationFailed:  # nobody answers at that address
+                return None
+            return await arbiter_grants(client, plan.operation_id, limits, task_queue)
+
+        try:
+            return asyncio.run(asyncio.wait_for(go(), PLAN_ASK_SECONDS))
+        except (TimeoutError, RPCError):
+            return None
+
+    return ask
+
+
+#: How long ``ops plan`` waits for the arbiters' answers before planning without them.
+PLAN_ASK_SECONDS = 20.0
 
 
 @ops.command("plan")
 @spec_option
+@click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
+@address_option
 @json_option
 @handle_errors
-def plan(spec_path: Path, as_json: bool) -> None:
-    """Dry run: waves, impact and estimated duration; changes nothing in the fleet."""
+def plan(spec_path: Path, task_queue: str, address: str | None, as_json: bool) -> None:
+    """Dry run: waves, impact and estimated duration; changes nothing in the fleet.
+
+    It asks each cluster's capacity arbiter what it would grant the operation now (a query)
+    and cuts the waves to that size (``granted_hosts``); with no server answering, at the
+    spec's budget (``granted_hosts: null``), and says the waves may be smaller.
+    """
     spec = load_spec(spec_path)
     fleet = open_fleet_or_fail()
     try:
-        result = plan_spec(fleet, spec)
+        result = plan_spec(fleet, spec, _ask_arbiters(address, task_queue))
     finally:
         fleet.close()
     if result.refused:  # under --json: one object, the error and the plan that was refused

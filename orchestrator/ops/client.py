@@ -22,7 +22,7 @@ call.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,6 +31,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -277,3 +278,57 @@ async def control_operation(
         raise ControlRefused(f"{action}: {getattr(err.cause, 'message', err.cause)}") from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
         raise await not_answering(handle, f"{action} request", UPDATE_TIMEOUT) from None
+
+
+async def arbiter_grants(
+    client: Client, op_id: str, limits: Mapping[str, int], task_queue: str
+) -> dict[str, int | None]:
+    """Per cluster, the hosts its capacity arbiter would let operation ``op_id`` hold at once
+    (an exclusive holder asking for its whole budget ``limits[cluster]``), asked by a query:
+    nothing is granted. A cluster without a running arbiter grants the whole budget; one whose
+    workers do not answer is None (not known)."""
+    from orchestrator.arbiter.share import would_grant
+    from orchestrator.arbiter.types import (
+        AcquireRequest,
+        ArbiterState,
+        Grant,
+        arbiter_workflow_id,
+    )
+
+    out: dict[str, int | None] = {}
+    for cluster, limit in sorted(limits.items()):
+        req = AcquireRequest(
+            cluster=cluster,
+            holder=op_id,
+            workflow_id=op_id,
+            kind="operation",
+            want=max(1, limit),
+            limit=max(1, limit),
+            exclusive=True,
+        )
+        handle = client.get_workflow_handle(arbiter_workflow_id(cluster, task_queue))
+        try:
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                out[cluster] = req.want  # nobody holds anything there: the whole budget
+                continue
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            out[cluster] = req.want
+            continue
+        try:
+            grant = await handle.query(
+                "would_grant", req, result_type=Grant, rpc_timeout=QUERY_TIMEOUT
+            )
+        except WorkflowQueryFailedError:  # a worker from before the query: the same rule
+            state = await handle.query(
+                "ledger", result_type=ArbiterState, rpc_timeout=QUERY_TIMEOUT
+            )
+            grant = would_grant(state, req)
+        except RPCError as err:
+            if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                out[cluster] = None
+                continue
+            raise
+        out[cluster] = grant.granted
+    return out
