@@ -31,16 +31,25 @@ class HomeError(OSError):
     """
 
 
-def trainctl_home() -> Path:
+def trainctl_home(create: bool = True) -> Path:
     """Return the state directory (``$TRAINCTL_HOME`` or ``~/.trainctl``), creating it if needed.
 
     Raises :class:`HomeError` when it is a file, cannot be created, or is not writable (a
     read-only file system, a directory without write permission): every fleet operation writes.
+    ``create=False`` is for commands that only read (``fleet status``): the directory is
+    neither created nor required to be writable.
     """
     raw = os.environ.get(TRAINCTL_HOME_ENV) or "~/.trainctl"
     home = Path(raw).expanduser()
     if home.exists() and not home.is_dir():
         raise HomeError(f"{TRAINCTL_HOME_ENV}: {home} is not a directory")
+    if not create:
+        for above in home.parents:  # nothing is made, but a file in the way is still wrong
+            if above.exists():
+                if not above.is_dir():
+                    raise HomeError(f"{TRAINCTL_HOME_ENV}: {above} is not a directory")
+                break
+        return home
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as err:

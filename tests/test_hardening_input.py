@@ -417,3 +417,53 @@ def test_slurm_conf_problems_are_said_plainly(tmp_home: Path, tmp_path: Path) ->
         _slurm(tmp_path, nodes, "--backend-config", str(tmp_path / "none.yaml")), "backend_config"
     )
     assert not (tmp_home / "fleet.db").exists()
+
+
+# ------------------------------------------------------------------ 10: reading needs no write
+@pytest.fixture
+def immutable_fleet(tmp_home: Path) -> Iterator[Path]:
+    """A fleet file made immutable (``chattr +i``: not even root may write it)."""
+    import shutil
+    import subprocess
+
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    path = tmp_home / "fleet.db"
+    if shutil.which("chattr") is None:
+        pytest.fail("chattr (e2fsprogs) is needed to make the fleet file immutable")
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:  # a file system without the attribute: read-only bits instead
+        pytest.fail(f"chattr +i failed: {done.stderr}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=False)
+
+
+def test_read_only_commands_work_on_an_immutable_fleet(immutable_fleet: Path) -> None:
+    before = immutable_fleet.read_bytes()
+    res = run("fleet", "status", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["hosts_total"] == 128
+    assert run("fleet", "status", "--cluster", "c00").exit_code == 0
+    res = run("versions", "list", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout) == {"bad_versions": []}, res.output
+    # A command that writes says so like a read-only mount: exit 2 naming TRAINCTL_HOME.
+    refused(run("versions", "mark", "os=9.9.9", "--reason", "INC-1", "--json"), "TRAINCTL_HOME")
+    assert immutable_fleet.read_bytes() == before
+
+
+def test_fleet_status_creates_no_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "a" / "b" / "home"
+    monkeypatch.setenv("TRAINCTL_HOME", str(home))
+    for args in (["fleet", "status"], ["versions", "list"]):
+        refused(run(*args, "--json"), "fleet", code=1)
+    assert not (tmp_path / "a").exists()
+
+
+def test_versions_mark_reason_is_one_bounded_line(tmp_home: Path) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    for reason in ("x" * 5000, "INC-1\nsecond line", "a\rb"):
+        for cmd in ("mark", "clear"):
+            refused(run("versions", cmd, "os=9.9.9", "--reason", reason, "--json"), "reason")
+    ok = run("versions", "mark", "os=9.9.9", "--reason", "x" * 500, "--json")
+    assert ok.exit_code == 0, ok.output

@@ -161,6 +161,8 @@ def classify(err: BaseException) -> CliError | None:
         return BadInput(str(err), field=err.field)
     if isinstance(err, sqlite3.DatabaseError):
         message, field = describe_database_error(err)
+        if "readonly" in str(err) or "read-only" in str(err):  # like a read-only mount
+            return BadInput(message, field=field)
         return OperationFailed(message, field=field)
     if isinstance(err, json.JSONDecodeError):  # specs raise SpecError: this is stored data
         return OperationFailed(
@@ -331,12 +333,15 @@ async def connect_or_fail(address: str | None) -> Client:
         )
 
 
-def open_fleet_or_fail() -> SqliteFleet:
-    """The fleet under TRAINCTL_HOME, or exit 1 naming ``fleet`` (none, or not a usable one)."""
+def open_fleet_or_fail(read_only: bool = False) -> SqliteFleet:
+    """The fleet under TRAINCTL_HOME, or exit 1 naming ``fleet`` (none, or not a usable one).
+
+    ``read_only`` for a command that only reads: it works on a read-only or immutable file and
+    never creates TRAINCTL_HOME."""
     from orchestrator.fleet import open_fleet
 
     try:
-        return open_fleet()
+        return open_fleet(read_only=read_only)
     except FileNotFoundError as err:
         fail(str(err), field="fleet")
 

@@ -116,7 +116,7 @@ def _print_status(o: dict[str, Any]) -> None:
 @handle_errors
 def status(cluster: str | None, as_json: bool) -> None:
     """Hosts by state, versions per component, jobs and utilisation."""
-    f = open_fleet_or_fail()
+    f = open_fleet_or_fail(read_only=True)  # reads only: works on a read-only file
     try:
         emit(fleet_status(f, cluster), as_json, _print_status)
     finally:

@@ -12,7 +12,14 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.common import BadInput, emit, handle_errors, json_option, open_fleet_or_fail
+from orchestrator.cli.common import (
+    MAX_REASON,
+    BadInput,
+    emit,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+)
 from orchestrator.fleet.bad_versions import clear_bad, list_bad, mark_bad, parse_pair
 
 
@@ -31,8 +38,16 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 def _reason(reason: str) -> str:
+    """One line of at most MAX_REASON characters (it is shown in every refusal it causes)."""
     if not reason.strip():
         raise BadInput("reason: say why (it is shown to whoever meets the refusal)")
+    if "\n" in reason.strip() or "\r" in reason.strip():
+        raise BadInput("reason: one line, no newlines", field="reason")
+    if len(reason.strip()) > MAX_REASON:
+        raise BadInput(
+            f"reason: at most {MAX_REASON} characters (got {len(reason.strip()):,})",
+            field="reason",
+        )
     return reason.strip()
 
 
@@ -60,7 +75,7 @@ def versions() -> None:
 @handle_errors
 def list_cmd(include_cleared: bool, as_json: bool) -> None:
     """The versions marked bad, with why and who."""
-    fleet = open_fleet_or_fail()
+    fleet = open_fleet_or_fail(read_only=True)
     try:
         rows = list_bad(fleet, include_cleared)
     finally:

@@ -31,6 +31,7 @@ from orchestrator.fleet.event_log import read_events
 from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
 from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
+from orchestrator.fleet.sqlite_schema import _schema_version as schema_version
 from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.topology import Topology
 
@@ -63,23 +64,58 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteFleet:
-    """A simulated GPU fleet in one SQLite file, shared by every process on the machine."""
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that never writes: ``mode=ro``, else (no ``-shm`` can be made: a
+    read-only directory, an immutable file) ``immutable=1``, which reads the file as it is."""
+    uri = path.resolve().as_uri()
+    last: sqlite3.DatabaseError | None = None
+    for query in ("mode=ro", "mode=ro&immutable=1"):
+        conn = sqlite3.connect(
+            f"{uri}?{query}", uri=True, timeout=120, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA busy_timeout=120000")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            last = err
+            if not any(word in str(err) for word in _NOT_DAMAGE):
+                raise
+    assert last is not None
+    raise last
 
-    def __init__(self, path: Path) -> None:
+
+class SqliteFleet:
+    """A simulated GPU fleet in one SQLite file, shared by every process on the machine.
+
+    ``read_only``: for commands that only read (``fleet status``): the file is opened so that
+    nothing is ever written (it may be read-only or immutable); a write raises
+    ``sqlite3.OperationalError`` (readonly).
+    """
+
+    def __init__(self, path: Path, read_only: bool = False) -> None:
         if not path.exists():
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
         if not path.is_file():
             raise FleetUnreadable(path, "not a regular file")
         self.path = path
+        self.read_only = read_only
         try:
-            self.conn = _connect(path)
+            self.conn = _connect_read_only(path) if read_only else _connect(path)
         except sqlite3.DatabaseError as err:
             if any(word in str(err) for word in _NOT_DAMAGE):
                 raise
             raise FleetUnreadable(path, str(err)) from None
         try:
-            migrate(self.conn, path)
+            if read_only and schema_version(self.conn) < SCHEMA_VERSION:
+                writer = _connect(path)  # an old file is migrated once, by whoever opens it
+                try:
+                    migrate(writer, path)
+                finally:
+                    writer.close()
+            else:  # read-only and current: only refuses a newer schema, writes nothing
+                migrate(self.conn, path)
             meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
             self.seed = check_seed(int(meta["seed"]))
             self.preset: Preset = get_preset(meta["preset"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +14,9 @@ from orchestrator.models import GPUS_PER_HOST
 def fleet_status(
     fleet: SqliteFleet, cluster: str | None = None, wall: datetime | None = None
 ) -> dict[str, Any]:
-    """Advance the selected clusters to now and count hosts, GPUs, states, versions and jobs."""
+    """Advance the selected clusters to now and count hosts, GPUs, states, versions and jobs.
+
+    A fleet opened read-only (``fleet status``) is advanced in memory only (``peek``)."""
     names = fleet.cluster_names()
     if cluster is not None:
         if cluster not in names:
@@ -26,8 +29,9 @@ def fleet_status(
     jobs_running = busy = hosts_total = 0
     per_cluster: dict[str, dict[str, int]] = {}
     now = 0.0
+    read_only = getattr(fleet, "read_only", False)  # opened to read only: peek, write nothing
     for name in names:
-        with fleet.cluster(name, wall) as sim:
+        with nullcontext(fleet.peek(name, wall)) if read_only else fleet.cluster(name, wall) as sim:
             now = sim.now
             c_states = Counter(str(h.state) for h in sim.hosts.values())
             states.update(c_states)
