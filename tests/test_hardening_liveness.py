@@ -352,3 +352,40 @@ def test_a_stopped_train_waits_for_nothing_and_holds_nothing() -> None:
     assert status.waiting == "" and status.in_maintenance == 0, status
     running = train_status(TrainSpec(cluster="c00"), st.model_copy(update={"phase": "running"}))
     assert running.waiting.startswith("handing over") and running.in_maintenance == 8
+
+
+async def test_a_hard_stop_train_reports_what_it_holds_between_windows(
+    temporal_env, tmp_home, task_queue
+):
+    """Between windows a hard_stop train reports the hosts its domains hold now (none: they
+    handed them back at the close, as the fleet shows), not its last plan's count."""
+    from datetime import timedelta
+    from uuid import uuid4
+
+    from orchestrator.cron import next_fire, parse_cron
+    from orchestrator.train.types import TrainInput
+    from workflows.cluster_train import ClusterTrain
+
+    start = await temporal_env.get_current_time()
+    path = make_fleet(tmp_home, 1.0, start)
+    schedule = {"windows": [{"cron": "0 */6 * * *", "duration": "2h"}], "hard_stop": True}
+    train_spec = spec(domain_size=16, drain={"max_wait": "4h"}, schedule=schedule)
+    waiting = []
+    async with build_worker(temporal_env.client, path, task_queue):
+        handle = await temporal_env.client.start_workflow(
+            ClusterTrain.run,
+            TrainInput(spec=train_spec),
+            id=f"train-c00-{uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
+        first = next_fire(parse_cron("0 */6 * * *"), start + timedelta(minutes=1))
+        assert first is not None
+        for offset in (3, 9, 15):  # an hour after each of three windows closed
+            now = await temporal_env.get_current_time()
+            await temporal_env.sleep(first + timedelta(hours=offset) - now)
+            st = await handle.query(ClusterTrain.status)
+            waiting.append((st, _held_by(path, "train-c00")))
+        await handle.execute_update(ClusterTrain.stop, {"reason": "test over"})
+        await handle.result()
+    assert all(st.window_state == "waiting" for st, _ in waiting), waiting
+    assert [(st.in_maintenance, held) for st, held in waiting] == [(0, 0)] * 3, waiting

@@ -83,7 +83,7 @@ class ClusterTrain:
     @workflow.query(name="status")
     def status(self) -> TrainStatus:
         assert self.inp is not None
-        return train_status(self.inp.spec, self.inp.state)
+        return train_status(self.inp.spec, self.inp.state, held=len(held_hosts(self.in_flight)))
 
     # ----------------------------------------------------------------- control
     def _set_phase(self, phase: str, reason: str = "") -> None:

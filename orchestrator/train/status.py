@@ -12,8 +12,13 @@ from orchestrator.train.spec import TrainSpec
 from orchestrator.train.types import TrainState, TrainStatus
 
 
-def train_status(spec: TrainSpec, st: TrainState) -> TrainStatus:
-    """What ``train status`` shows: phase, cycle figures and projection, budget, windows."""
+def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> TrainStatus:
+    """What ``train status`` shows: phase, cycle figures and projection, budget, windows.
+
+    ``held``: the hosts the train's domains hold now (the workflow knows), shown as in
+    maintenance rather than its last plan's count, which goes stale while it plans nothing (a
+    window closed with ``hard_stop`` hands every domain's hosts back at once).
+    """
     end, on_track = project_cycle_end(st.counts, st.cycle_started_hours, spec.cycle_target_hours)
     total = st.counts.hosts_total
     # A stopped train has handed every host back and waits for nothing: what its last plan
@@ -31,7 +36,7 @@ def train_status(spec: TrainSpec, st: TrainState) -> TrainStatus:
         cycles_completed=st.cycles_completed,
         hosts_total=st.counts.hosts_total,
         hosts_visited_this_cycle=st.counts.visited,
-        in_maintenance=0 if ended else st.counts.in_flight,
+        in_maintenance=0 if ended else st.counts.in_flight if held is None else held,
         quarantined=st.counts.quarantined,
         in_repair=st.counts.in_repair,
         domain_size=spec.domain_size,
