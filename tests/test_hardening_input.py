@@ -467,3 +467,118 @@ def test_versions_mark_reason_is_one_bounded_line(tmp_home: Path) -> None:
             refused(run("versions", cmd, "os=9.9.9", "--reason", reason, "--json"), "reason")
     ok = run("versions", "mark", "os=9.9.9", "--reason", "x" * 500, "--json")
     assert ok.exit_code == 0, ok.output
+
+
+# ------------------------------------------------------------------ 12: a flood of updates
+class _FlakyHandle:
+    """A workflow handle whose updates meet Temporal's in-flight limit ``fails`` times."""
+
+    id = "train-c00"
+
+    def __init__(self, fails: int, error: BaseException) -> None:
+        self.fails, self.error, self.calls = fails, error, 0
+
+    async def execute_update(self, name: str, arg: Any, **_: Any) -> str:
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise self.error
+        return f"{name} done"
+
+
+def _rpc(status: Any, message: str) -> BaseException:
+    from temporalio.service import RPCError
+
+    return RPCError(message, status, b"")
+
+
+def test_update_retries_what_temporal_says_is_retryable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    from datetime import timedelta
+
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.exceptions import ApplicationError
+    from temporalio.service import RPCStatusCode
+
+    from orchestrator import update_retry
+    from orchestrator.cli.common import classify
+
+    monkeypatch.setattr(update_retry, "FIRST_DELAY", 0.001)
+    limit = _rpc(
+        RPCStatusCode.RESOURCE_EXHAUSTED, "limit on number of concurrent in-flight updates (10)"
+    )
+    aborted = _rpc(RPCStatusCode.UNAVAILABLE, "workflow update was aborted")
+    bare = WorkflowUpdateFailedError(ApplicationError("Application error"))
+
+    def send(handle: Any, attempts: int = 10) -> Any:
+        return asyncio.run(
+            update_retry.execute_update(
+                handle,
+                "resume",
+                None,
+                result_type=str,
+                rpc_timeout=timedelta(seconds=1),
+                attempts=attempts,
+            )
+        )
+
+    for error in (limit, aborted, bare):
+        handle = _FlakyHandle(3, error)
+        assert send(handle) == "resume done" and handle.calls == 4
+    # Still refused after every try: exit 1 naming the limit, never a bare "Application error".
+    with pytest.raises(update_retry.UpdateLimitReached) as caught:
+        send(_FlakyHandle(99, limit), attempts=4)
+    mapped = classify(caught.value)
+    assert mapped is not None and mapped.exit_code == 1
+    assert "in-flight updates (10)" in mapped.message, mapped.message
+    with pytest.raises(update_retry.UpdateLimitReached) as caught:
+        send(_FlakyHandle(99, bare), attempts=3)
+    assert "without a reason" in str(caught.value)
+    # What cannot heal is the caller's at once: a real refusal, the lifetime total.
+    refusal = WorkflowUpdateFailedError(ApplicationError("resume: the train is stopping"))
+    total = _rpc(RPCStatusCode.FAILED_PRECONDITION, "limit on number of total updates (2000)")
+    for error in (refusal, total):
+        handle = _FlakyHandle(99, error)
+        with pytest.raises(type(error)):
+            send(handle)
+        assert handle.calls == 1
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_forty_pauses_and_resumes_at_once(
+    dev_env: Any, tmp_home: Path, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 concurrent pause/resume through the CLI's client on one train: each is done, or
+    exits 1 naming the limit; none is lost to Temporal's in-flight limit unretried, and none
+    says only "Application error"."""
+    import asyncio
+
+    from orchestrator.train import client as train_client
+    from orchestrator.update_retry import UpdateLimitReached
+    from tests.test_train_e2e import SPEED, running_train
+    from tests.train_helpers import make_fleet, spec
+
+    path = make_fleet(tmp_home, SPEED)
+    async with running_train(dev_env, path, task_queue, spec()) as handle:
+        monkeypatch.setattr(train_client, "train_handle", lambda client, cluster: handle)
+        await handle.query("status")  # the train has taken its first task
+
+        async def one(i: int) -> str:
+            action = "pause" if i % 2 else "resume"
+            try:
+                out = await train_client.control_train(dev_env.client, "c00", action, f"f{i}")
+                return f"ok {out.state}"
+            except UpdateLimitReached as err:
+                return f"limit {err}"
+            except train_client.TrainRefused as err:  # the state moved under the flood
+                return f"refused {err}"
+            except train_client.WorkerNotAnswering as err:  # a loaded machine: said plainly
+                return f"slow {err}"
+
+        answers = await asyncio.gather(*(one(i) for i in range(40)))
+    # Before: "no running train ...: workflow update was aborted" (TrainNotFound, exit 1) and
+    # the in-flight limit, raised at once.
+    assert sum(a.startswith("ok") for a in answers) >= 20, answers
+    for a in answers:
+        assert "Application error" not in a and "aborted" not in a, a
+        assert not a.startswith("refused") or "cannot" in a, a
+        assert not a.startswith("limit") or "in-flight" in a, a

@@ -31,6 +31,7 @@ from orchestrator.campaign.spec import CampaignSpec, campaign_workflow_id
 from orchestrator.campaign.types import CampaignControl, CampaignInput, CampaignStatus
 from orchestrator.campaign.ui import campaign_summary
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
+from orchestrator.update_retry import execute_update
 from orchestrator.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
 
 #: The name ``workflows.campaign.Campaign`` is registered under.
@@ -185,7 +186,8 @@ async def control_campaign(
     """Pause, resume or abort; its status once the update is accepted."""
     handle = campaign_handle(client, campaign_id)
     try:
-        return await handle.execute_update(
+        return await execute_update(
+            handle,
             action,
             CampaignControl(reason=reason),
             result_type=CampaignStatus,

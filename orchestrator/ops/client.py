@@ -48,6 +48,7 @@ from orchestrator.ops.spec import OperationSpec, operation_id
 from orchestrator.ops.types import ControlAction, OpControl, OperationInput, OperationStatus
 from orchestrator.ops.ui import operation_summary
 from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+from orchestrator.update_retry import execute_update
 from orchestrator.worker_answers import (
     QUERY_TIMEOUT,
     UPDATE_TIMEOUT,
@@ -264,7 +265,8 @@ async def control_operation(
         state = (await final_status(handle)).state
         raise OperationEnded(f"{action}: operation {handle.id} has ended ({state})")
     try:
-        return await handle.execute_update(
+        return await execute_update(
+            handle,
             action,
             OpControl(reason=reason),
             result_type=OperationStatus,

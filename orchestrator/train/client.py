@@ -48,6 +48,7 @@ from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_
 from orchestrator.train.spec import TrainSpec, train_workflow_id
 from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.train.ui import train_summary
+from orchestrator.update_retry import execute_update
 from orchestrator.worker_answers import (  # noqa: F401 (WorkerNotAnswering: re-exported)
     QUERY_TIMEOUT,
     UPDATE_TIMEOUT,
@@ -177,8 +178,8 @@ async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> Tr
     handle = train_handle(client, cluster)
     try:
         return settled(
-            await handle.execute_update(
-                name, arg, result_type=TrainStatus, rpc_timeout=UPDATE_TIMEOUT
+            await execute_update(
+                handle, name, arg, result_type=TrainStatus, rpc_timeout=UPDATE_TIMEOUT
             )
         )
     except WorkflowUpdateFailedError as err:
