@@ -582,3 +582,24 @@ async def test_forty_pauses_and_resumes_at_once(
         assert "Application error" not in a and "aborted" not in a, a
         assert not a.startswith("refused") or "cannot" in a, a
         assert not a.startswith("limit") or "in-flight" in a, a
+
+
+# ------------------------------------------------------------------ low: sizes past the cluster
+def test_sizes_larger_than_the_cluster_are_refused(tmp_home: Path, offline: None) -> None:
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    canary = tmp_home / "canary.yaml"
+    canary.write_text((EXAMPLES / "campaign.yaml").read_text().replace("hosts: 4", "hosts: 500"))
+    for cmd in ("plan", "start"):
+        err = refused(run("campaign", cmd, "--spec", str(canary), "--json"), "stages.0.hosts")
+        assert "500" in err["error"] and "128" in err["error"], err
+    train = tmp_home / "train.yaml"
+    train.write_text(
+        (EXAMPLES / "train.yaml").read_text().replace("domain_size: 8 ", "domain_size: 5000 ")
+    )
+    refused(run("train", "start", "--spec", str(train), "--json"), "domain_size")
+
+
+def test_demo_domain_size_over_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "h"))
+    refused(run("demo", "--domain-size", "5000", "--json"), "domain_size")
+    assert not (tmp_path / "h" / "fleet.db").exists()

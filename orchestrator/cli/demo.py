@@ -187,6 +187,11 @@ def demo(
     shape = get_preset(preset)
     if domain_size is not None and domain_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="domain_size")
+    if domain_size is not None and domain_size > shape.hosts_per_cluster:
+        raise click.BadParameter(
+            f"at most the {shape.hosts_per_cluster} hosts of a {preset} cluster",
+            param_hint="domain_size",
+        )
     if not 1 <= clusters <= shape.clusters:
         raise click.BadParameter(
             f"must be from 1 to {shape.clusters} (the clusters of {preset})", param_hint="clusters"

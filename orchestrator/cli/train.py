@@ -104,6 +104,12 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
         spec.budget.require_hosts(hosts)
     except ValueError as err:
         raise BadInput(str(err)) from None
+    if spec.domain_size > hosts:  # refused, not silently more than the cluster
+        raise BadInput(
+            f"domain_size: {spec.domain_size} hosts at once, but cluster {spec.cluster} has "
+            f"{hosts}",
+            field="domain_size",
+        )
     if "switch_firmware" in spec.targets:  # a rack visit takes the whole rack out at once
         why = rack_fits_budget(spec.budget, hosts, rack_hosts)
         if why:

@@ -38,7 +38,8 @@ def _matching(patterns: list[str], names: list[str]) -> list[str]:
 
 
 def plan_campaign(spec: CampaignSpec, cluster_sizes: Mapping[str, int]) -> list[StagePlan]:
-    """Resolve every stage; ValueError naming ``scope.cluster`` or ``stages.N.clusters``."""
+    """Resolve every stage; ValueError naming ``scope.cluster``, ``stages.N.clusters`` or
+    ``stages.N.hosts`` (a host count larger than a cluster it covers)."""
     names = sorted(cluster_sizes)
     scope = [n for n in names if fnmatchcase(n, spec.scope.cluster)]
     if not scope:
@@ -57,6 +58,11 @@ def plan_campaign(spec: CampaignSpec, cluster_sizes: Mapping[str, int]) -> list[
         sizes = {}
         for c in todo:
             n = cluster_sizes[c]
+            if isinstance(stage.hosts, int) and stage.hosts > n:  # refused, never clamped
+                raise ValueError(
+                    f"stages.{i}.hosts: {stage.hosts} hosts, but cluster {c} has {n}; a "
+                    "stage takes at most every host of a cluster (leave hosts out for all)"
+                )
             sizes[c] = n if stage.hosts is None else max(1, min(n, resolve_count(stage.hosts, n)))
         partial = stage.hosts is not None and any(sizes[c] < cluster_sizes[c] for c in todo)
         if not partial:
