@@ -26,6 +26,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.campaign_failure import CampaignFailureActivities
 from orchestrator import metrics
+from orchestrator.campaign.requests import lower_targets
+from orchestrator.campaign.spec import campaign_workflow_id
 from orchestrator.campaign.types import (
     BakeClockRequest,
     CampaignReport,
@@ -113,7 +115,8 @@ class CampaignActivities(CampaignFailureActivities):
     def stage_hosts(self, req: StageHostsRequest) -> StageHosts:
         """A stage's hosts in one cluster, and those down already (their defect is not the
         change's). A partial stage (a canary) takes in-service hosts still lacking the targets,
-        idle ones first, then by name: the same fleet gives the same canary."""
+        idle ones first, then by name, one rack at a time (``spread_over_racks``): the same
+        fleet gives the same canary."""
         b = self.peek(req.cluster, req.wall)
         names = b.host_names()
         down = [n for n in names if b.host(n).state in _DOWN]
@@ -125,19 +128,48 @@ class CampaignActivities(CampaignFailureActivities):
             if h.state != HostState.IN_SERVICE:
                 continue
             lacking = any(h.versions.get(c) != v for c, v in req.targets.items())
-            candidates.append((not lacking, h.job_id is not None, n))
-        chosen = [n for _, _, n in sorted(candidates)[: req.count]]
+            candidates.append((not lacking, h.job_id is not None, n, h.rack))
+        ranked = [(n, rack) for _, _, n, rack in sorted(candidates)]
+        chosen = spread_over_racks(ranked, req.count)
         return StageHosts(hosts=chosen, baseline_out=[], in_scope=len(chosen))
 
     @activity.defn(name="campaign_stage_progress")
-    def stage_progress(self, req: ProgressRequest) -> Progress:
-        """Where a stage stands in one cluster: changed, still to change, held, failed."""
+    async def stage_progress(self, req: ProgressRequest) -> Progress:
+        """Where a stage stands in one cluster: changed, still to change, held, failed.
+
+        Hosts the cluster's train saw fail on the campaign's rollout count as failed however
+        repair left them since (reimaged back, in service): the train never gives them the
+        change again, so they are the stage's evidence, not hosts still to change.
+        """
+        failed_before = await self._rollout_failures(req)
+        return await asyncio.to_thread(self._stage_progress, req, failed_before)
+
+    async def _rollout_failures(self, req: ProgressRequest) -> frozenset[str]:
+        """Hosts that failed on this campaign's rollout, as the cluster's train remembers."""
+        if not req.campaign or not lower_targets(req.targets):
+            return frozenset()
+        try:
+            status = await train_status(self.client, req.cluster)
+        except (TrainNotFound, TrainRefused):
+            return frozenset()
+        ours = campaign_workflow_id(req.campaign)
+        return frozenset(
+            h
+            for r in riding(status.rollout, status.rollouts)
+            if r.campaign == ours and r.targets == lower_targets(req.targets)
+            for h in r.failed
+        )
+
+    def _stage_progress(self, req: ProgressRequest, failed_before: frozenset[str]) -> Progress:
         b = self.peek(req.cluster, req.wall)
         scope = req.hosts if req.hosts is not None else b.host_names()
         skip = set(req.baseline_out)
         out = Progress(fleet_hours=b.now)
+        bad = self._bad()
         # A version another rollout got marked bad explains its hosts' failures: not ours.
-        theirs = {(c, v) for c, v, _ in self._bad()} - set(req.targets.items())
+        theirs = {(c, v) for c, v, _ in bad} - set(req.targets.items())
+        # One of ours marked bad (by blame elsewhere, or by hand): the stage cannot pass.
+        out.marked_bad = {c: v for c, v, _ in bad if req.targets.get(c) == v}
         for n in scope:
             if n in skip:
                 continue
@@ -146,6 +178,10 @@ class CampaignActivities(CampaignFailureActivities):
             on_target = all(h.versions.get(c) == v for c, v in req.targets.items())
             # A host in repair that never got the change failed of something else.
             failed = h.state == HostState.QUARANTINED or (h.state in _DOWN and on_target)
+            if n in failed_before and not failed:
+                out.failed[n] = f"failed on {_pairs(req.targets)}, now {h.state}"
+                out.attempted += 1
+                continue
             if failed and theirs and theirs & set(h.versions.items()):
                 failed = False
                 out.excused += 1
@@ -347,6 +383,27 @@ def _password(req: PromQuery) -> str | None:
     if req.password_file:
         return Path(req.password_file).read_text(encoding="utf-8").strip("\r\n")
     return os.environ.get(PROMETHEUS_PASSWORD_ENV) or None
+
+
+def spread_over_racks(ranked: list[tuple[str, str]], count: int) -> list[str]:
+    """The first ``count`` of ``ranked`` (host, rack) hosts, taking each rack's best in turn
+    before any rack's second: a canary's hosts span racks (a rack switch or a per-rack budget
+    cannot make the whole canary one failure, or one host at a time), in the ranked order."""
+    order = {n: i for i, (n, _) in enumerate(ranked)}
+    by_rack: dict[str, list[str]] = {}
+    for name, rack in ranked:
+        by_rack.setdefault(rack, []).append(name)
+    chosen: list[str] = []
+    depth = 0
+    while len(chosen) < count and any(len(v) > depth for v in by_rack.values()):
+        layer = [hosts[depth] for hosts in by_rack.values() if len(hosts) > depth]
+        chosen += sorted(layer, key=order.__getitem__)[: count - len(chosen)]
+        depth += 1
+    return chosen
+
+
+def _pairs(targets: dict[str, str]) -> str:
+    return ", ".join(f"{c}={v}" for c, v in sorted(targets.items()))
 
 
 def _query(req: PromQuery) -> PromAnswer:

@@ -88,6 +88,8 @@ class CampaignFailureActivities(FleetAccess):
             names = cs.hosts if cs.hosts is not None else b.host_names()
             for name in names:
                 h = b.host(name)
+                if name in failed and h.state == HostState.IN_SERVICE:
+                    continue  # failed, then reimaged by repair: the record's verification says
                 if name in failed:
                     outcomes.append(HostOutcome(name, dict(h.versions), False))
                 elif h.state == HostState.IN_SERVICE:

@@ -123,14 +123,20 @@ class FleetActivities(FleetAccess):
         ``waiting`` until an operator clears the version or changes the target.
         """
         scopes = [
-            RolloutScope.of(r.targets, r.hosts, req.rollout_only)
+            RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed)
             for r in riding(req.rollout, req.rollouts)
         ]
         held = held_on_bad_version(self.fleet, req.targets)
         if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
             held = "no campaign rides this train: nothing to visit until one does"
-        for scope in scopes:  # each campaign's targets: the same component may differ
-            held = held or held_on_bad_version(self.fleet, dict(scope.targets))
+        # A rollout whose targets hold a version marked bad takes no new domain from now on
+        # (its campaign's gate sees the mark and fails the stage); the train's own cycle and
+        # the other campaigns' rollouts go on. A train with nothing else to do holds, saying why.
+        bad = [held_on_bad_version(self.fleet, dict(scope.targets)) for scope in scopes]
+        if any(bad):
+            scopes = [scope for scope, why in zip(scopes, bad, strict=True) if not why]
+            if req.rollout_only and not scopes:
+                held = held or next(why for why in bad if why)
         if held:
             b = self.peek(req.cluster, req.wall)
             return PlanDomainResult(

@@ -26,6 +26,8 @@ Violation kinds:
   the targets that owner had recorded when it took the host (unless it rolled the host back to
   its previous versions, as a failed wave does: a target recorded mid-visit, as a second
   campaign riding the train records its own, binds the owner's later visits, not this one).
+  A visit's install says what it meant the host to carry (``updated``'s ``targets``): a
+  campaign's rollout riding the train gives its version of a component over the owner's.
   Hosts merely not yet visited by a sliding rollout are fine.
 - ``scope_incomplete``: an operation closed as ``succeeded`` while a host of its recorded scope
   (``operation_scope``) is not on its targets and not quarantined or in repair (where repair
@@ -95,6 +97,9 @@ class _Host:
     verified_ok: bool = False
     rolled_back: bool = False  # put back on its previous versions during this hold
     bound: dict[str, str] | None = None  # what the holder had recorded when it took the host
+    #: what the holder's latest install meant the host to carry (its ``targets``): a campaign's
+    #: rollout riding a train gives its own version of a component over the train's
+    declared: dict[str, str] | None = None
 
 
 def _domains(host: str) -> tuple[str, str]:
@@ -165,6 +170,12 @@ class _ClusterReplay:
         elif kind == "owner_closed":
             owner = str(ev.detail.get("owner") or "")
             self.closed[owner] = seq
+            # Its recorded targets stay the cluster's (repair reimages with them), but bind no
+            # later visit: a new train of the same name (a campaign's, after this one stopped)
+            # is bound by what it records itself.
+            for c, who in list(self.target_setter.items()):
+                if who == owner:
+                    self.target_setter[c] = ""
             if ev.detail.get("outcome") == "succeeded" and owner in self.scopes:
                 self._check_scope(seq, ev, owner)
 
@@ -183,6 +194,7 @@ class _ClusterReplay:
             self.down_zone[zone] = self.down_zone.get(zone, 0) + step
         if not was_down and is_down:
             h.updated_since_out = h.verified_ok = h.rolled_back = False
+            h.declared = None
         if after == "in_maintenance" and d.get("reason") == "rolling back":
             h.rolled_back = True
         h.state = after
@@ -238,6 +250,8 @@ class _ClusterReplay:
             # Owed only while still in force: a target withdrawn since (a blamed version a
             # rollback took out of the record, a rollout ended mid-visit) is owed no more.
             wanted = {c: v for c, v in wanted.items() if self.targets.get(c) == v}
+            if h.declared:  # the visit's own targets (a rollout's version over the train's)
+                wanted = {c: h.declared.get(c, v) for c, v in wanted.items()}
             who = holder
         else:
             return  # released untouched: not visited yet, nothing was due from this owner
@@ -309,6 +323,9 @@ class _ClusterReplay:
         h = self.host(ev.host)
         after = ev.detail.get("after") or {}
         h.updated_since_out, h.verified_ok = True, False
+        declared = ev.detail.get("targets")
+        if isinstance(declared, dict) and ev.actor == h.holder:
+            h.declared = {str(c): str(v) for c, v in declared.items()}
         if after:
             mine = self.versions.setdefault(ev.host, dict(INITIAL_VERSIONS))
             mine.update({str(c): str(v) for c, v in after.items()})

@@ -8,7 +8,7 @@ downloaded at test time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from uuid import uuid4
@@ -79,3 +79,83 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
     finally:
         await env.shutdown()
+
+
+# ------------------------------------------------------------------ the audit after every test
+#: Tables every fleet record has (both backends write them): what makes a file auditable.
+_RECORD_TABLES = {"events", "hosts"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "audit_violations(*kinds): the test breaks these invariants on purpose; the audit after "
+        "it fails on any other kind",
+    )
+
+
+def _records(tmp: Path) -> list[Path]:
+    """Fleet records a test left under its temporary directory (any SQLite file with a log)."""
+    import sqlite3
+
+    found = []
+    for path in sorted(tmp.rglob("*.db")):
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            try:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue  # damaged on purpose, or not SQLite: nothing to audit
+        if tables >= _RECORD_TABLES:
+            found.append(path)
+    return found
+
+
+def _audit_record(path: Path) -> list[tuple[str, str]]:
+    """(kind, detail) of every violation in ``path``'s record, read straight from its tables
+    (whichever backend wrote it), racks and zones from its hosts."""
+    import sqlite3
+
+    from orchestrator.audit import audit_events
+    from orchestrator.fleet.event_log import read_events
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        domains = {n: (r, z) for n, r, z in conn.execute("SELECT name, rack, zone FROM hosts")}
+        report = audit_events(read_events(conn), domains)
+    finally:
+        conn.close()
+    return [
+        (v.kind, f"{v.cluster} {v.host or '-'} seq {v.seq}: {v.detail}") for v in report.violations
+    ]
+
+
+@pytest.fixture(autouse=True)
+def audit_after_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test that leaves a fleet record ends with the audit passing on it, so a false
+    alarm (or a real break) can never go unnoticed; ``@pytest.mark.audit_violations(...)``
+    names the kinds a test breaks on purpose."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp: Path = request.getfixturevalue("tmp_path")  # set up first, so torn down after us
+    yield
+    marker = request.node.get_closest_marker("audit_violations")
+    allowed = set(marker.args) if marker is not None else set()
+    problems = []
+    for path in _records(tmp):
+        try:
+            found = _audit_record(path)
+        except Exception:  # noqa: BLE001 - a record the test broke on purpose (a bad schema)
+            continue
+        problems += [
+            f"{path.name}: {kind}: {detail}" for kind, detail in found if kind not in allowed
+        ]
+    if problems:
+        pytest.fail(
+            f"trainctl audit fails after the test ({len(problems)} violation(s)):\n"
+            + "\n".join(problems[:10]),
+            pytrace=False,
+        )

@@ -120,6 +120,7 @@ def test_clean_maintenance_log_passes(fleet: SqliteFleet) -> None:
     assert audit(fleet, "c00") == report
 
 
+@pytest.mark.audit_violations("budget_exceeded")
 def test_budget_exceeded_is_found(fleet: SqliteFleet) -> None:
     """Cordons past the cluster, per-rack or per-zone limit are reported; reaching it is fine."""
     with fleet.cluster("c00", at(1)) as sim:
@@ -148,6 +149,7 @@ def test_budget_exceeded_is_found(fleet: SqliteFleet) -> None:
     assert "zone c00-z01" in details[2]
 
 
+@pytest.mark.audit_violations("mixed_versions")
 def test_mixed_versions_at_job_start_is_found(fleet: SqliteFleet) -> None:
     """A job placed across cuda versions is reported, even when its own event claims one version."""
     a, b = "c00-z00-r003-h00", "c00-z00-r003-h01"
@@ -167,6 +169,7 @@ def test_mixed_versions_at_job_start_is_found(fleet: SqliteFleet) -> None:
     assert "12.4" in report.violations[0].detail and "12.6" in report.violations[0].detail
 
 
+@pytest.mark.audit_violations("mixed_versions")
 def test_upper_layer_change_under_a_running_job_is_found(fleet: SqliteFleet) -> None:
     """Changing cuda on a host while its job runs is reported; a lower-layer change is not."""
     with fleet.cluster("c00", at(1)) as sim:
@@ -179,6 +182,7 @@ def test_upper_layer_change_under_a_running_job_is_found(fleet: SqliteFleet) -> 
     assert f"job {job}" in report.violations[0].detail
 
 
+@pytest.mark.audit_violations("unverified_return")
 def test_unverified_returns_are_found(fleet: SqliteFleet) -> None:
     """Returning after an update without a passing verification since is reported, each way."""
     skipped, failed, stale = "c00-z00-r000-h00", "c00-z00-r001-h00", "c00-z00-r002-h00"
@@ -217,6 +221,7 @@ def test_returns_that_need_no_verification_pass(fleet: SqliteFleet) -> None:
     assert audit(fleet).ok
 
 
+@pytest.mark.audit_violations("host_lost")
 def test_lost_hosts_are_found(fleet: SqliteFleet) -> None:
     """Hosts left out of service by a closed owner, or by nobody, are lost; open holds are not."""
     closed, ownerless, open_hold, reopened = (
@@ -240,6 +245,7 @@ def test_lost_hosts_are_found(fleet: SqliteFleet) -> None:
     ]
 
 
+@pytest.mark.audit_violations("stale_return")
 def test_stale_returns_are_found(fleet: SqliteFleet) -> None:
     """A host back from repair without the cluster's recorded targets, and one a train returns
     without the targets it recorded, are stale returns; a host the train never visited is not."""
@@ -264,6 +270,7 @@ def test_stale_returns_are_found(fleet: SqliteFleet) -> None:
     ]
 
 
+@pytest.mark.audit_violations("scope_incomplete")
 def test_succeeded_operation_must_leave_its_scope_on_target(fleet: SqliteFleet) -> None:
     """An operation that closes as succeeded with a scope host still on the old CUDA breaks
     the audit; quarantined scope hosts, and the same close as failed, do not."""
@@ -287,6 +294,7 @@ def test_succeeded_operation_must_leave_its_scope_on_target(fleet: SqliteFleet) 
     assert [(v.kind, v.host) for v in report.violations] == [("scope_incomplete", left)]
 
 
+@pytest.mark.audit_violations("host_lost")
 def test_audit_cli(tmp_home: Path) -> None:
     """trainctl audit exits 0 when clean, 1 with the violations as JSON, 2 on a bad cluster."""
     runner = CliRunner()

@@ -38,6 +38,27 @@ def test_examples_load() -> None:
     assert cuda.kind == "cuda-upgrade" and set(cuda.targets) == {"gpu_driver", "cuda"}
     campaign = load_campaign_spec(EXAMPLES / "campaign.yaml")
     assert [s.name for s in campaign.stages] == ["canary", "first-cluster", "rest"]
+    bad = load_campaign_spec(EXAMPLES / "bad-campaign.yaml")
+    assert bad.targets == {"os": "6.12.0-bad"} and bad.stages[0].hosts == 4
+
+
+def test_campaign_examples_plan_over_multi(tmp_home: Path) -> None:
+    """Both campaign examples plan over ``multi`` as `campaign plan` does: a 4-host canary on
+    c00, then c00, then the rest."""
+    from orchestrator.fleet import SqliteFleet
+    from orchestrator.fleet.settings import MAX_SPEED
+    from orchestrator.planning.campaign_plan import plan_campaign
+    from orchestrator.presets import get_preset
+
+    fleet = SqliteFleet.create(tmp_home / "fleet.db", get_preset("multi"), 1, MAX_SPEED)
+    try:
+        sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
+    finally:
+        fleet.close()
+    for name in ("campaign.yaml", "bad-campaign.yaml"):
+        plans = plan_campaign(load_campaign_spec(EXAMPLES / name), sizes)
+        assert [p.hosts_per_cluster for p in plans][0] == {"c00": 4}, name
+        assert sorted(plans[2].clusters) == ["c01", "c02", "c03"], name
 
 
 def test_train_example_fits_every_preset_cluster(tmp_home: Path) -> None:

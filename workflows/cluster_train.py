@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         apply_settings,
         change_rollouts,
         change_single_rollout,
+        note_rollout_failures,
         require_phase,
     )
     from orchestrator.train.spec import check_train_change
@@ -78,6 +79,8 @@ class ClusterTrain:
         self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
         self.speed: float | None = None  # fleet hours per wall hour, unless logical (for the UI)
+        #: domains running a campaign's rollout -> the targets they install
+        self.rollout_domains: dict[str, dict[str, str]] = {}
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -115,6 +118,14 @@ class ClusterTrain:
             self.inp.state.negotiations[progress.domain_id] = progress.negotiations
             return
         release_hosts(self.in_flight, progress.domain_id, progress.released)
+        if progress.domain_id in self.rollout_domains and workflow.patched(
+            "train-rollout-failures"
+        ):
+            # A campaign's rollout: its gate judges these hosts (a canary failing is the
+            # campaign's evidence), not the train's failures-in-a-row rule, which keeps judging
+            # the train's own targets and these hosts again once the campaign leaves.
+            self.wake = True
+            return
         self._count_outcomes(progress.outcomes)
         self.wake = True
 
@@ -406,6 +417,8 @@ class ClusterTrain:
         """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
         spec = self.inp.spec
+        if targets is not None:
+            self.rollout_domains[domain_id] = dict(targets)
         try:
             result: DomainResult = await workflow.execute_child_workflow(
                 DomainMaintenance.run,
@@ -427,10 +440,13 @@ class ClusterTrain:
                 static_summary=domain_summary(spec.cluster, hosts, spec.targets),
             )
             record_domain(self.inp.state, result)
+            if targets is not None and workflow.patched("train-rollout-failures"):
+                note_rollout_failures(spec, [*result.quarantined, *result.lost_to_repair], targets)
         finally:
             # Nothing here may touch the workflow's APIs (set_current_details): it also runs
             # when the worker evicts the run from its cache, outside the workflow event loop.
             self.in_flight.pop(domain_id, None)
+            self.rollout_domains.pop(domain_id, None)
             self.inp.state.negotiations.pop(domain_id, None)
             self.wake = True
 

@@ -51,8 +51,22 @@ def roll_up(plan: StagePlanModel, ss: StageStatus) -> None:
         ss.state = "baking" if baking and any(c.state == "baking" for c in cs) else "running"
 
 
+def marked_bad(ss: StageStatus) -> dict[str, str]:
+    """The stage's targets marked bad fleet-wide, as its clusters' looks saw them."""
+    return {c: v for cs in ss.clusters.values() for c, v in sorted(cs.marked_bad.items())}
+
+
 def judge_stage(plan: StagePlanModel, ss: StageStatus) -> str | None:
-    """Why the stage fails its failure gate now, or None; notes the limit and verdict."""
+    """Why the stage fails its failure gate now, or None; notes the limit and verdict.
+
+    A target of the stage marked bad fleet-wide (by blame, or by an operator with
+    ``trainctl versions mark``) fails it at once: no train or operation installs it any more,
+    so the stage could never pass, and what got it is rolled back."""
+    bad = marked_bad(ss)
+    if bad:
+        pairs = ", ".join(f"{c}={v}" for c, v in bad.items())
+        ss.gate = f"{pairs} marked bad fleet-wide (trainctl versions list)"
+        return f"{pairs} marked bad fleet-wide"
     failures = ss.failures
     limit = failure_limit(plan.gates, ss.hosts_planned)
     if limit is not None:

@@ -73,6 +73,8 @@ def note_blame(st: CampaignState, ss: StageStatus, found: BlameResult) -> None:
     """Blame's answer for a failed stage: the suspects, ours that it named, what it marked."""
     st.status.blame = found.blame
     st.blamed = dict(found.blamed)
+    if not st.blamed:  # nothing failed enough to blame, but ours was marked bad (by hand)
+        st.blamed = gate.marked_bad(ss)
     if found.marked:
         ss.reason += f" (blamed and marked bad: {', '.join(found.marked)})"
 
@@ -82,6 +84,7 @@ def apply_progress(cs: ClusterStage, prog: Progress) -> None:
     cs.in_scope, cs.changed, cs.pending = prog.in_scope, prog.changed, prog.pending
     cs.attempted = prog.attempted
     cs.in_flight, cs.failed, cs.fleet_hours = prog.in_flight, prog.failed, prog.fleet_hours
+    cs.marked_bad = dict(prog.marked_bad)
 
 
 def operation_ended(

@@ -47,6 +47,8 @@ class ClusterStage(BaseModel):
     pending: int = 0
     in_flight: int = 0
     failed: dict[str, str] = Field(default_factory=dict)  # host -> why (quarantine, repair)
+    #: The stage's targets marked bad fleet-wide (component -> version), from the looks.
+    marked_bad: dict[str, str] = Field(default_factory=dict)
     fleet_hours: float = 0.0
     done_hours: float | None = None
     started_train: bool = False
@@ -157,6 +159,8 @@ class Progress(BaseModel):
     fleet_hours: float = 0.0
     #: Failed hosts carrying a version another rollout got marked bad: not this stage's.
     excused: int = 0
+    #: The stage's targets marked bad fleet-wide (component -> version): it cannot pass.
+    marked_bad: dict[str, str] = Field(default_factory=dict)
 
     @property
     def complete(self) -> bool:

@@ -49,7 +49,10 @@ class HostInstall(SimCore):
         if out.defect:
             h.defect = out.defect
         h.last_boot = self.now  # the install ends with its one reboot
-        self._log(actor, "updated", name, before=before, after={c: targets[c] for c in comps})
+        after = {c: targets[c] for c in comps}
+        # ``targets``: what the actor meant this host to carry (its own and a campaign's), so
+        # the audit holds the return to the visit's targets, not to the owner's recorded ones.
+        self._log(actor, "updated", name, before=before, after=after, targets=dict(targets))
         return out
 
     def _diagnose(self, h: HostRec, targets: Mapping[str, str]) -> tuple[bool, str, float]:

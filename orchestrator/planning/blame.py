@@ -16,7 +16,7 @@ A pair only competes if it is new: some host verified in the same window lacks i
 the target of a rollout in flight; versions every observed host shares are background. Each
 pair is attributed to the rollout (campaign) in flight that installs it, so with two campaigns
 the bad build is blamed on the right one. Ties break towards the pair carried by fewer passing
-hosts, then by name, so the ranking is deterministic.
+hosts, then the one a rollout in flight installs, then by name, so the ranking is deterministic.
 """
 
 from __future__ import annotations
@@ -88,7 +88,11 @@ def rank_blame(
                 score=round(score, 4),
             )
         )
-    out.sort(key=lambda b: (-b.score, b.passing, b.component, b.version))
+    # Equal evidence: the pair a rollout in flight installs first. A train visiting a canary
+    # host installs its own pending targets with the campaign's in one reboot, so the hosts
+    # cannot tell them apart; the campaign's is the change on trial (the train's own have
+    # been passing on the hosts it visited before).
+    out.sort(key=lambda b: (-b.score, b.passing, b.campaign is None, b.component, b.version))
     return out[:limit]
 
 

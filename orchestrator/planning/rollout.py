@@ -22,25 +22,36 @@ from orchestrator.views import HostView
 
 @dataclass(frozen=True)
 class RolloutScope:
-    """``targets`` for ``hosts`` (None: every host of the cluster); ``only``: nothing else."""
+    """``targets`` for ``hosts`` (None: every host of the cluster); ``only``: nothing else.
+    ``failed``: hosts that failed on these targets once, never given them again."""
 
     targets: Mapping[str, str]
     hosts: frozenset[str] | None = None
     only: bool = False
+    failed: frozenset[str] = frozenset()
 
     @classmethod
     def of(
-        cls, targets: Mapping[str, str], hosts: Iterable[str] | None, only: bool
+        cls,
+        targets: Mapping[str, str],
+        hosts: Iterable[str] | None,
+        only: bool,
+        failed: Iterable[str] = (),
     ) -> RolloutScope:
-        return cls(dict(targets), None if hosts is None else frozenset(hosts), only)
+        return cls(
+            dict(targets), None if hosts is None else frozenset(hosts), only, frozenset(failed)
+        )
 
     def covers(self, name: str) -> bool:
         return self.hosts is None or name in self.hosts
 
     def lacks(self, h: HostView) -> bool:
-        """Whether ``h`` is still to get the rollout's targets (an in-service host of it)."""
+        """Whether ``h`` is still to get the rollout's targets (an in-service host of it that
+        has not failed on them already: a host the change broke once is the campaign's
+        evidence, not a host to break again)."""
         return (
             self.covers(h.name)
+            and h.name not in self.failed
             and h.state == HostState.IN_SERVICE
             and any(h.versions.get(c) != v for c, v in self.targets.items())
         )

@@ -52,8 +52,27 @@ def change_rollouts(spec: TrainSpec, change: TrainChange) -> None:
         else:
             by_campaign.clear()
     if change.rollout is not None:
-        by_campaign[change.rollout.campaign] = change.rollout
+        ride = change.rollout
+        before = by_campaign.get(ride.campaign)
+        if before is not None and before.failed and before.targets == ride.targets:
+            # The campaign's next stage rolls the same change: what broke a host once
+            # would break it again.
+            ride = ride.model_copy(update={"failed": sorted({*before.failed, *ride.failed})})
+        by_campaign[ride.campaign] = ride
     spec.rollout, spec.rollouts = None, list(by_campaign.values())
+
+
+def note_rollout_failures(spec: TrainSpec, hosts: list[str], targets: dict[str, str]) -> None:
+    """Hosts that failed in a domain installing ``targets`` (a rollout's over the train's own):
+    every rollout riding the train whose targets the domain installed, and which covers the
+    host, remembers it, so the train never gives it that change again (``RolloutScope``)."""
+    if not hosts:
+        return
+    for r in spec.riding():
+        if any(targets.get(c) != v for c, v in r.targets.items()):
+            continue
+        mine = [h for h in hosts if (r.hosts is None or h in r.hosts) and h not in r.failed]
+        r.failed.extend(sorted(mine))
 
 
 def change_single_rollout(spec: TrainSpec, change: TrainChange) -> None:

@@ -56,6 +56,10 @@ class Rollout(BaseModel):
     #: component -> the train's own target this ride replaced because the campaign
     #: ``supersedes`` it; put back if the campaign ends without keeping its targets.
     superseded: dict[str, str] = Field(default_factory=dict)
+    #: Hosts that failed (quarantined, or lost to repair) while getting these targets: the
+    #: train never gives them the rollout again, and the campaign's gate counts them as failed
+    #: whatever repair made of them since (train-rollout-failures).
+    failed: list[str] = Field(default_factory=list)
 
     @field_validator("targets", mode="before")
     @classmethod

@@ -99,7 +99,10 @@ class InstallOps(VerifyOps):
             before = {c: h.versions.get(c) for c in done}
             for c in done:
                 h.versions[c] = targets[c]
-            self._log(actor, "updated", h.name, before=before, after={c: targets[c] for c in done})
+            after = {c: targets[c] for c in done}
+            self._log(
+                actor, "updated", h.name, before=before, after=after, targets=dict(targets)
+            )
         return out
 
 
