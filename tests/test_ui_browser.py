@@ -77,7 +77,10 @@ SAVED_QUERIES = {
     "campaign": "TrainCampaign = 'campaign-{name}' OR WorkflowId STARTS_WITH 'ops-{name}-'",
     "operation": "TrainCampaign = '{op_id}'",
     "failed": "ExecutionStatus = 'Failed' OR TrainPhase IN ('halted', 'failed')",
-    "waiting": "ExecutionStatus = 'Running' AND TrainPhase IN ('waiting', 'paused', 'halted')",
+    "waiting": (
+        "ExecutionStatus = 'Running' AND "
+        "TrainPhase IN ('waiting', 'waiting_for_room', 'paused', 'halted')"
+    ),
 }
 
 

@@ -127,7 +127,7 @@ def _ask_arbiters(
 
         try:
             return asyncio.run(asyncio.wait_for(go(), PLAN_ASK_SECONDS))
-        except (TimeoutError, RPCError):
+        except (TimeoutError, RPCError, RuntimeError):  # no answer (or no loop to ask from)
             return None
 
     return ask
@@ -193,6 +193,8 @@ def print_status(o: dict[str, Any]) -> None:
             f"  {c['cluster']}: {c['state']}, {c['waves_done']}/{c['waves_total']} waves, "
             f"{c['hosts_changed']} changed{wait}{' - ' + c['reason'] if c['reason'] else ''}"
         )
+        if c.get("plan_note"):
+            click.echo(f"    {c['plan_note']}")
     if plan := o.get("plan"):
         click.echo(
             f"  plan: {plan['waves']} waves, {plan['hosts_to_change']} hosts to change, "
