@@ -85,8 +85,10 @@ def test_bad_campaign_over_running_trains_survives_worker_kills(tmp_home: Path) 
         _wait_for(
             env,
             campaign,
-            lambda o: o["state"] == "rolling_back"
-            or any(c["attempted"] for c in o["stages"][0]["clusters"].values()),
+            lambda o: (
+                o["state"] == "rolling_back"
+                or any(c["attempted"] for c in o["stages"][0]["clusters"].values())
+            ),
             timeout=180,
         )
         kill_and_restart("canary")
