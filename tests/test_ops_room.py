@@ -85,6 +85,9 @@ def test_plan_waits_for_room_instead_of_refusing(tmp_home: Path) -> None:
     assert c.waiting_for_room and "budget.max_unavailable" in c.waiting_for_room
     assert "3 hosts out of service" in c.waiting_for_room
     assert "waits for room" in plan.summary()
+    eager = parse_spec_text(json.dumps(_reboot(max_wait_for_room=0)))  # asked not to wait
+    refused = plan_operation(eager, {"c00": snap}).refused
+    assert refused and "budget.max_unavailable" in refused and "max_wait_for_room" in refused
 
 
 async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monkeypatch):

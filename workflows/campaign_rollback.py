@@ -180,6 +180,9 @@ class RollbackSteps:
             "request_id": f"{self.inp.spec.name}-rollback-{cluster}-{nth}{i}",
             # Sized as the campaign's own train: a rollback is the campaign's work.
             "budget": self.inp.spec.train.budget,
+            # No waiting for repairs: refused when there is no room now, the next round
+            # (after the quarantined hosts were reclaimed) looks again.
+            "max_wait_for_room": 0,
         }
         if self.inp.spec.schedule is not None:
             fields["schedule"] = self.inp.spec.schedule

@@ -178,7 +178,8 @@ class OperationSpec(BaseModel):
         alias="max_wait_for_room",
         description=(
             "how long (fleet time, e.g. 12h) a wave waits for room when hosts out for failures "
-            "or repair fill the budget; then the operation fails, naming the budget"
+            "or repair fill the budget; then the operation fails, naming the budget (0: no "
+            "waiting, such a plan is refused)"
         ),
     )
     #: The version skew window (``orchestrator.planning.version_policy``), kind lower-layer only.

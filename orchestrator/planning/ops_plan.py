@@ -93,6 +93,9 @@ def _plan_cluster(
     maint = maintenance_hours_by_host(spec, todo)
     refused: str | None = None
     waiting = room_wait(snap, limit) if todo else None
+    if waiting is not None and spec.max_wait_for_room_hours <= 0:  # asked not to wait
+        refused = f"{snap.name}: {waiting}; max_wait_for_room is 0: no waiting for repairs"
+        waiting = None
     bins: list[list[HostView]] = []
     split = 0
     one_wave = spec.consistency == "cluster" or spec.kind == "drain-for-repair"
@@ -102,7 +105,9 @@ def _plan_cluster(
         cap = limit - unheld if waiting is None else limit
     if grant is not None and not one_wave:  # the arbiter's share: the waves that will run
         cap = min(cap, max(1, grant))
-    if todo and one_wave:
+    if refused is not None:
+        pass
+    elif todo and one_wave:
         limit, refused = check_one_wave(spec, snap, todo, down, budget, maint)
         bins, cap = [todo], len(todo)
     elif todo and cap <= 0:
