@@ -358,7 +358,9 @@ async def test_a_hard_stop_train_reports_what_it_holds_between_windows(
     temporal_env, tmp_home, task_queue
 ):
     """Between windows a hard_stop train reports the hosts its domains hold now (none: they
-    handed them back at the close, as the fleet shows), not its last plan's count."""
+    handed them back at the close, as the fleet shows), not its last plan's count; and its
+    visits_total counts the hosts its cancelled domains verified as they handed back: every
+    return after verification in the record."""
     from datetime import timedelta
     from uuid import uuid4
 
@@ -386,6 +388,19 @@ async def test_a_hard_stop_train_reports_what_it_holds_between_windows(
             st = await handle.query(ClusterTrain.status)
             waiting.append((st, _held_by(path, "train-c00")))
         await handle.execute_update(ClusterTrain.stop, {"reason": "test over"})
-        await handle.result()
+        final = await handle.result()
     assert all(st.window_state == "waiting" for st, _ in waiting), waiting
     assert [(st.in_maintenance, held) for st, held in waiting] == [(0, 0)] * 3, waiting
+    fleet = SqliteFleet(path)
+    try:
+        verified = [
+            ev.host
+            for _, ev, _ in fleet.events()
+            if ev.kind == "host_state"
+            and ev.actor == "train-c00"
+            and ev.detail.get("before") == "verifying"
+            and ev.detail.get("after") == "in_service"
+        ]
+    finally:
+        fleet.close()
+    assert verified and final.visits_total == len(verified), (final.visits_total, len(verified))

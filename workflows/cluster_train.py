@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         finish_cycle,
         held_hosts,
         record_domain,
+        record_hand_back,
         release_hosts,
     )
     from orchestrator.train.client import ALREADY_STOPPED
@@ -118,6 +119,8 @@ class ClusterTrain:
             self.inp.state.negotiations[progress.domain_id] = progress.negotiations
             return
         release_hosts(self.in_flight, progress.domain_id, progress.released)
+        if progress.visited and self.inp is not None:  # a domain ending without a result
+            record_hand_back(self.inp.state, progress)
         if progress.domain_id in self.rollout_domains and workflow.patched(
             "train-rollout-failures"
         ):

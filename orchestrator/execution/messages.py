@@ -196,6 +196,9 @@ class UpdateResult(BaseModel):
 class VerifyResult(BaseModel):
     returned: list[str] = Field(default_factory=list)
     quarantined: dict[str, str] = Field(default_factory=dict)
+    #: Of ``returned``, the hosts a hand-back verified after work on them (visited), as
+    #: opposed to those released untouched (``settle.hand_back``).
+    visited: list[str] = Field(default_factory=list)
 
 
 class CycleCounts(BaseModel):

@@ -131,5 +131,6 @@ def hand_back(
     if touched:
         settled = verify_and_settle(b, owner, touched, targets, visit)
         out.returned += settled.returned
+        out.visited += settled.returned
         out.quarantined.update(settled.quarantined)
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from orchestrator.train.types import DomainResult, TrainState
+from orchestrator.train.types import DomainProgress, DomainResult, TrainState
 
 
 def held_hosts(in_flight: Mapping[str, Sequence[str]]) -> list[str]:
@@ -34,6 +34,12 @@ def record_domain(st: TrainState, result: DomainResult) -> None:
     st.quarantined_total += len(result.quarantined)
     st.jobs_interrupted += result.jobs_interrupted
     st.lost_gpu_hours += result.lost_gpu_hours
+
+
+def record_hand_back(st: TrainState, progress: DomainProgress) -> None:
+    """Visits a domain reported as it handed its hosts back, cancelled (a ``hard_stop`` window
+    closed) or failed: it ends without a result, so ``record_domain`` never counts them."""
+    st.visits_total += len(progress.visited)
 
 
 def finish_cycle(st: TrainState, now: datetime) -> None:

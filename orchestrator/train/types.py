@@ -84,6 +84,9 @@ class DomainProgress(BaseModel):
     negotiations: dict[str, str] | None = None
     #: hosts the domain handed back untouched because their job refused (no longer its own)
     released: list[str] = Field(default_factory=list)
+    #: hosts a cancelled (or failed) domain verified and returned as it handed back: visits
+    #: its result, which the train never gets, would have carried (domain-hand-back-visits)
+    visited: list[str] = Field(default_factory=list)
 
 
 class TrainState(BaseModel):
