@@ -106,7 +106,13 @@ def plan_spec(
             "share (a train's smaller budget, say), and the waves may be smaller"
         )
         return result
-    return plan_operation(spec, snaps, holders, grants=granted)
+    result = plan_operation(spec, snaps, holders, grants=granted)
+    if silent := sorted(c for c, g in granted.items() if g is None):
+        result.warnings.append(
+            f"granted_hosts: the capacity arbiter of {', '.join(silent)} did not answer (is a "
+            "worker running?), so those waves are cut at the spec's budget and may be smaller"
+        )
+    return result
 
 
 def _ask_arbiters(
@@ -235,7 +241,7 @@ def start(
             raise BadInput("wait: a recurring operation (--cron) has no end to wait for")
     fleet = open_fleet_or_fail()
     try:
-        plan = plan_spec(fleet, spec)
+        plan = plan_spec(fleet, spec, None if cron else _ask_arbiters(address, task_queue))
     finally:
         fleet.close()
     if plan.refused and (cron is not None or not _exists(address, plan.operation_id)):
