@@ -90,12 +90,13 @@ class PrometheusGate(BaseModel):
     the worker's activity when it asks: only the user name and the file's path travel.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     url: str = Field(description="Prometheus base URL (http or https, no credentials)")
     query: str = Field(min_length=1, max_length=4000)
-    #: How often a held stage asks again: a duration (``30s``, ``5m``); a plain number is
-    #: hours, as everywhere in a spec. At most 1 h.
+    #: How often a held stage asks again: a duration (``30s``, ``5m``); a plain number in a
+    #: spec is hours, as everywhere in a spec. At most 1 h. Stored (and read back from a
+    #: workflow's input) as a number of seconds.
     every_seconds: float = Field(default=5.0, gt=0, le=3600, alias="every")
     #: The basic-auth user; the password comes from ``password_file`` or the worker's
     #: ``$TRAINCTL_PROMETHEUS_PASSWORD``.
@@ -124,9 +125,13 @@ class PrometheusGate(BaseModel):
     @field_validator("every_seconds", mode="before")
     @classmethod
     def _every(cls, v: object) -> float:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            # Only the stored form is a number (seconds): the spec loader keeps a spec's
+            # numbers as text, so a spec's plain ``every: 5`` arrives as "5", read as hours.
+            return float(v)
         seconds = _hours(v, "gates.prometheus.every") * 3600.0  # a plain number is hours
         if seconds > 3600:
-            if isinstance(v, int | float) or str(v).strip().replace(".", "", 1).isdigit():
+            if str(v).strip().replace(".", "", 1).isdigit():
                 raise ValueError(
                     f"every: {v} means {float(str(v)):g} h, over the 1 h maximum; write {v}s"
                 )
