@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.cli.common import BadInput, emit, handle_errors, json_option, open_fleet_or_fail
+from orchestrator.cli.fleet_host import host
 from orchestrator.cli.fleet_replace import make_room
 from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
@@ -162,5 +163,7 @@ def inject_fault(cluster: str, component: str, version: str, rate: float, as_jso
         ),
     )
 
+
+fleet.add_command(host)
 
 COMMANDS = [fleet]

@@ -1,0 +1,291 @@
+""" "Why is this host not updated?": one host's targets, who covers them, and what blocks each.
+
+Operators of every fleet ask it ("nodes stay upgrade-required for weeks with no explanation").
+The answer is built from what the fleet itself records, so it works whichever backend holds the
+fleet and whether or not Temporal answers:
+
+- the cluster's recorded targets and who recorded each (a train), and the scopes of operations
+  still open (``Coverage``, read once from the cluster's append-only record);
+- the host as the backend holds it (state, owner, reason, versions, the job on it);
+- optionally what a covering train says of itself (paused, halted, its window, when it expects to
+  finish its cycle), when its workflow answers a query (``TrainFacts``).
+
+Each target the host lacks gets one blocker, the first that applies in the order an on-call
+engineer would check: quarantine, repair, work in progress, a version marked bad, nobody
+covering it, the train paused or halted, its window, the job on the host, the budget, and
+otherwise its turn in the cycle. Pure functions over plain data, tested directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from orchestrator.constants import HELD_STATES
+from orchestrator.fleet.backend import RecordEntry
+from orchestrator.models import HostState
+from orchestrator.views import JobView
+
+#: Blocker kinds, in the order they are checked (and ``--behind`` groups them).
+KINDS = (
+    "quarantine",
+    "repair",
+    "in_progress",
+    "bad_version",
+    "no_owner",
+    "train_halted",
+    "train_paused",
+    "window",
+    "job",
+    "budget",
+    "queued",
+)
+
+
+@dataclass
+class Coverage:
+    """Who wants what on one cluster, from its record."""
+
+    recorded: dict[str, str] = field(default_factory=dict)
+    """The cluster's recorded targets (repair reimages a host with them)."""
+    setters: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """component -> (owner that recorded its target, fleet hour it did)."""
+    scopes: dict[str, tuple[dict[str, str], frozenset[str], float]] = field(default_factory=dict)
+    """Open operations -> (targets, hosts, fleet hour the scope was recorded)."""
+    closed: set[str] = field(default_factory=set)
+    """Owners whose close is recorded (and that opened nothing since)."""
+    budgets: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    """owner -> (floor, maintenance budget) its latest cordon carried."""
+
+    def fold(self, ev: RecordEntry) -> None:
+        """Take one event of the cluster's record, in order."""
+        d = ev.detail
+        if ev.kind == "targets":
+            new = {str(c): str(v) for c, v in (d.get("targets") or {}).items()}
+            for c, v in new.items():
+                if self.recorded.get(c) != v:
+                    self.setters[c] = (ev.actor, ev.t)
+            for c in [c for c in self.setters if c not in new]:
+                self.setters.pop(c)
+            self.recorded = new
+            self.closed.discard(ev.actor)
+        elif ev.kind == "operation_scope":
+            owner = str(d.get("owner") or ev.actor)
+            targets = {str(c): str(v) for c, v in (d.get("targets") or {}).items()}
+            self.scopes[owner] = (targets, frozenset(map(str, d.get("hosts") or [])), ev.t)
+            self.closed.discard(owner)
+        elif ev.kind == "owner_closed":
+            owner = str(d.get("owner") or "")
+            self.closed.add(owner)
+            self.scopes.pop(owner, None)
+        elif ev.kind == "host_state" and d.get("limit") is not None and d.get("owner"):
+            limit, maintenance = d.get("limit"), d.get("maintenance")
+            self.budgets[str(d["owner"])] = (
+                int(limit) if isinstance(limit, int | float) else None,
+                int(maintenance) if isinstance(maintenance, int | float) else None,
+            )
+            self.closed.discard(str(d["owner"]))
+
+
+def coverage_of(events: Iterable[RecordEntry]) -> Coverage:
+    """The coverage a cluster's record adds up to."""
+    cov = Coverage()
+    for ev in events:
+        cov.fold(ev)
+    return cov
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """One host as the backend holds it, and the cluster around it."""
+
+    name: str
+    cluster: str
+    state: str
+    owner: str
+    reason: str
+    versions: Mapping[str, str]
+    now: float
+    job: JobView | None = None
+    repair_until: float | None = None
+    out_of_service: int = 0
+    planned: int = 0
+    """Hosts of the cluster held for planned work by anyone (the maintenance budget's count)."""
+
+
+@dataclass(frozen=True)
+class TrainFacts:
+    """What a covering train says of itself (its status query), when it answers."""
+
+    phase: str
+    reason: str = ""
+    cluster: str = ""
+    targets: Mapping[str, str] = field(default_factory=dict)
+    """Its own targets: it covers them even before it records them (one waiting for its
+    window has taken no host yet)."""
+    window_state: str = ""
+    next_window_hours: float | None = None
+    cycle_end_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class Blocker:
+    kind: str
+    detail: str
+    until_hours: float | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "detail": self.detail, "until_hours": self.until_hours}
+
+
+@dataclass(frozen=True)
+class TargetAnswer:
+    component: str
+    want: str
+    have: str | None
+    covered_by: str | None
+    blocked_by: Blocker | None
+    since_hours: float | None = None
+    """Fleet hour the target was recorded (how long the host has been waiting for it)."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "component": self.component,
+            "want": self.want,
+            "have": self.have,
+            "covered_by": self.covered_by,
+            "blocked_by": None if self.blocked_by is None else self.blocked_by.to_json(),
+            "since_hours": self.since_hours,
+        }
+
+
+def wanted(
+    host: HostFacts, cov: Coverage, trains: Mapping[str, TrainFacts] | None = None
+) -> list[tuple[str, str, str | None, float | None]]:
+    """(component, version, covering owner, since) of every target covering ``host``: the
+    cluster's recorded targets, a live train's own over them, then open operations' scopes."""
+    out: dict[str, tuple[str, str | None, float | None]] = {}
+    for c, v in sorted(cov.recorded.items()):
+        owner, t = cov.setters.get(c, ("", None))
+        out[c] = (v, owner or None, t)
+    for owner, train in sorted((trains or {}).items()):
+        if train.cluster == host.cluster and train.phase not in ("stopping", "stopped"):
+            for c, v in sorted(train.targets.items()):
+                if out.get(c, ("",))[0] != v:
+                    out[c] = (v, owner, None)
+    out.pop("switch_firmware", None)  # the rack switch's, never a host's
+    for owner, (targets, hosts, t) in sorted(cov.scopes.items()):
+        if host.name in hosts:
+            for c, v in sorted(targets.items()):
+                out[c] = (v, owner, t)
+    return [(c, v, who, t) for c, (v, who, t) in sorted(out.items())]
+
+
+def explain_host(
+    host: HostFacts,
+    cov: Coverage,
+    bad: Mapping[tuple[str, str], str] | None = None,
+    trains: Mapping[str, TrainFacts] | None = None,
+) -> list[TargetAnswer]:
+    """Every target covering ``host``: what it has, who covers it, and what blocks it (None
+    when it is on target). ``bad``: (component, version) -> why, of versions marked bad;
+    ``trains``: owner -> what it says of itself, for those that answered."""
+    out = []
+    for c, v, who, since in wanted(host, cov, trains):
+        have = host.versions.get(c)
+        blocker = None
+        if have != v:
+            blocker = _blocker(host, cov, c, v, who, bad or {}, (trains or {}).get(who or ""))
+        out.append(TargetAnswer(c, v, have, who, blocker, since))
+    return out
+
+
+def _blocker(
+    host: HostFacts,
+    cov: Coverage,
+    component: str,
+    version: str,
+    who: str | None,
+    bad: Mapping[tuple[str, str], str],
+    train: TrainFacts | None,
+) -> Blocker:
+    if host.state == HostState.QUARANTINED:
+        return Blocker(
+            "quarantine",
+            f"quarantined: {host.reason or 'no reason recorded'}; repair triages it, and a host "
+            "back from repair gets every recorded target before it serves",
+        )
+    if host.state == HostState.IN_REPAIR:
+        return Blocker(
+            "repair",
+            f"in repair ({host.reason or 'no reason recorded'}); it comes back with every "
+            "recorded target",
+            host.repair_until,
+        )
+    if host.state in HELD_STATES and host.owner:
+        return Blocker("in_progress", f"{host.state} by {host.owner} now: {host.reason}".strip())
+    why_bad = bad.get((component, version))
+    if why_bad is not None:
+        return Blocker(
+            "bad_version",
+            f"{component}={version} is marked bad fleet-wide ({why_bad}): nothing installs it; "
+            f"clear it (`trainctl versions clear {component}={version} --reason ...`) or change "
+            "the target",
+        )
+    if who is None or who in cov.closed:
+        by = f"recorded by {who}, which has ended" if who else "recorded by nobody running"
+        return Blocker(
+            "no_owner",
+            f"{component}={version} is {by}: no train or operation will install it; start one "
+            f"(`trainctl train start --spec ...` for cluster {host.cluster})",
+        )
+    if train is not None and train.phase in ("halted", "paused", "stopping", "stopped"):
+        kind = "train_halted" if train.phase == "halted" else "train_paused"
+        verb = "resume" if train.phase in ("halted", "paused") else "start"
+        return Blocker(
+            kind,
+            f"{who} is {train.phase}: {train.reason or 'no reason given'}; run `trainctl train "
+            f"{verb} --cluster {host.cluster}` once the cause is dealt with",
+        )
+    if train is not None and train.window_state in ("waiting", "blackout"):
+        return Blocker(
+            "window",
+            f"{who} is outside its maintenance window ({train.window_state}); it takes hosts "
+            "again when the next window opens",
+            train.next_window_hours,
+        )
+    job = host.job
+    if job is not None:
+        return Blocker(
+            "job",
+            f"job {job.id} ({job.size} hosts) runs on it: a job-aware train waits for its next "
+            f"checkpoint at fleet hour {job.next_checkpoint_hours:.1f} or its end at "
+            f"{job.end_hours:.1f}, evicting it only past its drain deadline",
+            job.next_checkpoint_hours,
+        )
+    limit, maintenance = cov.budgets.get(who, (None, None))
+    if limit is not None and host.out_of_service >= limit:
+        return Blocker(
+            "budget",
+            f"{host.out_of_service} hosts of {host.cluster} are out of service, the floor of "
+            f"{limit}: no new cordon until one comes back",
+        )
+    if maintenance is not None and host.planned >= maintenance:
+        return Blocker(
+            "budget",
+            f"{host.planned} hosts of {host.cluster} are held for planned work, the maintenance "
+            f"budget of {maintenance}: no new cordon until one comes back",
+        )
+    until = train.cycle_end_hours if train is not None else None
+    return Blocker("queued", f"due in {who}'s cycle: it takes the host in its turn", until)
+
+
+def eta_hours(answers: Iterable[TargetAnswer], now: float) -> float | None:
+    """When the host is expected on every target: the latest of its blockers' ends (None when
+    one has no known end); ``now`` when it is on every target already."""
+    ends = [a.blocked_by.until_hours for a in answers if a.blocked_by is not None]
+    if not ends:
+        return now
+    if any(e is None for e in ends):
+        return None
+    return max(e for e in ends if e is not None)
