@@ -145,3 +145,22 @@ async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monk
         assert res.exit_code == 2 and json.loads(res.stdout)["field"] == "id", (args, res.output)
     code, report, err = await trainctl("audit", "--json")
     assert code == 0, (report, err)
+
+
+def test_a_cluster_without_a_train_is_bad_input() -> None:
+    """No train of that id at all: exit 2 naming ``cluster``; one that has ended: exit 1."""
+    import pytest
+
+    from orchestrator.cli.common import BadInput, OperationFailed
+    from orchestrator.cli.train import _steer
+    from orchestrator.train.client import TrainNotFound
+
+    async def raises(err: Exception) -> Any:
+        raise err
+
+    with pytest.raises(BadInput) as bad:
+        asyncio.run(_steer(raises(TrainNotFound("no train train-c07: not found", absent=True))))
+    assert bad.value.exit_code == 2 and bad.value.field == "cluster"
+    with pytest.raises(OperationFailed) as ended:
+        asyncio.run(_steer(raises(TrainNotFound("train-c07 has ended: completed"))))
+    assert ended.value.exit_code == 1 and ended.value.field == "cluster"
