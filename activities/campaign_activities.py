@@ -316,7 +316,10 @@ class CampaignActivities(CampaignFailureActivities):
     @activity.defn(name="campaign_prometheus")
     async def prometheus(self, req: PromQuery) -> PromAnswer:
         """Run an instant PromQL query; an answer we cannot read holds the stage (says why)."""
-        return await asyncio.to_thread(_query, req)
+        answer = await asyncio.to_thread(_query, req)
+        wid = activity.info().workflow_id or ""  # campaign-<name>
+        metrics.campaign_gate(wid.removeprefix("campaign-"), "prometheus", answer.firing != 0)
+        return answer
 
     @activity.defn(name="campaign_bake_clock")
     def bake_clock(self, req: BakeClockRequest) -> float:

@@ -46,7 +46,7 @@ from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.fleet.target_checks import held_on_bad_version
 from orchestrator.logging import get_logger
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
-from orchestrator.train.spec import riding
+from orchestrator.train.spec import riding, train_workflow_id
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
 
 log = get_logger(__name__)
@@ -262,6 +262,8 @@ class FleetActivities(FleetAccess):
             out = settle.hand_back(b, req.owner, None, req.targets, req.visit)
             b.close_owner(req.owner, req.owner, outcome=req.reason)
         _count(req.cluster, out)
+        if req.owner == train_workflow_id(req.cluster):  # a train stopped: no cycle, no budget
+            metrics.clear_train(req.cluster)
         return out
 
     @activity.defn(name="withdraw_claim")

@@ -7,9 +7,10 @@ the fleet on each scrape by a collector, so every worker reports the same truth.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sized
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -17,6 +18,9 @@ from prometheus_client.registry import Collector
 
 from orchestrator.execution.cycle import project_cycle_end
 from orchestrator.execution.messages import CycleCounts
+
+if TYPE_CHECKING:
+    from orchestrator.ops.types import OperationStatus
 
 VISITS = Counter("trainctl_host_visits", "Hosts updated, verified and returned", ["cluster"])
 QUARANTINES = Counter("trainctl_host_quarantines", "Hosts quarantined by maintenance", ["cluster"])
@@ -176,9 +180,7 @@ CAMPAIGN_STATES = (
 )
 
 
-def campaign_stage(
-    campaign: str, stage: str, cluster: str, changed: int, failed: Sized
-) -> None:
+def campaign_stage(campaign: str, stage: str, cluster: str, changed: int, failed: Sized) -> None:
     """One look at a campaign stage's cluster."""
     CAMPAIGN_STAGE_CHANGED.labels(campaign, stage, cluster).set(changed)
     CAMPAIGN_STAGE_FAILURES.labels(campaign, stage, cluster).set(len(failed))
@@ -200,3 +202,125 @@ def campaign_report(
         CAMPAIGN_STAGE_LIMIT.labels(campaign, stage).set(limit)
     for outcome, n in hosts.items():
         CAMPAIGN_HOSTS.labels(campaign, outcome).set(n)
+
+
+def campaign_gate(campaign: str, gate: str, holding: bool) -> None:
+    """A campaign gate's last look: 1 while it holds the stage (a Prometheus query answering
+    something, or an answer that could not be read), 0 once clear."""
+    CAMPAIGN_GATE_HOLDING.labels(campaign, gate).set(1 if holding else 0)
+
+
+CAMPAIGN_GATE_HOLDING = Gauge(
+    "trainctl_campaign_gate_holding",
+    "1 while a campaign's gate (gate=prometheus) holds its stage at its last look, else 0",
+    ["campaign", "gate"],
+)
+
+
+# ------------------------------------------------------------------------------ trains
+def clear_train(cluster: str) -> None:
+    """A train has stopped: its cycle and budget series go (a stopped train is on no track and
+    enforces no budget), so no alert fires for it. A new train sets them at its first plan."""
+    for gauge in (CYCLE_PROJECTED, CYCLE_TARGET, CYCLE_OFF_TRACK):
+        _remove(gauge, cluster)
+    for limit in ("max_unavailable", "maintenance"):
+        _remove(BUDGET_LIMIT, cluster, limit)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):  # never set in this process
+        gauge.remove(*labels)
+
+
+# ------------------------------------------------------------------------------ operations
+# Gauges of bulk operations, set from each operation's ``status`` (what ``ops status`` prints)
+# by the worker's watch (``orchestrator.ops.watch``), per cluster of the operation.
+OPERATION_STATE = Gauge(
+    "trainctl_operation_state",
+    "1 for a bulk operation's current state (running, waiting_for_room, paused, aborting, "
+    "succeeded, failed, aborted)",
+    ["operation", "state"],
+)
+OPERATION_WAVES_PLANNED = Gauge(
+    "trainctl_operation_waves_planned",
+    "Waves a bulk operation plans on a cluster (done and left)",
+    ["operation", "cluster"],
+)
+OPERATION_WAVES_DONE = Gauge(
+    "trainctl_operation_waves_done",
+    "Waves of a bulk operation done on a cluster",
+    ["operation", "cluster"],
+)
+OPERATION_HOSTS = Gauge(
+    "trainctl_operation_hosts",
+    "Hosts of a bulk operation on a cluster by outcome: in_scope, changed, failed (verification "
+    "failures counted against max_failures), quarantined, rolled_back, deferred (out for repair)",
+    ["operation", "cluster", "outcome"],
+)
+OPERATION_STATES = (
+    "running",
+    "waiting_for_room",
+    "paused",
+    "aborting",
+    "succeeded",
+    "failed",
+    "aborted",
+)
+OPERATION_OUTCOMES = ("in_scope", "changed", "failed", "quarantined", "rolled_back", "deferred")
+_op_labels: dict[str, tuple[set[str], set[str]]] = {}  # operation -> (states, clusters) set
+
+
+def operation_report(status: OperationStatus) -> None:
+    """An ``OperationStatus`` into the ``trainctl_operation_*`` gauges."""
+    op = status.operation_id
+    states, clusters = _op_labels.setdefault(op, (set(), set()))
+    states.update(OPERATION_STATES)
+    states.add(status.state)
+    for s in states:
+        OPERATION_STATE.labels(op, s).set(1 if s == status.state else 0)
+    for name, c in status.clusters.items():
+        clusters.add(name)
+        OPERATION_WAVES_PLANNED.labels(op, name).set(c.waves_total)
+        OPERATION_WAVES_DONE.labels(op, name).set(c.waves_done)
+        figures = {
+            "in_scope": c.hosts_in_scope,
+            "changed": c.hosts_changed,
+            "failed": c.failures,
+            "quarantined": c.hosts_quarantined,
+            "rolled_back": c.hosts_rolled_back,
+            "deferred": c.hosts_deferred,
+        }
+        for outcome, n in figures.items():
+            OPERATION_HOSTS.labels(op, name, outcome).set(n)
+
+
+def forget_operation(op: str) -> None:
+    """Remove every series of an operation (it ended a while ago)."""
+    states, clusters = _op_labels.pop(op, (set(), set()))
+    for s in states:
+        _remove(OPERATION_STATE, op, s)
+    for name in clusters:
+        _remove(OPERATION_WAVES_PLANNED, op, name)
+        _remove(OPERATION_WAVES_DONE, op, name)
+        for outcome in OPERATION_OUTCOMES:
+            _remove(OPERATION_HOSTS, op, name, outcome)
+
+
+def exported_names(registry: Any = REGISTRY) -> set[str]:
+    """Every series name ``registry`` exports (a counter's ``_total`` and ``_created`` too),
+    with the fleet collector's as ``serve_metrics`` registers it."""
+    from prometheus_client import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    text = generate_latest(registry).decode()
+    if registry is REGISTRY and _collector is None:  # the fleet gauges come with serve_metrics
+        extra = CollectorRegistry()
+        extra.register(FleetCollector(Path("/nonexistent/fleet.db")))
+        text += generate_latest(extra).decode()
+    names = {line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    samples = {
+        line.split("{", 1)[0].split(" ", 1)[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    return names | samples

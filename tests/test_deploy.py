@@ -68,6 +68,7 @@ async def test_worker_metrics_pass_promtool(dev_env, tmp_home, task_queue):
                 time.sleep(0.2)
         assert 'trainctl_hosts{cluster="c00",state="in_service"} 128.0' in body
         assert "trainctl_hosts_out_of_service" in body
+        assert "# TYPE trainctl_operation_state gauge" in body  # the operations' watch (issue 25)
         check = subprocess.run(
             ["promtool", "check", "metrics"], input=body, text=True, capture_output=True, timeout=30
         )

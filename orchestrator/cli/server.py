@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import re
 import sys
@@ -119,6 +120,7 @@ def worker(
     from orchestrator.fleet import fleet_path
     from orchestrator.logging import configure_logging
     from orchestrator.metrics import serve_metrics
+    from orchestrator.ops.watch import watching
     from orchestrator.worker import heartbeat, serve, stop_on_signals
 
     configure_logging(json=log_json or log_format == "json")
@@ -147,7 +149,11 @@ def worker(
                 )
         client = await connect_or_fail(address)  # a bad address or flag fails here, at once
         conn = resolve(options_from_context(address))
-        async with heartbeat(path):  # `fleet init --force` refuses while it is fresh
+        async with contextlib.AsyncExitStack() as stack:
+            # `fleet init --force` refuses while the heartbeat is fresh
+            await stack.enter_async_context(heartbeat(path))
+            if metrics_port:  # operations' figures into /metrics (orchestrator/ops/watch.py)
+                await stack.enter_async_context(watching(client))
             await serve(client, path, task_queue, stop, reconnect=lambda: connect_resolved(conn))
 
     asyncio.run(main())

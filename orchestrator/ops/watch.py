@@ -1,0 +1,91 @@
+"""The worker's watch over bulk operations: their status into ``trainctl_operation_*`` gauges.
+
+An operation's figures (waves done and planned, hosts changed, failed, deferred, its state) live
+in its workflow, which no activity is told about; reading them where ``ops status`` does (the
+``status`` query of each running ``BulkOperation``, the final status once it has ended) keeps
+the metrics and the command one story, and changes no workflow. Every ``every`` seconds the
+watch lists the running operations, asks each, and reports once more the final status of those
+it saw end; an ended operation's series stay ``keep`` seconds (so an alert on a failed one fires
+and resolves), then go. Each worker serving /metrics watches (the figures are the same from
+every one); an error (the server restarting) skips a round, it never stops the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from temporalio.client import Client
+
+from orchestrator import metrics
+from orchestrator.ops.client import WORKFLOW_NAME, operation_status
+from orchestrator.ops.types import OperationStatus
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two looks (about a Prometheus scrape interval).
+EVERY = 15.0
+#: Seconds an ended operation's series are kept.
+KEEP = 3600.0
+FINAL = frozenset({"succeeded", "failed", "aborted"})
+RUNNING = f"WorkflowType = '{WORKFLOW_NAME}' AND ExecutionStatus = 'Running'"
+
+
+class OperationWatch:
+    """One look at a time (``look``); ``run`` looks forever."""
+
+    def __init__(self, client: Client, keep: float = KEEP) -> None:
+        self.client = client
+        self.keep = keep
+        self.live: set[str] = set()  # running at the last look
+        self.ended: dict[str, float] = {}  # operation -> monotonic time its end was reported
+
+    async def look(self) -> None:
+        running = {wf.id async for wf in self.client.list_workflows(RUNNING)}
+        for op in sorted(running | (self.live - self.ended.keys())):
+            status = await self._status(op)
+            if status is None:
+                continue
+            metrics.operation_report(status)
+            if op not in running and status.state in FINAL:
+                self.ended[op] = time.monotonic()
+        self.live = running
+        now = time.monotonic()
+        for op, since in list(self.ended.items()):
+            if op in running:  # the same id again (a new run after a failed one)
+                del self.ended[op]
+            elif now - since >= self.keep:
+                metrics.forget_operation(op)
+                del self.ended[op]
+
+    async def _status(self, op: str) -> OperationStatus | None:
+        try:
+            return await operation_status(self.client, op)
+        except Exception as err:  # this one does not answer now: the next look asks again
+            log.debug("operation %s: no status (%s)", op, err)
+            return None
+
+    async def run(self, every: float = EVERY) -> None:
+        while True:
+            try:
+                await self.look()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # the server restarting, say: try again next round
+                log.warning("operation metrics: %s", err)
+            await asyncio.sleep(every)
+
+
+@contextlib.asynccontextmanager
+async def watching(client: Client, every: float = EVERY) -> AsyncIterator[asyncio.Task[None]]:
+    """Watch operations while the block runs (the worker's life)."""
+    task = asyncio.create_task(OperationWatch(client).run(every))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
