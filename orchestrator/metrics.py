@@ -54,12 +54,15 @@ CYCLE_OFF_TRACK = Gauge(
 )
 
 _MAINTENANCE = ("cordoned", "draining", "in_maintenance", "verifying")
+#: Clusters whose train set cycle series in this process (``clear_train`` forgets one).
+_trains: set[str] = set()
 
 
 def record_cycle(
     cluster: str, counts: CycleCounts, cycle_started_hours: float, target_hours: float | None
 ) -> None:
     """Set the cycle gauges from a plan's counts (``execution.cycle.project_cycle_end``)."""
+    _trains.add(cluster)
     end, on_track = project_cycle_end(counts, cycle_started_hours, target_hours)
     if end is not None:
         CYCLE_PROJECTED.labels(cluster).set(end - cycle_started_hours)
@@ -220,11 +223,20 @@ CAMPAIGN_GATE_HOLDING = Gauge(
 # ------------------------------------------------------------------------------ trains
 def clear_train(cluster: str) -> None:
     """A train has stopped: its cycle and budget series go (a stopped train is on no track and
-    enforces no budget), so no alert fires for it. A new train sets them at its first plan."""
+    enforces no budget), so no alert fires for it. A new train sets them at its first plan.
+
+    ``close_owner`` calls it on the worker that closes the train; the operations' watch calls it
+    on every other worker serving /metrics once it sees the train's workflow ended."""
+    _trains.discard(cluster)
     for gauge in (CYCLE_PROJECTED, CYCLE_TARGET, CYCLE_OFF_TRACK):
         _remove(gauge, cluster)
     for limit in ("max_unavailable", "maintenance"):
         _remove(BUDGET_LIMIT, cluster, limit)
+
+
+def train_clusters() -> set[str]:
+    """Clusters whose train's cycle series this process exports."""
+    return set(_trains)
 
 
 def _remove(gauge: Gauge, *labels: str) -> None:

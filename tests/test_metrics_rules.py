@@ -382,7 +382,8 @@ async def test_operation_watch_reports_what_ops_status_says(monkeypatch: pytest.
 
 async def test_operation_watch_on_a_real_operation(dev_env, tmp_home):
     """On the dev server: a running operation's waves and state reach the gauges as its
-    ``status`` says, and its end (aborted here) once it has ended."""
+    ``status`` says, and its end (aborted here) once it has ended; the cycle series of a train
+    whose workflow does not run are cleared."""
     from orchestrator.arbiter.types import arbiter_workflow_id
     from orchestrator.ops import parse_spec_text
     from orchestrator.ops.client import control_operation, final_status, operation_handle
@@ -399,6 +400,13 @@ async def test_operation_watch_on_a_real_operation(dev_env, tmp_home):
     op = spec.operation_id
     look = watch.OperationWatch(dev_env.client)
     labels = {"operation": op, "cluster": "c00"}
+    # A train another worker stopped (no train-c99 runs): its cycle series go at the next look.
+    counts = CycleCounts(hosts_total=128, visited=10, due=118, fleet_hours=5.0)
+    metrics.record_cycle("c99", counts, 0.0, 1.0)
+    assert _sample("trainctl_cycle_off_track", {"cluster": "c99"}) == 1
+    await look.look()
+    assert _sample("trainctl_cycle_off_track", {"cluster": "c99"}) is None
+    assert "c99" not in metrics.train_clusters()
     async with build_worker(dev_env.client, path, queue):
         try:
             await dev_env.client.start_workflow(

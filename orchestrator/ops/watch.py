@@ -7,7 +7,8 @@ the metrics and the command one story, and changes no workflow. Every ``every`` 
 watch lists the running operations, asks each, and reports once more the final status of those
 it saw end; an ended operation's series stay ``keep`` seconds (so an alert on a failed one fires
 and resolves), then go. Each worker serving /metrics watches (the figures are the same from
-every one); an error (the server restarting) skips a round, it never stops the worker.
+every one); an error (the server restarting) skips a round, it never stops the worker. It also
+clears the cycle and budget series of a train another worker stopped (``metrics.clear_train``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator import metrics
 from orchestrator.ops.client import WORKFLOW_NAME, operation_status
 from orchestrator.ops.types import OperationStatus
+from orchestrator.train.spec import train_workflow_id
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ class OperationWatch:
             if op not in running and status.state in FINAL:
                 self.ended[op] = time.monotonic()
         self.live = running
+        await self._trains()
         now = time.monotonic()
         for op, since in list(self.ended.items()):
             if op in running:  # the same id again (a new run after a failed one)
@@ -60,6 +64,21 @@ class OperationWatch:
             elif now - since >= self.keep:
                 metrics.forget_operation(op)
                 del self.ended[op]
+
+    async def _trains(self) -> None:
+        """A train another worker stopped leaves its cycle series here too: clear them once its
+        workflow no longer runs (the worker that closed it cleared its own at once)."""
+        for cluster in sorted(metrics.train_clusters()):
+            try:
+                desc = await self.client.get_workflow_handle(train_workflow_id(cluster)).describe()
+                ended = desc.status != WorkflowExecutionStatus.RUNNING
+            except RPCError as err:
+                ended = err.status == RPCStatusCode.NOT_FOUND
+            except Exception as err:  # ask again next look
+                log.debug("train of %s: no description (%s)", cluster, err)
+                ended = False
+            if ended:
+                metrics.clear_train(cluster)
 
     async def _status(self, op: str) -> OperationStatus | None:
         try:
