@@ -107,16 +107,20 @@ def job_wait(job_id: int, action: str, at: float, now: float) -> str:
     return f"waits for job {job_id} {_ACTIONS.get(action, action)}, by {at_hour(at, now)}"
 
 
-def table(
+def item_list(
     headers: Sequence[str], rows: Iterable[Sequence[object]], what: str = "hosts"
 ) -> list[str]:
-    """A markdown table, at most ``MAX_ROWS`` rows; past that one line says how many more."""
+    """One bullet per row, ``- **first** · header: value · ...``, at most ``MAX_ROWS``, then
+    how many more. Not a markdown table: the UI draws tables without cell padding, so columns
+    ran together ("holdsgrantedwants", "Draining0/5"); ``key: value`` reads the same anywhere."""
     rows = list(rows)
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out = []
     for row in rows[:MAX_ROWS]:
-        out.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        first, *rest = row
+        fields = " · ".join(f"{h}: {_cell(v)}" for h, v in zip(headers[1:], rest, strict=True))
+        out.append(f"- **{_cell(first)}**" + (f" · {fields}" if fields else ""))
     if len(rows) > MAX_ROWS:
-        out.append(f"\n_... and {len(rows) - MAX_ROWS:,} more {what} (query the workflow)_")
+        out.append(f"- _... and {len(rows) - MAX_ROWS:,} more {what} (query the workflow)_")
     return out
 
 

@@ -436,3 +436,36 @@ async def test_operation_watch_on_a_real_operation(dev_env, tmp_home):
                 with contextlib.suppress(Exception):
                     await dev_env.client.get_workflow_handle(wid).terminate("test cleanup")
     metrics.forget_operation(op)
+
+
+async def test_train_stop_clears_its_off_track_cycle(dev_env, tmp_home):
+    """The issue's case on the dev server: a train behind its cycle_target reports
+    ``trainctl_cycle_off_track 1``; after ``train stop`` the series is gone (no alert)."""
+    from orchestrator.arbiter.types import arbiter_workflow_id
+    from orchestrator.train.client import control_train, start_train, train_handle
+    from orchestrator.worker import build_worker
+    from tests.train_helpers import spec as train_spec
+
+    path = make_fleet(tmp_home, 36000.0)
+    queue = f"tq-{uuid.uuid4()}"
+    c00 = {"cluster": "c00"}
+    async with build_worker(dev_env.client, path, queue):
+        try:
+            await start_train(
+                dev_env.client, train_spec(cycle_target="1m"), task_queue=queue, replace=True
+            )
+            for _ in range(200):
+                if _sample("trainctl_cycle_off_track", c00) == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert _sample("trainctl_cycle_off_track", c00) == 1
+            await control_train(dev_env.client, "c00", "stop", "test")
+            await asyncio.wait_for(train_handle(dev_env.client, "c00").result(), 60)
+            assert _sample("trainctl_cycle_off_track", c00) is None
+            assert _sample("trainctl_cycle_target_hours", c00) is None
+            assert "c00" not in metrics.train_clusters()
+        finally:
+            for wid in ("train-c00", arbiter_workflow_id("c00", queue)):
+                with contextlib.suppress(Exception):
+                    await dev_env.client.get_workflow_handle(wid).terminate("test cleanup")
+    metrics.clear_train("c00")

@@ -109,8 +109,13 @@ class CapacityArbiter:
         else:
             room = self._budget() - sum(h.granted for h in others)
             grant = Grant(granted=max(0, min(req.want, room)))
-            if grant.granted < req.want:
+            if grant.granted < req.want and others:
                 grant.reason = "budget shared with " + ", ".join(h.holder for h in others)
+            elif grant.granted < req.want:  # alone: the budget itself is smaller than the want
+                grant.reason = (
+                    f"the maintenance budget allows {self._budget()} hosts at once "
+                    f"(wanted {req.want})"
+                )
         if grant.granted and not entry.granted and entry.exclusive:
             self._note(f"{req.holder} takes over")
         entry.granted = grant.granted

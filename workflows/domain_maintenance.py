@@ -128,8 +128,15 @@ class DomainMaintenance:
                 for host, why in status.lost.items():
                     result.lost_to_repair[host] = why
                     self._mark([host], "in repair", f"left for repair: {why}")
+                # A job already asked: its hosts show what it answered and when it is really
+                # evicted (the negotiation's time, not the bare deadline rule's).
+                answered = tracker.describe() if tracker.negotiate else {}
                 for w in status.waits:
-                    self._mark(w.hosts, "draining", job_wait(w.job_id, w.action, w.at_hours, now))
+                    said = answered.get(str(w.job_id))
+                    note = f"job {w.job_id} {said}" if said else None
+                    self._mark(
+                        w.hosts, "draining", note or job_wait(w.job_id, w.action, w.at_hours, now)
+                    )
                 for host in list(status.lost) + status.ready:
                     pending.remove(host)
                 if status.ready and rack:

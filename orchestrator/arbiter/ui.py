@@ -6,7 +6,7 @@ Pure: the workflow calls it whenever its ledger changes (markdown from ``orchest
 from __future__ import annotations
 
 from orchestrator.arbiter.types import ArbiterState
-from orchestrator.ui_text import bounded, names, table
+from orchestrator.ui_text import bounded, item_list, names
 
 #: Recent ledger lines shown under the table (the ``ledger`` query has the rest).
 LOG_SHOWN = 8
@@ -26,7 +26,7 @@ def arbiter_details(st: ArbiterState) -> str:
         lines.append(f"- **Queue (run alone, in order):** {names(st.queue)}")
     if st.holders:
         lines.append("")
-        lines += table(
+        lines += item_list(
             ["holder", "kind", "holds", "granted", "wants", "since"],
             (
                 (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -41,6 +42,8 @@ FIRST_QUERY_TRIES = 10
 
 CampaignHandle = WorkflowHandle[Any, CampaignStatus]
 CampaignAction = Literal["pause", "resume", "abort"]
+#: How long ``campaign abort`` waits for the campaign to end before it answers ``aborting``.
+ABORT_WAIT = 30.0
 
 
 #: The state in which a control has nothing left to do: it succeeds, changing nothing.
@@ -83,6 +86,7 @@ async def start_campaign(
     task_queue: str,
     wait: bool = False,
     poll_seconds: float | None = None,
+    on_progress: Callable[[CampaignStatus], None] | None = None,
 ) -> CampaignStart:
     """Start the campaign of ``spec`` (or join it if it runs); with ``wait``, its final status."""
     handle = campaign_handle(client, spec.workflow_id)
@@ -106,7 +110,7 @@ async def start_campaign(
             ),
             static_summary=campaign_summary(spec),
         )
-    status = await outcome_status(client, handle) if wait else None
+    status = await outcome_status(client, handle, on_progress=on_progress) if wait else None
     return CampaignStart(
         campaign_id=spec.workflow_id,
         started=not running,
@@ -137,10 +141,14 @@ async def final_status(handle: CampaignHandle) -> CampaignStatus:
 
 
 async def outcome_status(
-    client: Client, handle: CampaignHandle, poll_seconds: float = 2.0
+    client: Client,
+    handle: CampaignHandle,
+    poll_seconds: float = 2.0,
+    on_progress: Callable[[CampaignStatus], None] | None = None,
 ) -> CampaignStatus:
     """The final status, or the live one as soon as the campaign is held on blame (it then
-    waits for an operator: whoever waits on it should hear now, not at the end)."""
+    waits for an operator: whoever waits on it should hear now, not at the end).
+    ``on_progress`` hears each live status it looks at (``campaign start --wait`` prints it)."""
     end = asyncio.ensure_future(final_status(handle))
     latest = campaign_handle(client, handle.id)  # the current run, across continue-as-new
     try:
@@ -150,6 +158,8 @@ async def outcome_status(
                 return end.result()
             with contextlib.suppress(RPCError, WorkflowQueryFailedError):
                 live = await latest.query("status", result_type=CampaignStatus)
+                if on_progress is not None:
+                    on_progress(live)
                 if live.held_on_blame:
                     return live
     finally:
@@ -183,16 +193,29 @@ async def campaign_status(client: Client, campaign_id: str) -> CampaignStatus:
 async def control_campaign(
     client: Client, campaign_id: str, action: CampaignAction, reason: str = ""
 ) -> CampaignStatus:
-    """Pause, resume or abort; its status once the update is accepted."""
+    """Pause, resume or abort; its status once the update is accepted. An abort waits (at
+    most ``ABORT_WAIT`` seconds) for the campaign to hand its hosts back and end, so what it
+    prints is the state after the abort; one that takes longer says ``aborting``."""
     handle = campaign_handle(client, campaign_id)
     try:
-        return await execute_update(
+        accepted: CampaignStatus = await execute_update(
             handle,
             action,
             CampaignControl(reason=reason),
             result_type=CampaignStatus,
             rpc_timeout=UPDATE_TIMEOUT,
         )
+        if action != "abort":
+            return accepted
+        try:
+            return await asyncio.wait_for(final_status(handle), ABORT_WAIT)
+        except TimeoutError:
+            return accepted.model_copy(
+                update={
+                    "state": "aborting",
+                    "reason": reason or "aborted by operator: handing hosts back",
+                }
+            )
     except WorkflowUpdateFailedError as err:
         # A pause of what is paused, a resume of what runs: done already, so no error.
         current = await campaign_status(client, campaign_id)

@@ -135,6 +135,10 @@ def finish_status(st: CampaignState, outcome: str) -> str:
     else:
         reason = f"every stage passed ({len(st.plan)})"
     gate.roll_up_campaign(st.status)
+    if outcome == "aborted":  # no stage goes on running, baking or held under an abort
+        for s in st.status.stages:
+            if s.state in ("running", "baking", "held"):
+                s.state, s.reason, s.bake_remaining_hours = "aborted", reason, None
     st.status.state, st.status.reason = outcome, reason
     st.status.held_on_blame = False  # ended: nothing holds any more
     return reason

@@ -32,41 +32,65 @@ def campaign_summary(spec: CampaignSpec) -> str:
     return f"Campaign {spec.name}: {_versions(spec.targets)} over {spec.scope.cluster} ({names})"
 
 
+def next_command(name: str, state: str, held_on_blame: bool) -> str:
+    """The command that moves a campaign on from where it stands ('' when it needs none)."""
+    if held_on_blame:
+        return (
+            f"clear the blamed version (`trainctl versions clear ...`) and `trainctl campaign "
+            f"resume --id {name}`, or `trainctl campaign abort --id {name}`"
+        )
+    if state == "held":
+        return (
+            f"fix what the gate's query finds, or `trainctl campaign abort --id {name}`; it "
+            "goes on by itself once the query answers nothing"
+        )
+    if state == "paused":
+        return f"`trainctl campaign resume --id {name}`"
+    return ""
+
+
 def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
-    """Current details: the state line, then one row per stage."""
+    """Current details: the state line, then one bullet per stage (``key: value`` parts: the
+    UI draws tables without padding, so columns ran together)."""
     status = st.status
     lines = [
         f"**{_STATE.get(status.state, status.state)}**: {_versions(spec.targets)}"
         + (f" — {status.reason}" if status.reason else ""),
         "",
-        f"{status.hosts_changed} hosts changed, {status.hosts_quarantined} quarantined, "
+        f"- **Hosts:** {status.hosts_changed} changed, {status.hosts_quarantined} quarantined, "
         f"{status.hosts_rolled_back} rolled back",
         "",
-        "| stage | state | clusters | hosts changed | failures / gate | bake left |",
-        "|---|---|---|---:|---|---:|",
+        "**Stages:**",
+        "",
     ]
     for plan, s in zip(st.plan, status.stages, strict=False):
         clusters = (
             ", ".join(f"{c} {s.clusters[c].state}" if c in s.clusters else c for c in plan.clusters)
             or "none left"
         )
-        limit = "-" if s.failure_limit is None else str(s.failure_limit)
-        bake = "-" if s.bake_remaining_hours is None else f"{s.bake_remaining_hours:.1f} h"
-        lines.append(
-            f"| {s.name} | {s.state} | {clusters} | {s.hosts_changed}/{s.hosts_planned} "
-            f"| {s.failures} of at most {limit} | {bake} |"
+        gate = (
+            f"{s.failures} (no limit yet)"
+            if s.failure_limit is None
+            else f"{s.failures} (the gate allows at most {s.failure_limit})"
         )
+        part = f"- **{s.name}** {s.state} · clusters: {clusters} · hosts changed: "
+        part += f"{s.hosts_changed} of {s.hosts_planned} · failures: {gate}"
+        if s.bake_remaining_hours is not None and s.state in ("running", "baking", "held"):
+            part += f" · bake left: {s.bake_remaining_hours:.1f} h"
+        lines.append(part)
     current = next((s for s in status.stages if s.name == status.stage), None)
     if current is not None and current.gate:
-        lines += ["", f"Gate of {current.name}: {current.gate}"]
+        lines += ["", f"- **Gate of {current.name}:** {current.gate}"]
     if current is not None and current.reason:
-        lines += ["", f"Stage {current.name}: {current.reason}"]
+        lines += [f"- **Stage {current.name}:** {current.reason}"]
     if status.blame:  # which change: what on-call asks first when a stage fails
-        lines += ["", "| suspect | rollout | failing | passing | score |"]
-        lines += ["|---|---|---:|---:|---:|"]
+        lines += ["", "**Suspects** (best first):", ""]
         lines += [
-            f"| {b.component} {b.version} | {b.campaign or '-'} | {b.failing} | {b.passing} "
-            f"| {b.score:.2f} |"
+            f"- **{b.component} {b.version}** · rollout: {b.campaign or '-'} · failing: "
+            f"{b.failing} · passing: {b.passing} · score: {b.score:.2f}"
             for b in status.blame[:3]
         ]
+    step = next_command(spec.name, status.state, status.held_on_blame)
+    if step:
+        lines += ["", f"**Next:** {step}"]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ calls are in ``orchestrator.campaign.client``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,36 @@ def _print_plan(obj: dict[str, Any]) -> None:
         gate = "base-rate rule" if s["max_failures"] is None else f"<= {s['max_failures']} failed"
         click.echo(
             f"  {s['name']}: {', '.join(s['clusters']) or 'nothing left'} "
-            f"({s['hosts']} hosts, {s['parallel']} at a time), bake {s['bake_hours']:g}h, "
+            f"({s['hosts']} hosts, {s['parallel']} cluster(s) at a time), "
+            f"bake {s['bake_hours']:g}h, "
             f"gate {gate}" + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
         )
+
+
+def progress_line(st: CampaignStatus) -> str:
+    """One line of a waiting campaign's progress: its stage, hosts changed, failures."""
+    stage = next((s for s in st.stages if s.name == st.stage), None)
+    where = "starting" if stage is None else f"stage {stage.name} {stage.state}"
+    line = f"{st.campaign_id}: {st.state}, {where}"
+    if stage is not None:
+        line += f", {stage.hosts_changed} of {stage.hosts_planned} hosts changed"
+        line += f", {stage.failures} failed"
+        if stage.state == "baking" and stage.bake_remaining_hours:
+            line += f", bake {stage.bake_remaining_hours:.1f} h left"
+    return line + (f" ({st.reason})" if st.reason else "")
+
+
+def _progress_printer() -> Callable[[CampaignStatus], None]:
+    """Print each new progress line on stderr (stdout stays the final answer, JSON or not)."""
+    last = [""]
+
+    def show(st: CampaignStatus) -> None:
+        line = progress_line(st)
+        if line != last[0]:
+            click.echo(line, err=True)
+            last[0] = line
+
+    return show
 
 
 def _print_status(obj: dict[str, Any]) -> None:
@@ -119,7 +147,7 @@ def _print_status(obj: dict[str, Any]) -> None:
         bake = s["bake_remaining_hours"]
         click.echo(
             f"  {s['name']}: {s['state']}, {s['hosts_changed']}/{s['hosts_planned']} changed, "
-            f"{s['failures']} failed of at most {limit}"
+            f"{s['failures']} failed (the gate allows at most {limit})"
             + (f", bake {bake:g}h left" if bake else "")
             + (f" ({s['reason']})" if s["reason"] else "")
         )
@@ -193,7 +221,9 @@ def start(
 
     async def go() -> Any:
         client = await connect_or_fail(address)
-        return await start_campaign(client, spec, task_queue=task_queue, wait=wait)
+        return await start_campaign(
+            client, spec, task_queue=task_queue, wait=wait, on_progress=_progress_printer()
+        )
 
     started = asyncio.run(go())
     if started.status is not None:

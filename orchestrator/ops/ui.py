@@ -16,10 +16,10 @@ from orchestrator.ui_text import (
     bounded,
     explain_wait,
     host_list,
+    item_list,
     names,
     one_line,
     plural,
-    table,
     tally,
     versions,
 )
@@ -131,7 +131,7 @@ def operation_details(st: OperationStatus) -> str:
         lines.append(f"- **Waiting for:** {names(st.waiting_for)} to hand clusters over")
     if st.clusters:
         lines.append("")
-        lines += table(
+        lines += item_list(
             ["cluster", "state", "waves", "changed", "failures", "note"],
             (
                 (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from orchestrator.train.types import DomainProgress, DomainResult, TrainState
+from orchestrator.train.types import RECENT_FAILURES, DomainProgress, DomainResult, TrainState
 
 
 def held_hosts(in_flight: Mapping[str, Sequence[str]]) -> list[str]:
@@ -34,6 +34,9 @@ def record_domain(st: TrainState, result: DomainResult) -> None:
     st.quarantined_total += len(result.quarantined)
     st.jobs_interrupted += result.jobs_interrupted
     st.lost_gpu_hours += result.lost_gpu_hours
+    failed = [*sorted(result.quarantined.items()), *sorted(result.lost_to_repair.items())]
+    if failed:
+        st.recent_failures = [*st.recent_failures, *failed][-RECENT_FAILURES:]
 
 
 def record_hand_back(st: TrainState, progress: DomainProgress) -> None:

@@ -33,6 +33,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         cluster=spec.cluster,
         state=st.phase,
         reason=st.reason,
+        recent_failures=list(st.recent_failures),
         cycles_completed=st.cycles_completed,
         hosts_total=st.counts.hosts_total,
         hosts_visited_this_cycle=st.counts.visited,

@@ -117,6 +117,13 @@ class TrainState(BaseModel):
     window_closes_at: datetime | None = None
     #: domain -> job -> its negotiation (question, answer, wait) while the domain drains
     negotiations: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: The latest hosts that failed (host -> why), newest last, at most ``RECENT_FAILURES``:
+    #: what a halted train names (the same host failing three times says "bad host").
+    recent_failures: list[tuple[str, str]] = Field(default_factory=list)
+
+
+#: Failures a train remembers for its status and page.
+RECENT_FAILURES = 10
 
 
 class TrainInput(BaseModel):
@@ -133,6 +140,8 @@ class TrainStatus(BaseModel):
     cluster: str
     state: str
     reason: str = ""
+    #: The latest hosts that failed, newest last: [host, why] (TrainState.recent_failures).
+    recent_failures: list[tuple[str, str]] = Field(default_factory=list)
     cycles_completed: int
     hosts_total: int
     hosts_visited_this_cycle: int

@@ -17,10 +17,10 @@ from orchestrator.ui_text import (
     bounded,
     explain_wait,
     host_list,
+    item_list,
     names,
     one_line,
     plural,
-    table,
     tally,
     versions,
 )
@@ -74,6 +74,41 @@ def rollout_lines(spec: TrainSpec) -> list[str]:
     ]
 
 
+def next_command(spec: TrainSpec, st: TrainState) -> str:
+    """The command that moves a train on from where it stands ('' when it needs none)."""
+    c = spec.cluster
+    if st.phase == "halted":
+        latest = st.recent_failures[-1][0] if st.recent_failures else ""
+        look = (
+            f"`trainctl fleet host {latest}`"
+            if latest
+            else f"`trainctl train status --cluster {c}`"
+        )
+        return f"look at the failing hosts ({look}), then `trainctl train resume --cluster {c}`"
+    if st.phase == "paused":
+        return f"`trainctl train resume --cluster {c}`"
+    if st.phase == "running" and st.waiting:
+        return f"see what each waiting host waits for: `trainctl fleet host --behind --cluster {c}`"
+    return ""
+
+
+def failure_lines(st: TrainState) -> list[str]:
+    """The latest failing hosts, each once with how often it failed and its latest reason."""
+    if not st.recent_failures:
+        return []
+    count: dict[str, int] = {}
+    why: dict[str, str] = {}
+    for host, reason in st.recent_failures:
+        count[host] = count.get(host, 0) + 1
+        why[host] = reason
+    order = list(dict.fromkeys(h for h, _ in reversed(st.recent_failures)))
+    items = [
+        f"`{h}`" + (f" ({count[h]} times)" if count[h] > 1 else "") + f": {one_line(why[h], 160)}"
+        for h in order[:5]
+    ]
+    return [f"- **Latest failures:** {'; '.join(items)}"]
+
+
 def train_details(
     spec: TrainSpec,
     st: TrainState,
@@ -81,41 +116,52 @@ def train_details(
     limit: int,
     speed: float | None,
 ) -> str:
-    """The train page's current details (markdown)."""
+    """The train page's current details (markdown): lists and ``key: value`` lines only (the
+    UI draws tables without padding). Each figure has one source: this cycle's counts come from
+    the fleet (``counts``), the totals since this train started from its own state, and they
+    say which they are. A halted, paused or waiting train ends with the command that moves it
+    on."""
     c = st.counts
     head = f"**{_PHASES.get(st.phase, st.phase)}** · cycle {st.cycle + 1} of {spec.cluster}"
     if st.reason and st.phase != "running":
         head += f" — {st.reason}"
     pct = 100.0 * c.visited / c.hosts_total if c.hosts_total else 0.0
+    total = c.hosts_total
+    maintenance = spec.budget.maintenance_limit(total) if total else limit
     lines = [
         head,
         "",
-        f"- **Progress:** {c.visited:,}/{c.hosts_total:,} hosts visited ({pct:.0f}%), "
-        f"{c.in_flight:,} in maintenance, {c.quarantined:,} quarantined, "
-        f"{c.in_repair:,} in repair (fleet hour {c.fleet_hours:.1f})",
+        f"- **This cycle:** {c.visited:,} of {c.hosts_total:,} hosts visited ({pct:.0f}%); now "
+        f"{c.in_flight:,} in maintenance, {c.quarantined:,} quarantined, {c.in_repair:,} in "
+        f"repair (fleet hour {c.fleet_hours:.1f})",
         f"- **ETA:** {eta_line(st, c, speed)}",
     ]
     if st.phase == "running":
         why = explain_wait(st.waiting) if st.waiting else "nothing: taking hosts as room frees up"
         lines.append(f"- **Waiting for:** {why}")
+    lines += failure_lines(st)
     lines += [
-        f"- **Budget:** {c.out_of_service:,} of {limit:,} hosts out of service allowed "
-        f"(maintenance, repair and failures together); domain size {spec.domain_size}",
+        f"- **Budget:** {c.out_of_service:,} of {limit:,} hosts out of service (the floor, "
+        f"max_unavailable: maintenance, repair and failures together); planned work of every "
+        f"owner at most {maintenance:,} (maintenance); domain size {spec.domain_size}",
         f"- **Targets:** {versions(spec.targets)}",
         *rollout_lines(spec),
-        f"- **So far:** {plural(st.visits_total, 'host visit')}, "
-        f"{plural(st.quarantined_total, 'host')} quarantined, "
+        f"- **Since this train started:** {plural(st.visits_total, 'host visit')}, "
+        f"{plural(st.quarantined_total, 'host')} quarantined by it, "
         f"{plural(st.jobs_interrupted, 'job')} interrupted, "
         f"{st.lost_gpu_hours:,.1f} GPU-hours of work lost to evictions, "
         f"{plural(st.cycles_completed, 'cycle')} completed",
     ]
     if in_flight:
         lines += ["", f"**Domains in maintenance** ({len(in_flight)}):", ""]
-        lines += table(
+        lines += item_list(
             ["domain", "hosts"],
             ((d, f"{len(h)}: {names(sorted(h), 4)}") for d, h in sorted(in_flight.items())),
             what="domains",
         )
+    step = next_command(spec, st)
+    if step:
+        lines += ["", f"**Next:** {step}"]
     return bounded("\n".join(lines))
 
 
