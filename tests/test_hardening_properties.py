@@ -87,6 +87,8 @@ class World:
             "TRAINCTL_PROMETHEUS_PASSWORD": PROM_PASSWORD,
             "TRAINCTL_DEBUG": "",
         }
+        self.slurm_conf = root / "slurm.conf"
+        self.slurm_conf.write_text("ClusterName=x\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n")
         for name, text in BROKEN_TOML.items():  # each quotes the API key where it breaks
             (root / name).write_text(text)
         self.digest = self.fingerprint()
@@ -297,6 +299,19 @@ def test_every_spec_loader_refuses_garbage(
     world: World, text: str | bytes, suffix: str, command: tuple[str, str]
 ) -> None:
     world.run(*command, "--spec", str(world.spec_file(text, suffix)))
+
+
+@settings(PROPERTY, max_examples=30)
+@given(text=GARBAGE, suffix=st.sampled_from([".yaml", ".json"]))
+def test_the_backend_config_loader_refuses_garbage(
+    world: World, text: str | bytes, suffix: str
+) -> None:
+    path = world.spec_file(text, suffix)
+    args = ["fleet", "init", "--backend", "slurm", "--slurm-conf", str(world.slurm_conf)]
+    err = world.run(*args, "--force", "--backend-config", str(path))
+    # Garbage that happens to be a valid (empty) config gets as far as the controller check.
+    valid = err["field"] == "slurm_conf" and "no controller configured" in err["error"]
+    assert top(err["field"]) == "backend_config" or valid, err
 
 
 # --------------------------------------------------------------------------- command options
