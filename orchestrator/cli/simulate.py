@@ -6,6 +6,7 @@ discrete-event engine of ``orchestrator.simulator``. Bad input exits 2 naming th
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,30 @@ from orchestrator.presets import PRESETS, get_preset
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate as run_simulation
-from orchestrator.simulator.fleet_sim import simulate_fleet
+from orchestrator.simulator.fleet_sim import fleet_json, run_fleets, simulate_fleet
 from orchestrator.simulator.policies import POLICY_SPECS, get_policy
-from orchestrator.simulator.sweep import SWEEP_KEYS, parse_sweep, plot, run_sweep, sweep_configs
+from orchestrator.simulator.sweep import (
+    SWEEP_KEYS,
+    PlotRun,
+    domain_notes,
+    parse_sweep,
+    plot,
+    run_sweep,
+    sweep_configs,
+    sweep_title,
+)
 
 #: Runs in one sweep: each is a whole simulated campaign (seconds to minutes of CPU).
 MAX_SWEEP_VALUES = 16
 #: The largest domain, as a train spec allows.
 MAX_DOMAIN_SIZE = 10_000
+#: Columns a console not on a terminal (a pipe, a file) renders: every table whole, none cut
+#: to rich's default of 80.
+PIPE_WIDTH = 1_000
 
 _COLUMNS = (
     ("value", "setting"),
+    ("domain", "effective_domain_size"),
     ("visited", "hosts_visited"),
     ("quar.", "hosts_quarantined"),
     ("span h", "makespan_hours"),
@@ -51,11 +65,26 @@ _COLUMNS = (
 )
 
 
-def _print_run(o: dict[str, Any]) -> None:
+def _console() -> Console:
+    """A console for the command's output: the terminal's width on a terminal, and wide enough
+    for every table when piped (rich would otherwise cut them to 80 columns)."""
     con = Console()
+    return con if con.is_terminal else Console(width=PIPE_WIDTH)
+
+
+def _notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Each distinct ``domain_size_note`` of the rows, in order."""
+    return list(
+        dict.fromkeys(str(r["domain_size_note"]) for r in rows if r.get("domain_size_note"))
+    )
+
+
+def _print_run(o: dict[str, Any]) -> None:
+    con = _console()
     done = "complete" if o["complete"] else "NOT complete"
     con.print(
-        f"[bold]{o['policy']}[/] on {o['preset']}/{o['cluster']}: domain {o['domain_size']}, "
+        f"[bold]{o['policy']}[/] on {o['preset']}/{o['cluster']}: domain {o['domain_size']}"
+        f"{_capped(o)}, "
         f"budget {o['budget_hosts']} hosts, seed {o['seed']}: cycle {done}"
     )
     t = Table("metric", "value")
@@ -89,15 +118,34 @@ def _print_run(o: dict[str, Any]) -> None:
     con.print(t)
     if o.get("max_out_of_service_note"):
         con.print(f"max_out_of_service: {o['max_out_of_service_note']}")
+    for note in _notes([o]):
+        con.print(f"domain_size: {note}")
+
+
+def _capped(o: dict[str, Any]) -> str:
+    """`` (capped at N by the budget)`` when the budget runs a smaller domain than asked."""
+    eff = o.get("effective_domain_size")
+    if eff is None or eff == o.get("domain_size"):
+        return ""
+    return f" (capped at {eff} by the budget)"
 
 
 def _print_fleet(o: dict[str, Any]) -> None:
-    con = Console()
+    con = _console()
     title = f"{o['policy']} on every cluster of {o['preset']}"
     t = Table("cluster", *(c[0] for c in _COLUMNS[1:]), title=title)
-    for row in [*o["clusters"], {**o["totals"], "cluster": "fleet"}]:
+    for row in [*o["clusters"], _fleet_row(o)]:
         t.add_row(str(row.get("cluster")), *(_cell(k, row.get(k)) for _, k in _COLUMNS[1:]))
     con.print(t)
+    for note in _notes(o["clusters"]):
+        con.print(f"domain_size: {note}")
+
+
+def _fleet_row(o: dict[str, Any]) -> dict[str, Any]:
+    """The totals as the table's ``fleet`` row; its domain is the clusters' when they agree."""
+    domains = {row.get("effective_domain_size") for row in o["clusters"]}
+    domain = domains.pop() if len(domains) == 1 else "-"
+    return {**o["totals"], "cluster": "fleet", "effective_domain_size": domain}
 
 
 def _cell(key: str, v: object) -> str:
@@ -109,11 +157,22 @@ def _cell(key: str, v: object) -> str:
 
 
 def _print_sweep(o: dict[str, Any]) -> None:
-    con = Console()
-    t = Table(*(c[0] for c in _COLUMNS), title=f"sweep of {o['sweep']}")
-    for row in o["runs"]:
-        t.add_row(*(_cell(k, row.get(k)) for _, k in _COLUMNS))
+    con = _console()
+    title = f"sweep of {o['sweep']} on {o['scope']}"
+    if o.get("clusters"):  # every cluster of a fleet: its rows, then the fleet's totals
+        t = Table(_COLUMNS[0][0], "cluster", *(c[0] for c in _COLUMNS[1:]), title=title)
+        for run in o["runs"]:
+            for row in [*run["clusters"], _fleet_row(run)]:
+                cells = (_cell(k, row.get(k)) for _, k in _COLUMNS[1:])
+                t.add_row(run["setting"], str(row.get("cluster")), *cells)
+            t.add_section()
+    else:
+        t = Table(*(c[0] for c in _COLUMNS), title=title)
+        for row in o["runs"]:
+            t.add_row(*(_cell(k, row.get(k)) for _, k in _COLUMNS))
     con.print(t)
+    for note in o.get("notes") or []:
+        con.print(f"domain_size: {note}")
     if o.get("plot"):
         con.print(f"plot written to {o['plot']}")
 
@@ -225,13 +284,22 @@ def simulate(
     key, values = parse_sweep(sweep)
     if len(values) > MAX_SWEEP_VALUES:
         raise BadInput(f"sweep: at most {MAX_SWEEP_VALUES} values (got {len(values)})")
-    configs = sweep_configs(cfg, key, values)
+    try:
+        configs = sweep_configs(cfg, key, values)
+    except pydantic.ValidationError as err:  # a swept budget, read as --budget is
+        raise BadInput(f"budget: {describe_validation_error(err)}", field="budget") from None
     for c in configs:
         _check_domain_size(c.domain_size)
-    results = run_sweep(configs)
     labels = [f"{key}={v}" for v in values]
+    if cfg.cluster is None and cfg.preset.clusters > 1:
+        if series:
+            raise BadInput("cluster: --series needs one cluster (--cluster c00)")
+        emit(_fleet_sweep(cfg, key, values, configs, labels, plot_path), as_json, _print_sweep)
+        return
+    scope = f"{cfg.preset.name}/{cfg.cluster or cfg.preset.cluster_names()[0]}"
+    results = run_sweep(configs)
     if plot_path is not None:
-        plot(results, labels, plot_path, f"{cfg.policy} on {cfg.preset.name}: sweep of {key}")
+        plot(results, labels, plot_path, sweep_title(cfg, key, values, scope))
     runs = []
     for label, res in zip(labels, results, strict=True):
         row = res.to_json()
@@ -239,10 +307,51 @@ def simulate(
             row.pop("series", None)
         runs.append({"setting": label.partition("=")[2], **row})
     emit(
-        {"sweep": key, "values": values, "runs": runs, "plot": str(plot_path or "") or None},
+        {
+            "sweep": key,
+            "values": values,
+            "runs": runs,
+            "plot": str(plot_path or "") or None,
+            "scope": scope,
+            "notes": domain_notes(key, values, [[r] for r in results]),
+        },
         as_json,
         _print_sweep,
     )
+
+
+def _fleet_sweep(
+    cfg: SimConfig,
+    key: str,
+    values: list[str],
+    configs: list[SimConfig],
+    labels: list[str],
+    plot_path: Path | None,
+) -> dict[str, Any]:
+    """A sweep over every cluster of the preset: per setting, the object a plain fleet-wide run
+    prints (per-cluster rows and totals), all runs sharing one pool of worker processes."""
+    start = time.perf_counter()
+    fleets, workers = run_fleets(configs)
+    wall = time.perf_counter() - start
+    scope = f"every cluster of {cfg.preset.name}"
+    if plot_path is not None:
+        runs = [PlotRun.of(lb, rs) for lb, rs in zip(labels, fleets, strict=True)]
+        plot(runs, labels, plot_path, sweep_title(cfg, key, values, scope))
+    out = []
+    for v, c, results in zip(values, configs, fleets, strict=True):
+        # Each setting's wall time is its clusters' own (the runs of all settings overlap).
+        fleet = fleet_json(c, results, sum(r.wall_seconds for r in results), workers)
+        out.append({"setting": v, **fleet})
+    return {
+        "sweep": key,
+        "values": values,
+        "runs": out,
+        "plot": str(plot_path or "") or None,
+        "scope": scope,
+        "notes": domain_notes(key, values, fleets),
+        "clusters": cfg.preset.cluster_names(),
+        "wall_seconds": round(wall, 3),
+    }
 
 
 def _check_plot_path(path: Path) -> None:

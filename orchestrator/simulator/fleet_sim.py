@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -62,13 +63,37 @@ def simulate_fleet(cfg: SimConfig, workers: int | None = None) -> dict[str, Any]
     """Every cluster of ``cfg.preset`` under ``cfg`` (its ``cluster`` is ignored): the JSON object
     ``simulate`` prints for a fleet, ``{"clusters": [...], "totals": {...}}``."""
     start = time.perf_counter()
-    configs = [dataclasses.replace(cfg, cluster=c) for c in cfg.preset.cluster_names()]
+    (results,), used = run_fleets([cfg], workers)
+    return fleet_json(cfg, results, time.perf_counter() - start, used)
+
+
+def run_fleets(
+    cfgs: Sequence[SimConfig], workers: int | None = None
+) -> tuple[list[list[SimResult]], int]:
+    """Every cluster of each config's preset (each config's ``cluster`` is ignored): per config,
+    its clusters' results in the preset's order, and the worker processes used. All runs of all
+    configs share one pool, so a sweep keeps every core busy across its settings."""
+    configs = [
+        dataclasses.replace(cfg, cluster=c) for cfg in cfgs for c in cfg.preset.cluster_names()
+    ]
     workers = max(1, min(workers or os.cpu_count() or 1, len(configs)))
     if workers == 1:
-        results = [_run_one(c) for c in configs]
+        flat = [_run_one(c) for c in configs]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(_run_one, configs))
+            flat = list(pool.map(_run_one, configs))
+    out, i = [], 0
+    for cfg in cfgs:
+        n = cfg.preset.clusters
+        out.append(flat[i : i + n])
+        i += n
+    return out, workers
+
+
+def fleet_json(
+    cfg: SimConfig, results: list[SimResult], wall: float, workers: int
+) -> dict[str, Any]:
+    """The JSON object of one fleet-wide run: per-cluster rows (no series) and totals."""
     rows = [r.to_json() for r in results]
     for row in rows:
         row.pop("series", None)
@@ -78,8 +103,30 @@ def simulate_fleet(cfg: SimConfig, workers: int | None = None) -> dict[str, Any]
         "seed": cfg.seed,
         "days": cfg.days,
         "clusters": rows,
-        "totals": fleet_totals(results, time.perf_counter() - start, workers),
+        "totals": fleet_totals(results, wall, workers),
     }
+
+
+def fleet_series(results: Sequence[SimResult]) -> list[tuple[float, int, int]]:
+    """The clusters' ``series`` summed into the fleet's: at each instant any cluster changes,
+    hosts out of service and in maintenance over every cluster (each cluster holds its last
+    value between its own points, and counts 0 before its first)."""
+    # Stable on (t, cluster): a cluster's points at one instant keep their order (last wins).
+    events = sorted(
+        ((t, i, out, maint) for i, r in enumerate(results) for t, out, maint in r.series or []),
+        key=lambda e: (e[0], e[1]),
+    )
+    now_out = [0] * len(results)
+    now_maint = [0] * len(results)
+    merged: list[tuple[float, int, int]] = []
+    for t, i, out, maint in events:
+        now_out[i], now_maint[i] = out, maint
+        point = (t, sum(now_out), sum(now_maint))
+        if merged and merged[-1][0] == t:
+            merged[-1] = point
+        else:
+            merged.append(point)
+    return merged
 
 
 def fleet_totals(results: list[SimResult], wall: float, workers: int) -> dict[str, Any]:

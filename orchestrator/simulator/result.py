@@ -156,6 +156,23 @@ class SimResult:
             return None
         return self.makespan_hours / self.lower_bound_after_outages_hours
 
+    @property
+    def effective_domain_size(self) -> int:
+        """Hosts the train may really have in maintenance at once: the domain, capped by the
+        maintenance budget (``budget_hosts``), as ``lower_bound_hours`` divides by."""
+        return max(1, min(self.domain_size, self.budget_hosts))
+
+    def domain_size_note(self) -> str | None:
+        """Why a domain larger than the budget runs as the budget's size (None when it fits)."""
+        if self.domain_size <= self.budget_hosts:
+            return None
+        eff = self.effective_domain_size
+        return (
+            f"the {self.budget_hosts}-host maintenance budget caps the domain at {eff} "
+            f"host{'' if eff == 1 else 's'} (domain_size {self.domain_size} asked): any "
+            f"domain_size of {eff} or more runs the same campaign"
+        )
+
     def out_of_service_note(self) -> str:
         """Why ``max_out_of_service`` may exceed the budget with ``budget_violations`` at 0."""
         over = self.max_out_of_service - self.budget_hosts
@@ -197,6 +214,11 @@ class SimResult:
                 {"t": round(t, 4), "out_of_service": o, "in_maintenance": m}
                 for t, o, m in self.series
             ]
+        # Added last, so the fields before keep their values and their order.
+        out["effective_domain_size"] = self.effective_domain_size
+        note = self.domain_size_note()
+        if note is not None:
+            out["domain_size_note"] = note
         return out
 
 

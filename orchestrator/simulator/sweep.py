@@ -2,8 +2,11 @@
 
 ``--sweep domain-size=1,2,4,8`` runs one campaign per value on the same fleet, seed and job
 trace, so the settings differ only in what is swept. Runs are independent, so they go to a small
-process pool (one per core, at most two here). The plot has two panels: hosts out of service over
-time per setting, and job interruptions against makespan, one labelled point per setting.
+process pool (one per core, at most two here). On a preset of several clusters (and no
+``--cluster``) every setting runs on every cluster, as a plain run does (``fleet_sim.run_fleets``),
+and reports per-cluster figures and fleet totals. The plot has two panels: hosts out of service
+over time per setting (summed over the clusters), and job interruptions against makespan, one
+labelled point per setting.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.models import parse_duration_hours
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate
+from orchestrator.simulator.fleet_sim import fleet_series
 from orchestrator.simulator.policies import get_policy
 from orchestrator.simulator.result import SimResult
 
@@ -70,35 +75,156 @@ def run_sweep(configs: Sequence[SimConfig], workers: int | None = None) -> list[
         return list(pool.map(simulate, configs))
 
 
-def plot(results: Sequence[SimResult], labels: Sequence[str], path: Path, title: str) -> None:
-    """Write the two-panel PNG (matplotlib's Agg backend: no display needed)."""
+def domain_notes(
+    key: str, values: Sequence[str], results: Sequence[Sequence[SimResult]]
+) -> list[str]:
+    """One line per maintenance budget that caps the domain of some settings (``results``: per
+    setting, its clusters' runs): the settings, the budget and the domain it runs instead.
+    Domain sizes capped to the same size run the same campaign, and the line says so, so that
+    identical rows never pass for a finding."""
+    groups: dict[tuple[int, int], tuple[list[str], list[int]]] = {}
+    for v, runs in zip(values, results, strict=True):
+        for r in runs:
+            if r.domain_size_note() is None:
+                continue
+            settings, asked = groups.setdefault((r.budget_hosts, r.effective_domain_size), ([], []))
+            if v not in settings:
+                settings.append(v)
+            if r.domain_size not in asked:
+                asked.append(r.domain_size)
+    out = []
+    for (budget, eff), (settings, asked) in groups.items():
+        line = f"{key}={','.join(settings)}: the {budget}-host maintenance budget"
+        line += " (per cluster)" if any(len(runs) > 1 for runs in results) else ""
+        line += f" caps the domain at {_hosts(eff)}"
+        if key != "domain-size":
+            line += f" (domain_size {', '.join(map(str, asked))} asked)"
+        line += f": any domain_size of {eff} or more runs the same campaign"
+        out.append(line)
+    return out
+
+
+def _hosts(n: int) -> str:
+    return f"{n} host" if n == 1 else f"{n} hosts"
+
+
+@dataclass(frozen=True)
+class PlotRun:
+    """One setting of a sweep as the plot draws it: one cluster's run, or a fleet's summed."""
+
+    label: str
+    series: list[tuple[float, int, int]]
+    end_hours: float
+    budget_hosts: int
+    floor_hosts: int
+    makespan_hours: float | None
+    job_interruptions: int
+    complete: bool
+
+    @classmethod
+    def of(cls, label: str, results: Sequence[SimResult]) -> PlotRun:
+        """One run, or every cluster of a fleet (hosts and budgets summed, the slowest
+        cluster's makespan, as the fleet totals count them)."""
+        spans = [r.makespan_hours for r in results]
+        return cls(
+            label=label,
+            series=(results[0].series or []) if len(results) == 1 else fleet_series(results),
+            end_hours=max(r.simulated_hours for r in results),
+            budget_hosts=sum(r.budget_hosts for r in results),
+            floor_hosts=sum(r.max_unavailable_hosts for r in results),
+            makespan_hours=None if None in spans else max(s for s in spans if s is not None),
+            job_interruptions=sum(r.job_interruptions for r in results),
+            complete=all(r.complete for r in results),
+        )
+
+
+def sweep_title(base: SimConfig, key: str, values: Sequence[str], scope: str) -> str:
+    """The plot's title: what was swept over what, naming the policy only when it was fixed."""
+    if key == "policy":
+        return f"policies {', '.join(values)} on {scope}: sweep of policy"
+    return f"{base.policy} on {scope}: sweep of {key}"
+
+
+#: Line styles cycled over the settings, so lines drawn on top of each other still show.
+_STYLES = ("-", "--", ":", "-.")
+
+
+def plot(
+    results: Sequence[SimResult | PlotRun],
+    labels: Sequence[str],
+    path: Path,
+    title: str,
+) -> None:
+    """Write the two-panel PNG (matplotlib's Agg backend: no display needed).
+
+    Each setting's capacity line has its own colour, dash style and width (drawn widest first),
+    and a setting whose line is the same as an earlier one's says so in the legend; each
+    distinct budget is a labelled horizontal line.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
-    for res, label in zip(results, labels, strict=True):
-        pts = res.series or []
-        if pts:
-            ts = [p[0] for p in pts] + [res.simulated_hours]
-            ys = [p[1] for p in pts] + [pts[-1][1]]
-            ax1.step(ts, ys, where="post", label=label, linewidth=1.2)
-    if results:
-        ax1.axhline(results[0].budget_hosts, color="black", linestyle=":", linewidth=1)
+    runs = [
+        r if isinstance(r, PlotRun) else PlotRun.of(lb, [r])
+        for r, lb in zip(results, labels, strict=True)
+    ]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 6.5))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    seen: dict[tuple[tuple[float, int], ...], str] = {}
+    n = len(runs)
+    for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        pts = run.series
+        if not pts:
+            continue
+        ts = [p[0] for p in pts] + [run.end_hours]
+        ys = [p[1] for p in pts] + [pts[-1][1]]
+        shape = tuple(zip(ts, ys, strict=True))
+        same = seen.setdefault(shape, label)
+        legend = label if same == label else f"{label} (same as {same})"
+        ax1.step(
+            ts,
+            ys,
+            where="post",
+            label=legend,
+            color=colours[i % len(colours)],
+            linestyle=_STYLES[i % len(_STYLES)],
+            linewidth=1.0 + 1.5 * (n - 1 - i) / max(1, n - 1),
+            alpha=0.85,
+            zorder=2 + i,
+        )
+    # The limits go on top, thin and dotted, so a setting's line sitting on one still shows.
+    for limit, name, colour, style in (
+        ("budget_hosts", "maintenance budget", "crimson", (0, (1, 2))),
+        ("floor_hosts", "floor (max_unavailable)", "dimgray", (0, (5, 3))),
+    ):
+        values = sorted({getattr(run, limit) for run in runs})
+        for b in values:
+            idx = [i for i, run in enumerate(runs) if getattr(run, limit) == b]
+            which = "" if len(values) == 1 else f" ({', '.join(labels[i] for i in idx)})"
+            ax1.axhline(
+                b,
+                # One limit: its own colour; one per setting: the setting's colour.
+                color=colour if len(values) == 1 else colours[idx[0] % len(colours)],
+                linestyle=style,
+                linewidth=1.3,
+                zorder=3 + n,
+                label=f"{name}: {b} hosts{which}",
+            )
     ax1.set_xlabel("fleet hours")
     ax1.set_ylabel("hosts out of service")
-    ax1.set_title("Capacity out of service (dotted: budget)")
-    ax1.legend(fontsize=8)
-    for res, label in zip(results, labels, strict=True):
-        x = res.makespan_hours if res.makespan_hours is not None else res.simulated_hours
-        ax2.scatter([x], [res.job_interruptions], s=40)
-        suffix = "" if res.complete else " (incomplete)"
+    ax1.set_title("Capacity out of service (dotted: maintenance budget, dashed: floor)")
+    ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        x = run.makespan_hours if run.makespan_hours is not None else run.end_hours
+        ax2.scatter([x], [run.job_interruptions], s=40, color=colours[i % len(colours)])
+        suffix = "" if run.complete else " (incomplete)"
         ax2.annotate(
             label + suffix,
-            (x, res.job_interruptions),
+            (x, run.job_interruptions),
             fontsize=8,
-            xytext=(4, 4),
+            xytext=(4, 4 + 10 * (i % 3)),
             textcoords="offset points",
         )
     ax2.set_xlabel("makespan (fleet hours)")
