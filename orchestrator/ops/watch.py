@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -23,11 +22,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator import metrics
+from orchestrator.logging import get_logger
 from orchestrator.ops.client import WORKFLOW_NAME, operation_status
 from orchestrator.ops.types import OperationStatus
 from orchestrator.train.spec import train_workflow_id
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Seconds between two looks (about a Prometheus scrape interval).
 EVERY = 15.0
@@ -75,7 +75,7 @@ class OperationWatch:
             except RPCError as err:
                 ended = err.status == RPCStatusCode.NOT_FOUND
             except Exception as err:  # ask again next look
-                log.debug("train of %s: no description (%s)", cluster, err)
+                log.debug("train not described", cluster=cluster, error=str(err))
                 ended = False
             if ended:
                 metrics.clear_train(cluster)
@@ -84,7 +84,7 @@ class OperationWatch:
         try:
             return await operation_status(self.client, op)
         except Exception as err:  # this one does not answer now: the next look asks again
-            log.debug("operation %s: no status (%s)", op, err)
+            log.debug("operation status not read", operation=op, error=str(err))
             return None
 
     async def run(self, every: float = EVERY) -> None:
@@ -94,7 +94,7 @@ class OperationWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # the server restarting, say: try again next round
-                log.warning("operation metrics: %s", err)
+                log.warning("operation metrics not read", error=str(err))
             await asyncio.sleep(every)
 
 
