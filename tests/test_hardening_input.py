@@ -563,7 +563,7 @@ async def test_forty_pauses_and_resumes_at_once(
         await handle.query("status")  # the train has taken its first task
 
         async def one(i: int) -> str:
-            action = "pause" if i % 2 else "resume"
+            action: train_client.TrainAction = "pause" if i % 2 else "resume"
             try:
                 out = await train_client.control_train(dev_env.client, "c00", action, f"f{i}")
                 return f"ok {out.state}"
