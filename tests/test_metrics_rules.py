@@ -33,6 +33,7 @@ from orchestrator.campaign.types import PromQuery
 from orchestrator.demo import free_port
 from orchestrator.execution.messages import CycleCounts, HostsRequest
 from orchestrator.ops import watch
+from orchestrator.ops.client import OperationNotFound
 from orchestrator.ops.types import ClusterProgress, OperationStatus
 from tests.rule_tests import ALERTS, promtool_rule_test
 from tests.train_helpers import make_fleet
@@ -344,6 +345,8 @@ async def test_operation_watch_reports_what_ops_status_says(monkeypatch: pytest.
     answers: dict[str, OperationStatus] = {"ops-w1": _status("ops-w1", "running", 1)}
 
     async def status(client: Any, op: str) -> OperationStatus:
+        if op == "ops-deleted":
+            raise OperationNotFound(f"id: no operation {op!r}")
         if op not in answers:
             raise RuntimeError("not answering")
         return answers[op]
@@ -373,9 +376,21 @@ async def test_operation_watch_reports_what_ops_status_says(monkeypatch: pytest.
     assert _sample("trainctl_operation_state", {**op, "state": "running"}) == 0
     assert _sample("trainctl_operation_hosts", {**hosts, "outcome": "failed"}) == 3
     assert "ops-w1" in look.ended
+    assert look.live == {"ops-silent"}  # ended, but its final status is not read yet
+    answers["ops-silent"] = _status("ops-silent", "succeeded", 4)
+    await look.look()
+    silent = {"operation": "ops-silent", "state": "succeeded"}
+    assert _sample("trainctl_operation_state", silent) == 1
+    assert not look.live
+    client.running = ["ops-deleted"]
+    await look.look()
+    client.running = []
+    await look.look()
+    assert not look.live
     look.keep = 0.0
     await look.look()
     assert _sample("trainctl_operation_state", {**op, "state": "failed"}) is None
+    assert _sample("trainctl_operation_state", silent) is None
     assert _sample("trainctl_operation_hosts", {**hosts, "outcome": "failed"}) is None
     assert not look.ended
 

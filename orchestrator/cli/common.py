@@ -66,10 +66,10 @@ class CliError(click.ClickException):
     def __init__(
         self, message: str, field: str | None = None, extra: dict[str, Any] | None = None
     ) -> None:
-        text = one_line(message)
+        text = strip_userinfo(one_line(message))
         super().__init__(text)
         self.field = field if field is not None else field_of(text)
-        self.extra = extra or {}
+        self.extra = strip_userinfo(extra or {})
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -292,8 +292,25 @@ class TrainctlGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
+#: ``scheme://user:password@`` in a URL: what :func:`strip_userinfo` cuts from any output.
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+
+
+def strip_userinfo(value: Any) -> Any:
+    """``value`` (text, or a JSON-like tree) with every URL's ``user:password@`` removed: a
+    status recorded by an older version may quote a Prometheus URL with its password."""
+    if isinstance(value, str):
+        return _USERINFO.sub(r"\1", value) if "@" in value else value
+    if isinstance(value, dict):
+        return {k: strip_userinfo(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_userinfo(v) for v in value]
+    return value
+
+
 def emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], None]) -> None:
     """Print ``obj`` as one JSON object, or call ``human`` to render it for a person."""
+    obj = strip_userinfo(obj)
     if as_json:
         sys.stdout.write(json.dumps(obj, default=str) + "\n")
     else:

@@ -23,8 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator import metrics
 from orchestrator.logging import get_logger
-from orchestrator.ops.client import WORKFLOW_NAME, operation_status
-from orchestrator.ops.types import OperationStatus
+from orchestrator.ops.client import WORKFLOW_NAME, OperationNotFound, operation_status
 from orchestrator.train.spec import train_workflow_id
 
 log = get_logger(__name__)
@@ -48,14 +47,22 @@ class OperationWatch:
 
     async def look(self) -> None:
         running = {wf.id async for wf in self.client.list_workflows(RUNNING)}
-        for op in sorted(running | (self.live - self.ended.keys())):
-            status = await self._status(op)
-            if status is None:
+        gone: set[str] = set()
+        for op in sorted(running | self.live):
+            try:
+                status = await operation_status(self.client, op)
+            except OperationNotFound:  # deleted: nothing to report, ever
+                metrics.forget_operation(op)
+                gone.add(op)
+                continue
+            except Exception as err:  # this one does not answer now: the next look asks again
+                log.debug("operation status not read", operation=op, error=str(err))
                 continue
             metrics.operation_report(status)
             if op not in running and status.state in FINAL:
                 self.ended[op] = time.monotonic()
-        self.live = running
+        # An operation leaves the watch once its final status is reported (or it is gone).
+        self.live = running | ({op for op in self.live if op not in self.ended} - gone)
         await self._trains()
         now = time.monotonic()
         for op, since in list(self.ended.items()):
@@ -79,13 +86,6 @@ class OperationWatch:
                 ended = False
             if ended:
                 metrics.clear_train(cluster)
-
-    async def _status(self, op: str) -> OperationStatus | None:
-        try:
-            return await operation_status(self.client, op)
-        except Exception as err:  # this one does not answer now: the next look asks again
-            log.debug("operation status not read", operation=op, error=str(err))
-            return None
 
     async def run(self, every: float = EVERY) -> None:
         while True:
