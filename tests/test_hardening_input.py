@@ -603,3 +603,15 @@ def test_demo_domain_size_over_the_cluster(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "h"))
     refused(run("demo", "--domain-size", "5000", "--json"), "domain_size")
     assert not (tmp_path / "h" / "fleet.db").exists()
+
+
+def test_no_output_quotes_a_url_password(capsys: pytest.CaptureFixture[str]) -> None:
+    """A status recorded by an older version may quote a gate URL with its password: every
+    output and error strips a URL's userinfo."""
+    from orchestrator.cli.common import OperationFailed, emit
+
+    url = f"http://admin:{PROM_PASSWORD}@127.0.0.1:1/"
+    emit({"stages": [{"gate": f"held | prometheus: {url}: refused"}]}, True, print)
+    err = OperationFailed(f"campaign: prometheus: {url}", extra={"gate": url})
+    out = capsys.readouterr().out + json.dumps(err.as_json())
+    assert PROM_PASSWORD not in out and "http://127.0.0.1:1/" in out, out
