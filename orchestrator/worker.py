@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import socket
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +27,7 @@ from temporalio.worker import Worker
 from activities import build_activities
 from orchestrator.constants import TASK_QUEUE
 from orchestrator.fleet import heartbeats
+from orchestrator.fleet.fleet_id import read_fleet_id, worker_identity
 from orchestrator.logging import get_logger
 from workflows import WORKFLOWS
 
@@ -37,10 +40,13 @@ RECONNECT_TIMEOUT = 10.0
 
 
 def build_worker(client: Client, fleet_path: Path, task_queue: str = TASK_QUEUE) -> Worker:
-    """A worker with every workflow and activity, activities on a small thread pool."""
+    """A worker with every workflow and activity, activities on a small thread pool; its
+    identity names the fleet it serves (``fleet_id``), so commands can tell fleets apart."""
+    identity = worker_identity(f"{os.getpid()}@{socket.gethostname()}", read_fleet_id(fleet_path))
     return Worker(
         client,
         task_queue=task_queue,
+        identity=identity,
         workflows=WORKFLOWS,
         activities=build_activities(fleet_path, client, task_queue),
         activity_executor=ThreadPoolExecutor(max_workers=8),

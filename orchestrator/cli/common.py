@@ -340,12 +340,56 @@ async def connect_or_fail(address: str | None) -> Client:
     except ConnectionError_ as err:
         raise BadInput(str(err), field=err.field) from None
     try:
-        return await asyncio.wait_for(connect_resolved(conn), CONNECT_TIMEOUT)
+        client = await asyncio.wait_for(connect_resolved(conn), CONNECT_TIMEOUT)
     except (RuntimeError, TimeoutError) as err:
         why = redact(str(err), conn.secrets) or f"no answer within {CONNECT_TIMEOUT:g}s"
         fail(
             f"address: cannot reach Temporal at {conn.address} ({why}); "
             "is `trainctl server` running?",
+            field="address",
+        )
+    await check_same_fleet(client, conn.address)
+    return client
+
+
+async def check_same_fleet(client: Client, address: str) -> None:
+    """Exit 2 (field ``address``) when the server's workers serve another fleet than the one
+    under TRAINCTL_HOME (another home's server on the port): steering its trains would steer
+    someone else's fleet. Workers announce their fleet in their identity
+    (``fleet.fleet_id``); no worker polling, or a fleet without an id, checks nothing."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    from orchestrator.constants import TASK_QUEUE
+    from orchestrator.fleet import fleet_path
+    from orchestrator.fleet.fleet_id import identity_fleet, read_fleet_id
+
+    ours = read_fleet_id(fleet_path())
+    if ours is None:
+        return
+    try:
+        desc = await asyncio.wait_for(
+            client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=TASK_QUEUE),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            ),
+            CONNECT_TIMEOUT,
+        )
+    except Exception:  # noqa: BLE001 - a server that will not say is not refused for it
+        return
+    fleets = {identity_fleet(p.identity) for p in desc.pollers} - {None}
+    if fleets and ours not in fleets:
+        others = ", ".join(sorted(str(f) for f in fleets))
+        raise BadInput(
+            f"address: the Temporal server at {address} serves another fleet (its workers "
+            f"serve fleet {others}; this TRAINCTL_HOME's fleet is {ours}): point "
+            "TEMPORAL_ADDRESS/--address at this fleet's server",
             field="address",
         )
 

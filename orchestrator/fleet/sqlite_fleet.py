@@ -28,6 +28,8 @@ from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.fleet.event_log import read_events
+from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
+from orchestrator.fleet.fleet_id import new_fleet_id
 from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
 from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
@@ -178,6 +180,7 @@ class SqliteFleet:
                 "speed": speed,
                 "anchor_wall": wall.isoformat(),
                 "schema_version": SCHEMA_VERSION,
+                FLEET_ID_KEY: new_fleet_id(),
             }
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()]

@@ -44,6 +44,7 @@ def fleet_status(
             per_cluster[name] = {"hosts": len(sim.hosts), **c_states}
     switch_versions = fleet.switch_versions(None if cluster is None else names[0])
     return {
+        "fleet_id": fleet.get_meta().get("fleet_id"),
         "preset": fleet.preset.name,
         "seed": fleet.seed,
         "speed": "max" if fleet.speed == 0 else fleet.speed,

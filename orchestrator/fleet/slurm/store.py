@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
+from orchestrator.fleet.fleet_id import new_fleet_id
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION
 
@@ -74,6 +76,7 @@ def create_store(
             "anchor_wall": (wall or datetime.now(UTC)).isoformat(),
             "speed": "1.0",
             "cluster": cluster,
+            FLEET_ID_KEY: new_fleet_id(),
             **meta,
         }
         conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(full.items()))
