@@ -23,7 +23,8 @@ from orchestrator.arbiter.types import (
 )
 from orchestrator.ops.client import operation_status
 from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
-from tests.test_ops_exec import _terminate, op_spec, trainctl, worker, write_spec
+from tests.cli_inproc import cli
+from tests.test_ops_exec import _terminate, op_spec, worker, write_spec
 from tests.train_helpers import make_fleet
 from tests.train_helpers import spec as train_spec
 from workflows.cluster_train import ClusterTrain
@@ -87,7 +88,7 @@ async def test_plan_asks_the_arbiter_and_the_run_keeps_its_plan(dev_env, tmp_hom
                 assert time.monotonic() < deadline, "the train never asked the arbiter"
                 await asyncio.sleep(0.2)
 
-            code, plan, err = await trainctl(
+            code, plan, err = await cli(
                 "ops", "plan", "--spec", str(spec_file), "--task-queue", queue, "--json"
             )
             assert code == 0, err
@@ -100,14 +101,14 @@ async def test_plan_asks_the_arbiter_and_the_run_keeps_its_plan(dev_env, tmp_hom
             assert (await arbiter.query("ledger", result_type=ArbiterState)).queue == []
 
             monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")  # nobody answers there
-            code, blind, err = await trainctl("ops", "plan", "--spec", str(spec_file), "--json")
+            code, blind, err = await cli("ops", "plan", "--spec", str(spec_file), "--json")
             monkeypatch.setenv("TEMPORAL_ADDRESS", address)
             assert code == 0, err
             assert blind["clusters"][0]["granted_hosts"] is None
             assert any("may be smaller" in w for w in blind["warnings"]), blind["warnings"]
             assert max(len(w["hosts"]) for w in blind["waves"]) > 3
 
-            code, out, err = await trainctl(
+            code, out, err = await cli(
                 "ops", "start", "--spec", str(spec_file), "--task-queue", queue, "--json"
             )
             assert code == 0, err
@@ -123,7 +124,7 @@ async def test_plan_asks_the_arbiter_and_the_run_keeps_its_plan(dev_env, tmp_hom
                         break
                 assert time.monotonic() < deadline, seen[-5:]
                 await asyncio.sleep(0.3)
-            code, aborted, err = await trainctl("ops", "abort", "--id", op, "--json")
+            code, aborted, err = await cli("ops", "abort", "--id", op, "--json")
             assert code == 0, err
             handle = dev_env.client.get_workflow_handle(op)
             await asyncio.wait_for(handle.result(), 60)
@@ -138,5 +139,5 @@ async def test_plan_asks_the_arbiter_and_the_run_keeps_its_plan(dev_env, tmp_hom
     # Re-planned once, for the grant; from the first wave on, the total never moved.
     after = [t for d, t, n in seen if n]
     assert after and len(set(after)) == 1 and total >= 128 // 3, seen
-    code, report, err = await trainctl("audit", "--json")
+    code, report, err = await cli("audit", "--json")
     assert code == 0, (report, err)

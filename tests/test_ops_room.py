@@ -21,8 +21,11 @@ from orchestrator.cli import main
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status
+from orchestrator.ops.types import OperationStatus
 from orchestrator.planning.ops_plan import plan_operation
-from tests.test_ops_exec import trainctl, worker, write_spec
+from orchestrator.schedules import schedule_view
+from tests.cli_inproc import cli
+from tests.test_ops_exec import outcome, worker, write_spec
 from tests.train_helpers import make_fleet
 
 RACK = "c00-z00-r000"
@@ -103,29 +106,38 @@ async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monk
     long = write_spec(tmp_home / "long.json", long_spec)
     async with worker(dev_env, path, queue):
         start = ("ops", "start", "--task-queue", queue, "--json")
-        code, out, err = await asyncio.wait_for(
-            trainctl(*start, "--spec", str(short), "--wait"), 60
-        )
+        code, out, err = await asyncio.wait_for(cli(*start, "--spec", str(short), "--wait"), 60)
         assert code == 1, (out, err)
         assert out["state"] == "failed" and "budget.max_unavailable" in out["reason"], out
         assert "max_wait_for_room" in out["reason"], out
 
-        code, sched, err = await trainctl(*start, "--spec", str(short), "--cron", "0 3 * * 2")
+        code, sched, err = await cli(*start, "--spec", str(short), "--cron", "0 3 * * 2")
         assert code == 0 and sched["schedule_id"], (sched, err)
-        code, _, err = await trainctl("schedule", "delete", "--id", sched["schedule_id"], "--json")
+        sid = sched["schedule_id"]
+        # A run of it (triggered now) waits for room like a one-off, then fails naming it.
+        await dev_env.client.get_schedule_handle(sid).trigger()
+        deadline = time.monotonic() + 30
+        while not (runs := (await schedule_view(dev_env.client, sid)).recent_runs):
+            assert time.monotonic() < deadline, "the triggered run never started"
+            await asyncio.sleep(0.2)
+        ran = dev_env.client.get_workflow_handle(runs[0].workflow_id, result_type=OperationStatus)
+        run_status = await asyncio.wait_for(outcome(ran), 60)
+        assert run_status.state == "failed", run_status
+        assert "budget.max_unavailable" in run_status.reason, run_status.reason
+        code, _, err = await cli("schedule", "delete", "--id", sid, "--json")
         assert code == 0, err
 
-        code, first, err = await trainctl(*start, "--spec", str(long))
+        code, first, err = await cli(*start, "--spec", str(long))
         assert code == 0 and first["started"], (first, err)
         op = first["operation_id"]
         deadline = time.monotonic() + 30
         while (st := await operation_status(dev_env.client, op)).state != "waiting_for_room":
             assert time.monotonic() < deadline, st
             await asyncio.sleep(0.2)
-        code, shown, _ = await trainctl("ops", "status", "--id", op, "--json")
+        code, shown, _ = await cli("ops", "status", "--id", op, "--json")
         assert code == 0 and shown["state"] == "waiting_for_room", shown
         assert "budget.max_unavailable" in shown["reason"] and "3 hosts" in shown["reason"]
-        code, again, _ = await trainctl(*start, "--spec", str(long))
+        code, again, _ = await cli(*start, "--spec", str(long))
         assert code == 0 and again["already_running"] and again["state"] == "waiting_for_room"
 
         _end_outage(path, victims)
@@ -143,7 +155,7 @@ async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monk
     for args in unknown:
         res = await asyncio.to_thread(CliRunner().invoke, main, [*args, "--json"])
         assert res.exit_code == 2 and json.loads(res.stdout)["field"] == "id", (args, res.output)
-    code, report, err = await trainctl("audit", "--json")
+    code, report, err = await cli("audit", "--json")
     assert code == 0, (report, err)
 
 

@@ -24,7 +24,8 @@ from orchestrator.cli import main as cli_main
 from orchestrator.fleet import fleet_path
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_up
 from orchestrator.worker import build_worker
-from tests.test_ops_exec import _terminate, outcome, start_op, trainctl, write_spec
+from tests.cli_inproc import cli
+from tests.test_ops_exec import _terminate, outcome, start_op, write_spec
 
 OS = "6.8.0-45"
 
@@ -89,7 +90,7 @@ async def test_no_install_hook_is_refused_before_any_node(
         ("ops", "start", "--spec", str(op), "--task-queue", task_queue),
         ("campaign", "start", "--spec", str(campaign), "--task-queue", task_queue),
     ):
-        code, out, err = await trainctl(*args, "--json")
+        code, out, err = await cli(*args, "--json")
         assert code == 2 and out["field"] == "hooks.os", (args, out, err)
         assert "no install hook for os" in out["error"], out
 
@@ -104,6 +105,6 @@ async def test_no_install_hook_is_refused_before_any_node(
     after = _sinfo(lab2)
     assert after == before, (before, after)  # no node drained, no reason set
     assert not any("trainctl" in line for line in after.values()), after
-    code, report, err = await trainctl("audit", "--json")
+    code, report, err = await cli("audit", "--json")
     assert code == 0, (report, err)
     assert json.dumps(report)
