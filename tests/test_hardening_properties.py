@@ -43,7 +43,7 @@ PROM_PASSWORD = "HUNTER2-prom-93aa"
 SECRETS = (API_KEY, PROM_PASSWORD)
 
 PROPERTY = settings(
-    max_examples=60,
+    max_examples=100,
     deadline=timedelta(seconds=10),  # one CLI run, on a loaded 2-core machine
     derandomize=True,
     database=None,
@@ -435,7 +435,7 @@ OPTION_CASES: dict[str, tuple[list[str], st.SearchStrategy[str], set[str]]] = {
 }  # fmt: skip
 
 
-@settings(PROPERTY, max_examples=200)
+@settings(PROPERTY, max_examples=300)
 @given(case=st.sampled_from(sorted(OPTION_CASES)), data=st.data())
 def test_bad_options_are_refused_naming_them(world: World, case: str, data: st.DataObject) -> None:
     args, values, fields = OPTION_CASES[case]
