@@ -14,6 +14,7 @@ from orchestrator.audit_owners import OpenHold, audit_fleet_with_holds, with_dea
 from orchestrator.cli.common import (
     EXIT_FAILED,
     BadInput,
+    check_same_fleet,
     emit,
     handle_errors,
     json_option,
@@ -75,6 +76,10 @@ async def owners_running(
     except (RuntimeError, TimeoutError, OSError) as err:
         why = redact(str(err), conn.secrets) or f"no answer within {OWNERS_CONNECT_TIMEOUT:g}s"
         return None, f"{not_checked}no Temporal server answered at {conn.address} ({why})"
+    try:  # another fleet's server knows nothing of this fleet's owners
+        await check_same_fleet(client, conn.address)
+    except BadInput as err:
+        return None, f"{not_checked}{err.message}"
     running: dict[str, bool] = {}
     for owner in owners:
         try:
