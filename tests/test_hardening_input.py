@@ -544,12 +544,12 @@ def test_update_retries_what_temporal_says_is_retryable(monkeypatch: pytest.Monk
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_forty_pauses_and_resumes_at_once(
+async def test_a_hundred_pauses_and_resumes_at_once(
     dev_env: Any, tmp_home: Path, task_queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """40 concurrent pause/resume through the CLI's client on one train: each is done, or
-    exits 1 naming the limit; none is lost to Temporal's in-flight limit unretried, and none
-    says only "Application error"."""
+    """100 concurrent pause/resume through the CLI's client on one train (past Temporal's 10
+    in flight, so the server aborts some: "workflow update was aborted"): each is done, or
+    exits 1 naming the limit; none is lost unretried, and none says only "Application error"."""
     import asyncio
 
     from orchestrator.train import client as train_client
@@ -574,10 +574,10 @@ async def test_forty_pauses_and_resumes_at_once(
             except train_client.WorkerNotAnswering as err:  # a loaded machine: said plainly
                 return f"slow {err}"
 
-        answers = await asyncio.gather(*(one(i) for i in range(40)))
+        answers = await asyncio.gather(*(one(i) for i in range(100)))
     # Before: "no running train ...: workflow update was aborted" (TrainNotFound, exit 1) and
     # the in-flight limit, raised at once.
-    assert sum(a.startswith("ok") for a in answers) >= 20, answers
+    assert sum(a.startswith("ok") for a in answers) >= 50, answers
     for a in answers:
         assert "Application error" not in a and "aborted" not in a, a
         assert not a.startswith("refused") or "cannot" in a, a
