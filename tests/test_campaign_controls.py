@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
 
 from orchestrator.campaign.client import campaign_handle, campaign_status, final_status
 from orchestrator.campaign.spec import CampaignSpec
@@ -68,7 +69,9 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, task_queue,
         )
         train = await asyncio.wait_for(train_result(dev_env.client, "c00"), 180)
         code, out, _ = await trainctl("campaign", "status", "--id", "steer", "--json")
+        desc = await campaign_handle(dev_env.client, "campaign-steer").describe()
     assert final.state == "aborted"
+    assert desc.status == WorkflowExecutionStatus.FAILED  # not a green COMPLETED (issue 25)
     assert train.state == "stopped" and train.in_maintenance == 0
     assert code == 0 and out["state"] == "aborted"
     for verb in ("status", "pause", "resume", "abort"):  # an id naming nothing: bad input

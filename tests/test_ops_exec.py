@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
@@ -331,8 +331,8 @@ async def test_abort_midway_leaves_every_host_old_or_new(temporal_env, tmp_home,
             if (await handle.query(BulkOperation.status)).waves_done >= 1:
                 break
         await handle.execute_update(BulkOperation.abort, OpControlReq(reason="test abort"))
-        status = await handle.result()
-    assert status.state == "aborted"
+        status = await outcome(handle)
+    assert status.state == "aborted" and status.reason == "test abort"
     assert 1 <= status.waves_done < status.waves_total
     pairs = Counter()
     for name, (state, owner, versions) in host_states(path).items():
@@ -482,9 +482,12 @@ async def test_pause_resume_abort_through_the_cli(dev_env, tmp_home, monkeypatch
         assert resumed["state"] == "running"
         _, aborting, _ = await trainctl("ops", "abort", "--id", op, "--reason", "test", "--json")
         assert aborting["state"] == "aborting"
-        final = await asyncio.wait_for(handle.result(), 30)
+        final = await asyncio.wait_for(outcome(handle), 30)
         _, shown, _ = await trainctl("ops", "status", "--id", op.removeprefix("ops-"), "--json")
+        desc = await handle.describe()
     assert final.state == shown["state"] == "aborted"
+    # Aborted is not completed: the workflow list shows it Failed (issue 25).
+    assert desc.status == WorkflowExecutionStatus.FAILED
     for name, (_, owner, versions) in host_states(path).items():
         assert upper(versions) in (OLD, NEW), name
         assert owner != op, f"{name} still held by the operation"

@@ -47,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.ops.spec import operation_id
     from orchestrator.ops.types import (
         FINAL_STATES,
+        OPERATION_ABORTED,
+        OPERATION_FAILED,
         CheckRequest,
         ClusterControl,
         ClusterOpInput,
@@ -60,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.ops.ui import cluster_summary, operation_details
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-    from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ClusterOperation
+    from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ENDINGS_PATCH, ClusterOperation
     from workflows.fleet_clock import fleet_options
     from workflows.history import history_full
 
@@ -340,6 +342,9 @@ class BulkOperation:
                 progress = ClusterProgress.model_validate(details[0])
             else:
                 progress = st.clusters[name]
+            if isinstance(cause, ApplicationError) and cause.type == OPERATION_ABORTED:
+                st.clusters[name] = progress  # aborted, as it said: not a failure
+                return
             progress.state = "failed"
             progress.reason = progress.reason or str(getattr(cause, "message", err))
             st.clusters[name] = progress
@@ -475,7 +480,16 @@ class BulkOperation:
             raise ApplicationError(
                 failure,
                 self.status().model_dump(mode="json"),
-                type="OperationFailed",
+                type=OPERATION_FAILED,
+                non_retryable=True,
+            )
+        if self.st.state == "aborted" and workflow.patched(ENDINGS_PATCH):
+            # Aborted is not completed (the workflow list showed a green COMPLETED): Failed,
+            # the reason its message, the final status its details, as a failure's are.
+            raise ApplicationError(
+                self.st.reason or "aborted",
+                self.status().model_dump(mode="json"),
+                type=OPERATION_ABORTED,
                 non_retryable=True,
             )
         return self.status()

@@ -68,11 +68,14 @@ with workflow.unsafe.imports_passed_through():
         TrainHandoff,
     )
     from orchestrator.ops.spec import OperationSpec, operation_id
-    from orchestrator.ops.types import OperationInput, OperationStatus
+    from orchestrator.ops.types import OPERATION_ABORTED, OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
     from workflows.fleet_clock import fleet_options
     from workflows.history import history_full
 
+#: An aborted or rolled-back campaign closes Failed (``CampaignFailed``), not Completed; runs
+#: recorded before it replay with their old ending.
+ENDINGS_PATCH = "campaign-failed-endings"
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while.
 TRAIN_OPTIONS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=30),
@@ -341,6 +344,10 @@ class Campaign(RollbackSteps):
             )
         except ChildWorkflowError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == OPERATION_ABORTED:
+                details = cause.details
+                if details and isinstance(details[0], dict):  # aborted: its final status
+                    return OperationStatus.model_validate(details[0])
             return str(getattr(cause, "message", cause) or "the bulk operation failed")
         finally:
             self.wake = True
@@ -462,7 +469,11 @@ class Campaign(RollbackSteps):
         self._show()
         await self._report()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if outcome == "failed":
+        if outcome == "failed" or (
+            outcome in ("aborted", "rolled_back") and workflow.patched(ENDINGS_PATCH)
+        ):
+            # Not succeeded is not completed: the workflow list shows it Failed, the reason its
+            # message, the final status its details (clients read it back as the result).
             raise ApplicationError(reason, st.status, type="CampaignFailed", non_retryable=True)
         assert outcome in FINAL_STATES
         return st.status

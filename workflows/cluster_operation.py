@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.ops_activities import OpsActivities
     from orchestrator.arbiter.types import AcquireRequest, Grant, ReleaseRequest
     from orchestrator.ops.types import (
+        OPERATION_ABORTED,
         ClusterControl,
         ClusterOpInput,
         ClusterOpState,
@@ -59,6 +60,9 @@ OPS_WINDOWS_PATCH = "ops-schedule-windows"
 #: fail naming the budget) and planning the waves at the arbiter's grant (``waves_total``
 #: re-planned only when the grant changes, the status saying why).
 ROOM_PATCH = "ops-wait-for-room"
+#: An aborted operation (and cluster part) closes Failed with ``OperationAborted``, not
+#: Completed; runs recorded before it replay with their old ending.
+ENDINGS_PATCH = "ops-failed-endings"
 
 
 @workflow.defn(name="ClusterOperation")
@@ -140,6 +144,15 @@ class ClusterOperation(WaveSteps):
                     await self._report_done()
         if self.continuing:
             workflow.continue_as_new(self._next_input(recorded))
+        if self.p.state == "aborted" and workflow.patched(ENDINGS_PATCH):
+            # Aborted is not completed: the workflow list shows it Failed, with the reason
+            # and the final progress as the error's details (the parent reads them back).
+            raise ApplicationError(
+                self.p.reason or "aborted",
+                self.p.model_dump(mode="json"),
+                type=OPERATION_ABORTED,
+                non_retryable=True,
+            )
         return self.p
 
     async def _start(self, recorded: dict[str, str | None]) -> ClusterPlanView:

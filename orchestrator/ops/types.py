@@ -20,6 +20,10 @@ from orchestrator.ops.spec import OperationSpec
 ControlAction = Literal["pause", "resume", "abort"]
 #: Final states of an operation or of one cluster of it.
 FINAL_STATES = frozenset({"succeeded", "failed", "aborted"})
+#: The error types an operation (and each cluster's part of it) ends with when it did not
+#: succeed: the workflow closes Failed, the reason its message, the final status its details.
+OPERATION_FAILED = "OperationFailed"
+OPERATION_ABORTED = "OperationAborted"
 
 
 # ------------------------------------------------------------------ workflows
