@@ -306,8 +306,11 @@ def test_maintenance_over_the_floor_is_refused_everywhere(
             'budget: {max_unavailable: "10%", maintenance: "20%"}',
         )
     )
+    mixed = tmp_home / "campaign-mixed.yaml"  # a count against a percentage: at the size
+    mixed.write_text(campaign.read_text().replace('maintenance: "20%"', "maintenance: 40"))
     for cmd in ("plan", "start"):
-        refused(run("campaign", cmd, "--spec", str(campaign), "--json"), "train.budget.maintenance")
+        for spec in (campaign, mixed):
+            refused(run("campaign", cmd, "--spec", str(spec), "--json"), "train.budget.maintenance")
     refused(
         run("simulate", "--preset", "small", "--budget", "9%", "--max-unavailable", "5%", "--json"),
         "max_unavailable",

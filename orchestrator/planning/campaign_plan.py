@@ -58,6 +58,8 @@ def plan_campaign(spec: CampaignSpec, cluster_sizes: Mapping[str, int]) -> list[
         sizes = {}
         for c in todo:
             n = cluster_sizes[c]
+            # One budget rule: a count against a percentage compares at the cluster's size.
+            spec.train.budget.check_maintenance(n, "train.budget.max_unavailable")
             if isinstance(stage.hosts, int) and stage.hosts > n:  # refused, never clamped
                 raise ValueError(
                     f"stages.{i}.hosts: {stage.hosts} hosts, but cluster {c} has {n}; a "
