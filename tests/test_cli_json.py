@@ -37,6 +37,7 @@ ERRORS: dict[str, tuple[str, ...]] = {
     "fleet init": ("--preset", "nope"),
     "fleet inject-fault": ("--cluster", "c00", "--component", "kernel", "--version", "1"),
     "fleet status": (),  # no fleet
+    "fleet host": ("--behind", "c00-z00-r000-h00"),  # a host or --behind, not both
     "lab slurm up": ("--nodes", "0"),
     "lab slurm down": ("--bogus",),  # stopping nothing succeeds: only the command line is wrong
     "ops abort": ("--id", "ops-nope", *NOWHERE),
