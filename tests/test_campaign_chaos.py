@@ -1,12 +1,14 @@
 """Chaos on the campaign path: a bad build riding trains on every cluster of ``multi`` survives
-a SIGKILLed worker mid-canary and again mid-rollback (issue 23).
+a SIGKILLed worker during its bake and again during its rollback (issue 23).
 
 Everything is real and in its own process, as in ``test_chaos``: `trainctl server` (file-backed
 dev server), `trainctl worker`, the CLI for every start and status, the SQLite fleet at 1 fleet
-hour per wall second. The README's train runs on each of c00..c03 when the bad campaign
-(``examples/bad-campaign.yaml``) starts; the worker is killed once while the canary rolls and
-once while the campaign rolls back, each time restarted a moment later. The campaign must end
-``rolled_back`` with the kernel blamed, no host in service on it, and the audit clean.
+hour per wall second. The README's train runs on each of c00..c03 when the campaign starts. The
+kernel breaks hosts on c01 only (the injected fault), so its canary on c00 passes and bakes; the
+worker is killed during that bake, the next stage (all of c01) fails on the kernel, and the
+worker is killed again while the campaign rolls back, each time restarted a moment later. The
+campaign must end ``rolled_back`` with the kernel blamed, no host in service on it, and the
+audit clean.
 """
 
 from __future__ import annotations
@@ -54,7 +56,13 @@ def test_bad_campaign_over_running_trains_survives_worker_kills(tmp_home: Path) 
     path = make_fleet(tmp_home, SPEED, preset="multi")
     readme_train = yaml.safe_load((EXAMPLES / "train.yaml").read_text())
     spec = yaml.safe_load((EXAMPLES / "bad-campaign.yaml").read_text())
+    spec["stages"] = [
+        {"name": "canary", "clusters": ["c00"], "hosts": 4, "bake": "12h"},
+        {"name": "second", "clusters": ["c01"], "bake": "0h"},
+    ]
     campaign = spec["name"]
+    spec_file = tmp_home / "campaign.json"
+    spec_file.write_text(json.dumps(spec))
     worker_log = tmp_home / "worker.log"
     server = start_server(tmp_home, port)
     worker: subprocess.Popen[bytes] | None = None
@@ -62,14 +70,14 @@ def test_bad_campaign_over_running_trains_survives_worker_kills(tmp_home: Path) 
     try:
         ready(server)
         worker = worker_up(env, worker_log)
-        fault = ("--cluster", "c00", "--component", "os", "--version", BAD, "--rate", "1.0")
+        fault = ("--cluster", "c01", "--component", "os", "--version", BAD, "--rate", "1.0")
         assert cli(env, "fleet", "inject-fault", *fault)[0] == 0
         for cluster in ("c00", "c01", "c02", "c03"):
             train_file = tmp_home / f"train-{cluster}.json"
             train_file.write_text(json.dumps({**readme_train, "cluster": cluster}))
             code, out = cli(env, "train", "start", "--spec", str(train_file))
             assert code == 0, out
-        code, out = cli(env, "campaign", "start", "--spec", str(EXAMPLES / "bad-campaign.yaml"))
+        code, out = cli(env, "campaign", "start", "--spec", str(spec_file))
         assert code == 0, out
 
         def kill_and_restart(why: str) -> None:
@@ -81,17 +89,9 @@ def test_bad_campaign_over_running_trains_survives_worker_kills(tmp_home: Path) 
             time.sleep(0.5)
             worker = worker_up(env, worker_log)
 
-        # Mid-canary: a canary host got the kernel (or failed on it), the stage not yet judged.
-        _wait_for(
-            env,
-            campaign,
-            lambda o: (
-                o["state"] == "rolling_back"
-                or any(c["attempted"] for c in o["stages"][0]["clusters"].values())
-            ),
-            timeout=180,
-        )
-        kill_and_restart("canary")
+        # During the canary's bake (its four hosts on the kernel, passing on c00).
+        _wait_for(env, campaign, lambda o: o["stages"][0]["state"] == "baking", timeout=240)
+        kill_and_restart("bake")
         status = _wait_for(
             env, campaign, lambda o: o["state"] in ("rolling_back", "rolled_back", "failed"), 240
         )
@@ -122,7 +122,8 @@ def test_bad_campaign_over_running_trains_survives_worker_kills(tmp_home: Path) 
         server.wait()
         if child is not None and not dead(child):
             os.kill(child, signal.SIGKILL)
-    assert kills == ["canary", "rollback"], kills
+    assert kills == ["bake", "rollback"], kills
+    assert final["stages"][0]["state"] == "passed" and final["stages"][1]["state"] == "failed"
     assert final["state"] == "rolled_back", (kills, final.get("reason"))
     top = final["blame"][0]
     assert (top["component"], top["version"]) == ("os", BAD), final["blame"]
