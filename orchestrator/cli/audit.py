@@ -121,7 +121,7 @@ def audit(cluster: str | None, address: str | None, as_json: bool) -> None:
     when the Temporal server answers, no host held by an owner whose workflow is not running
     and that recorded no close (dead_owner). Without a server the output says the owners
     were not checked."""
-    fleet = open_fleet_or_fail()
+    fleet = open_fleet_or_fail(read_only=True)  # reads only: works on a read-only file
     try:
         report, holds = audit_fleet_with_holds(fleet, cluster)
     finally:
