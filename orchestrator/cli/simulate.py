@@ -29,7 +29,7 @@ from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate as run_simulation
 from orchestrator.simulator.fleet_sim import fleet_json, run_fleets, simulate_fleet
-from orchestrator.simulator.policies import POLICY_SPECS, get_policy
+from orchestrator.simulator.policies import SIM_POLICIES, get_policy
 from orchestrator.simulator.sweep import (
     SWEEP_KEYS,
     PlotRun,
@@ -40,6 +40,7 @@ from orchestrator.simulator.sweep import (
     sweep_configs,
     sweep_title,
 )
+from orchestrator.simulator.yardstick import simulate_judged
 
 #: Runs in one sweep: each is a whole simulated campaign (seconds to minutes of CPU).
 MAX_SWEEP_VALUES = 16
@@ -183,7 +184,7 @@ def _print_sweep(o: dict[str, Any]) -> None:
     "--policy",
     default="job-aware",
     show_default=True,
-    help=f"Drain policy: {', '.join(POLICY_SPECS)}.",
+    help=f"Drain policy: {', '.join(SIM_POLICIES)} (none: no train, the baseline).",
 )
 @click.option("--domain-size", type=str, default=None, help="Hosts in flight (default: budget).")
 @click.option(
@@ -225,6 +226,36 @@ def _print_sweep(o: dict[str, Any]) -> None:
     default=None,
     help="One cluster of a multi-cluster preset (default: every cluster, with fleet totals).",
 )
+@click.option(
+    "--horizon",
+    default=None,
+    help="Run this long whatever happens (e.g. 30d): the train cycles, every cycle is "
+    "reported, and the run is judged against the no-maintenance baseline of the same seed "
+    "(goodput, maintenance cost and its parts, ETTR). Default: stop at the cycle's end.",
+)
+@click.option(
+    "--target-every",
+    default=None,
+    help="With --horizon: a new version of each targeted component this often (e.g. 7d).",
+)
+@click.option(
+    "--restart-base",
+    default="5m",
+    show_default=True,
+    help="With --horizon: restart time of every interrupted job, paid by all its GPUs.",
+)
+@click.option(
+    "--restart-per-host",
+    default="0.01m",
+    show_default=True,
+    help="With --horizon: restart time added per host of the job.",
+)
+@click.option(
+    "--pin-job",
+    default=None,
+    help="With --horizon (or alone: horizon = its days): hosts=N,days=D, a job at the queue's "
+    "head from the start that runs the whole horizon (the Llama 3 calibration).",
+)
 @click.option("--series", is_flag=True, help="Include hosts out of service over time.")
 @click.option("--sweep", default=None, help=f"KEY=V1,V2,... with KEY in {', '.join(SWEEP_KEYS)}.")
 @click.option(
@@ -248,6 +279,11 @@ def simulate(
     max_wait: str,
     cycle_target: str | None,
     cluster: str | None,
+    horizon: str | None,
+    target_every: str | None,
+    restart_base: str,
+    restart_per_host: str,
+    pin_job: str | None,
     series: bool,
     sweep: str | None,
     plot_path: Path | None,
@@ -261,6 +297,9 @@ def simulate(
     cfg.budget = _budget(budget, max_unavailable, cfg.preset.hosts_per_cluster)
     cfg.halt_after_failures = halt_after_failures
     cfg.cycle_target_hours = _cycle_target(cycle_target)
+    _horizon(cfg, horizon, target_every, restart_base, restart_per_host, pin_job)
+    if cfg.horizon_hours is not None and sweep is not None:
+        raise BadInput("sweep: --sweep does not take --horizon (run each setting)", field="sweep")
     if cluster is not None:
         if cluster not in cfg.preset.cluster_names():
             raise BadInput(f"cluster: unknown cluster {cluster!r} in preset {cfg.preset.name}")
@@ -271,7 +310,7 @@ def simulate(
         emit(simulate_fleet(cfg), as_json, _print_fleet)
         return
     if sweep is None:
-        res = run_simulation(cfg)
+        res = run_simulation(cfg) if cfg.horizon_hours is None else simulate_judged(cfg)
         if plot_path is not None:
             plot([res], [cfg.policy], plot_path, f"{cfg.policy} on {cfg.preset.name}")
         out = res.to_json()
@@ -376,6 +415,63 @@ def _budget(budget: str, max_unavailable: str | None, hosts: int) -> CapacityBud
         raise BadInput(f"{field}: {describe_validation_error(err)}") from None
     except ValueError as err:
         raise BadInput(str(err)) from None
+
+
+def _hours(value: str, field: str, zero_ok: bool = False) -> float:
+    try:
+        hours = parse_duration_hours(value, field)
+    except ValueError as err:
+        raise BadInput(str(err), field=field) from None
+    if hours < 0 or (hours == 0 and not zero_ok):
+        raise BadInput(f"{field}: must be above 0 (got {value!r})", field=field)
+    return hours
+
+
+def _pin(value: str) -> tuple[int, float]:
+    """``--pin-job hosts=N,days=D``."""
+    parts = dict(p.partition("=")[::2] for p in value.split(","))
+    if set(parts) != {"hosts", "days"}:
+        raise BadInput("pin_job: give hosts=N,days=D (e.g. hosts=2048,days=54)", field="pin_job")
+    try:
+        hosts, days = int(parts["hosts"]), float(parts["days"])
+    except ValueError:
+        raise BadInput(f"pin_job: {value!r} is not hosts=N,days=D", field="pin_job") from None
+    if hosts < 1 or not 0 < days <= 366:
+        raise BadInput("pin_job: hosts at least 1, days above 0 and at most 366", field="pin_job")
+    return hosts, days
+
+
+def _horizon(
+    cfg: SimConfig,
+    horizon: str | None,
+    target_every: str | None,
+    restart_base: str,
+    restart_per_host: str,
+    pin_job: str | None,
+) -> None:
+    """The fixed-horizon options into ``cfg`` (checked before anything runs)."""
+    pin = _pin(pin_job) if pin_job is not None else None
+    if horizon is None and pin is not None:
+        horizon = f"{pin[1]}d"
+    base = _hours(restart_base, "restart_base", zero_ok=True)
+    per_host = _hours(restart_per_host, "restart_per_host", zero_ok=True)
+    if horizon is None:
+        if target_every is not None:
+            raise BadInput("target_every: needs --horizon", field="target_every")
+        return
+    hours = _hours(horizon, "horizon")
+    if hours > 366 * 24:
+        raise BadInput("horizon: at most 366 days", field="horizon")
+    if pin is not None and pin[0] > cfg.preset.hosts_per_cluster:
+        raise BadInput(
+            f"pin_job: {pin[0]} hosts, the cluster has {cfg.preset.hosts_per_cluster}",
+            field="pin_job",
+        )
+    cfg.horizon_hours = hours
+    cfg.target_every_hours = _hours(target_every, "target_every") if target_every else None
+    cfg.restart_base_hours = base
+    cfg.restart_per_host_hours = per_host
+    cfg.pin_job = pin
 
 
 def _cycle_target(value: str | None) -> float | None:

@@ -23,13 +23,45 @@ from orchestrator.views import is_due
 
 S = HostState
 RESERVE_AFTER_HOURS = 6.0
+QUEUE_DEPTH_EASY = 64
 
 
 class JobScheduler(SimCore):
-    """Jobs of one cluster: drawn from the trace, placed, ended and interrupted."""
+    """Jobs of one cluster: drawn from the trace, placed, ended and interrupted.
+
+    Two modes only the simulator's fixed-horizon runs turn on (``simulate --horizon``; the live
+    fleet and every other run keep the defaults, so their schedules are unchanged):
+
+    - ``easy_backfill``: EASY backfill as Slurm's ``sched/backfill`` does it. The first job of
+      the queue that does not fit gets a reservation at the earliest instant enough hosts come
+      free by the running jobs' time limits (their ends); a later job starts ahead of it only if
+      it ends, by its own time limit, before that instant, or fits in the hosts the reservation
+      leaves over then.
+    - ``restart_base_hours`` / ``restart_per_host_hours``: a requeued job restarts (reschedule,
+      initialise, load the checkpoint, NCCL set-up) for ``base + per_host * hosts`` hours before
+      it makes progress again; its ``start`` is when progress resumes, so its checkpoints and
+      end are counted from there.
+    """
+
+    easy_backfill: bool = False
+    restart_base_hours: float = 0.0
+    restart_per_host_hours: float = 0.0
+
+    def restart_hours(self, job: JobRec) -> float:
+        """The restart a requeued ``job`` pays before it makes progress again."""
+        return self.restart_base_hours + self.restart_per_host_hours * job.size
+
+    def _restarts(self) -> dict[int, float]:
+        """Job id -> the restart phase of its current run (fleet hours)."""
+        table: dict[int, float] | None = self.__dict__.get("_restart_phase")
+        if table is None:
+            table = self.__dict__["_restart_phase"] = {}
+        return table
 
     def _finish_job(self, job: JobRec) -> None:
         job.state = "done"
+        if self.restart_base_hours > 0:
+            self._restarts().pop(job.id, None)
         self.dirty_jobs.add(job.id)
         self._log("scheduler", "job_end", None, job=job.id, hosts=len(job.hosts))
         self._release(job)
@@ -55,8 +87,16 @@ class JobScheduler(SimCore):
         waiters moved past it, the stop counts from then, as a discrete-event order would have it.
         """
         at = self.now if as_of is None else min(max(as_of, job.start or 0.0), self.now)
-        ckpt = job.last_checkpoint(at)
         assert job.start is not None
+        extra: dict[str, float] = {}
+        phase = self._restarts().pop(job.id, None) if self.restart_base_hours > 0 else None
+        if phase is not None:
+            # Stopped while restarting: no progress yet, the restart so far is what it paid.
+            began = job.start - phase
+            spent = min(max(0.0, at - began), phase)
+            extra["restart_gpu_hours"] = round(spent * job.size * GPUS_PER_HOST, 3)
+            at = max(at, job.start)
+        ckpt = job.last_checkpoint(at)
         lost = (at - ckpt) * job.size * GPUS_PER_HOST
         self._log(
             actor,
@@ -66,6 +106,7 @@ class JobScheduler(SimCore):
             cause=cause,
             hosts=len(job.hosts),
             lost_gpu_hours=round(lost, 3),
+            **extra,
         )
         self._release(job)
         job.work_hours = max(0.01, job.work_hours - (ckpt - job.start))
@@ -112,7 +153,7 @@ class JobScheduler(SimCore):
         counts: dict[tuple[str, str], int] = {}
         starting: list[tuple[JobRec, tuple[str, str]]] = []
         while True:
-            while busy < goal and len(self.state.queue) < 8:
+            while busy < goal and len(self.state.queue) < self._queue_depth():
                 shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
                 job_id = self.state.job_seq
                 self.state.job_seq += 1
@@ -130,6 +171,8 @@ class JobScheduler(SimCore):
             head = self.jobs[self.state.queue[0]]
             # Backfill smaller jobs, but hold hosts for a head job that has waited too long.
             window = 1 if self.now - head.submitted > RESERVE_AFTER_HOURS else 16
+            if self.easy_backfill:  # the head's reservation is kept by ``_fits_easy``
+                window = len(self.state.queue)
             # When not even the smallest job of the window fits in all idle hosts, nothing can
             # be placed (what the counts would find key by key, at every step of the clock).
             if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
@@ -137,7 +180,10 @@ class JobScheduler(SimCore):
             if free is None:
                 free = self._free_hosts(since)
                 counts = {k: sum(len(n) for t in ts for n in t.values()) for k, ts in free.items()}
-            placed = self._fits(self.state.queue[:window], counts)
+            if self.easy_backfill:
+                placed = self._fits_easy(self.state.queue, counts, starting, goal - busy)
+            else:
+                placed = self._fits(self.state.queue[:window], counts)
             for job, _ in placed:
                 self.state.queue.remove(job.id)
                 busy += job.size
@@ -183,6 +229,71 @@ class JobScheduler(SimCore):
                 placed.append((job, key))
         return placed
 
+    def _fits_easy(
+        self,
+        queue: list[int],
+        counts: dict[tuple[str, str], int],
+        starting: list[tuple[JobRec, tuple[str, str]]],
+        room: float,
+    ) -> list[tuple[JobRec, tuple[str, str]]]:
+        """EASY backfill (see the class docstring): the jobs of ``queue`` that start now. Past
+        the head of the queue, a job starts only within ``room`` (hosts below the target
+        utilisation): the trace is demand at that target, not a backlog to empty at once."""
+        placed: list[tuple[JobRec, tuple[str, str]]] = []
+        shadow: float | None = None
+        extra = 0
+        for i, job_id in enumerate(queue):
+            job = self.jobs[job_id]
+            if job.size > room and (i > 0 or room <= 0):
+                if shadow is None:
+                    break  # FIFO up to here; what follows waits for room
+                continue
+            fits = [(c, key) for key, c in counts.items() if c >= job.size]
+            if shadow is None:
+                if fits:
+                    _, key = max(fits)
+                    counts[key] -= job.size
+                    room -= job.size
+                    placed.append((job, key))
+                    continue
+                shadow, extra = self._reservation(job, sum(counts.values()), [*starting, *placed])
+                continue
+            if not fits:
+                continue
+            ends = self.now + self._next_restart(job) + job.work_hours
+            if ends <= shadow or job.size <= extra:
+                if ends > shadow:
+                    extra -= job.size
+                _, key = max(fits)
+                counts[key] -= job.size
+                room -= job.size
+                placed.append((job, key))
+        return placed
+
+    def _queue_depth(self) -> int:
+        """Jobs waiting at most: 8; EASY backfill sees a deeper queue (``QUEUE_DEPTH_EASY``), as
+        a batch scheduler's, so a head waiting for its reservation does not stop the draws."""
+        return QUEUE_DEPTH_EASY if self.easy_backfill else 8
+
+    def _next_restart(self, job: JobRec) -> float:
+        return self.restart_hours(job) if job.interruptions and self.restart_base_hours > 0 else 0.0
+
+    def _reservation(
+        self, head: JobRec, idle: int, starting: list[tuple[JobRec, tuple[str, str]]]
+    ) -> tuple[float, int]:
+        """When ``head`` can start by the running (and ``starting``) jobs' time limits, and the
+        hosts left over then: (inf, 0) if it never fits in the hosts in service."""
+        ends = sorted(
+            [(j.end, j.size) for j in self._index.running.values() if j.start is not None]
+            + [(self.now + self._next_restart(j) + j.work_hours, j.size) for j, _ in starting]
+        )
+        avail = idle
+        for end, size in ends:
+            avail += size
+            if avail >= head.size:
+                return end, avail - head.size
+        return float("inf"), 0
+
     def _assign(
         self,
         starting: list[tuple[JobRec, tuple[str, str]]],
@@ -206,7 +317,13 @@ class JobScheduler(SimCore):
             self._take_close(racks, job.size - len(chosen), chosen)
             if len(chosen) == job.size:
                 break
-        job.hosts, job.start, job.state = chosen, self.now, "running"
+        start, extra = self.now, dict[str, float]()
+        if self.restart_base_hours > 0 and job.interruptions:
+            phase = self.restart_hours(job)
+            start += phase
+            self._restarts()[job.id] = phase
+            extra["restart_hours"] = round(phase, 6)
+        job.hosts, job.start, job.state = chosen, start, "running"
         job.driver, job.cuda = key
         for name in chosen:
             self.hosts[name].job_id = job.id
@@ -220,4 +337,5 @@ class JobScheduler(SimCore):
             hosts=chosen,
             gpu_driver=key[0],
             cuda=key[1],
+            **extra,
         )

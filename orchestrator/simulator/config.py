@@ -48,3 +48,16 @@ class SimConfig:
     cycle_target_hours: float | None = None
     """A train spec's ``cycle_target``: while the cycle is projected past it, the train evicts
     sooner (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``). None: no target."""
+    horizon_hours: float | None = None
+    """A fixed horizon (``--horizon``): the run lasts this long whatever happens, the train
+    cycling (every cycle reported), the scheduler backfilling EASY and requeued jobs paying
+    their restart; its figures are goodput's (``goodput``). None: the run stops at its cycle's
+    end or after ``days``, as before."""
+    target_every_hours: float | None = None
+    """With a horizon: a new version of each targeted component this often (``<old>-r1``, ...)."""
+    restart_base_hours: float = 5.0 / 60.0
+    restart_per_host_hours: float = 0.01 / 60.0
+    """With a horizon: a requeued job restarts for base + per_host x hosts before progress."""
+    pin_job: tuple[int, float] | None = None
+    """With a horizon: (hosts, days) of a job at the queue's head from the start, lasting at
+    least the horizon (the Llama 3 calibration's 2,048-host, 54-day job)."""

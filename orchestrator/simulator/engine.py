@@ -22,6 +22,7 @@ new domain while one runs; the live train has no such mode (they model other too
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from dataclasses import dataclass, field
@@ -49,9 +50,12 @@ from orchestrator.execution.switches import update_rack_switches
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.sim_records import JobRec
 from orchestrator.models import HostState
 from orchestrator.simulator.config import SimConfig
-from orchestrator.simulator.policies import get_policy
+from orchestrator.simulator.goodput import Goodput
+from orchestrator.simulator.horizon import HorizonLog
+from orchestrator.simulator.policies import NONE, get_policy
 from orchestrator.simulator.result import (
     SimResult,
     lower_bound_after_outages_hours,
@@ -59,12 +63,14 @@ from orchestrator.simulator.result import (
     maintenance_work_hours,
 )
 from orchestrator.simulator.tally import RunShape, Tally
-from orchestrator.updates import host_targets
+from orchestrator.updates import host_targets, maintenance_hours, pending_components
 
 ACTOR = "sim-train"
 #: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
 SWITCH_ATTEMPTS = 4
 SWITCH_RETRY_HOURS = 0.25
+#: The id of ``SimConfig.pin_job``'s job (apart from the trace's, which count from 0).
+PINNED_JOB = 1_000_000_000
 S = HostState
 _INF = float("inf")
 
@@ -110,8 +116,20 @@ class Engine:
     """Runs one campaign; see the module docstring for when the train acts."""
 
     def __init__(self, sim: ClusterSim, cfg: SimConfig) -> None:
+        # Our own copy: a fixed horizon's new targets replace ``targets`` as the run goes.
+        cfg = dataclasses.replace(cfg, targets=dict(cfg.targets))
         self.sim, self.cfg = sim, cfg
         self.spec = get_policy(cfg.policy)
+        self.none = cfg.policy == NONE
+        self.horizon: HorizonLog | None = None
+        self.goodput: Goodput | None = None
+        if cfg.horizon_hours is not None:
+            sim.easy_backfill = True
+            sim.restart_base_hours = cfg.restart_base_hours
+            sim.restart_per_host_hours = cfg.restart_per_host_hours
+            pinned = self._pin_job(cfg) if cfg.pin_job is not None else None
+            self.goodput = Goodput.start(sim, pinned)
+            self.horizon = HorizonLog(started=sim.now, base_targets=dict(cfg.targets))
         n = len(sim.order)
         self.floor = cfg.budget.require_hosts(n)  # a budget of no host never finishes
         # The maintenance budget: what the train's planned work may hold (``budget_hosts``).
@@ -138,16 +156,43 @@ class Engine:
         self.makespan: float | None = None
         self.work = maintenance_work_hours(sim, cfg.targets)
         self.cycle_started = sim.now
-        sim.set_targets(cfg.targets, ACTOR)
+        if self.none:
+            self.wake = False  # no train: nothing ever plans
+        else:
+            sim.set_targets(cfg.targets, ACTOR)
+        if self.horizon is not None and cfg.target_every_hours and not self.none:
+            k, every = 1, cfg.target_every_hours
+            while sim.now + k * every < cfg.horizon_hours:  # type: ignore[operator]
+                self._push(sim.now + k * every, "target", None, k)
+                k += 1
+
+    def _pin_job(self, cfg: SimConfig) -> int:
+        """``pin_job``'s job at the queue's head, placed as soon as its hosts come free."""
+        assert cfg.pin_job is not None and cfg.horizon_hours is not None
+        hosts, days = cfg.pin_job
+        sim = self.sim
+        work = max(days * 24.0, cfg.horizon_hours) * 2.0  # outlives the horizon
+        sim.jobs[PINNED_JOB] = JobRec(PINNED_JOB, hosts, work, 1.0, sim.now)
+        sim.state.queue.insert(0, PINNED_JOB)
+        sim.advance(sim.now)
+        return PINNED_JOB
+
+    def _stopped(self) -> bool:
+        """The run is over: its cycle complete (a fixed horizon runs on)."""
+        return self.makespan is not None and self.horizon is None
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
         start = time.perf_counter()
         sim = self.sim
         horizon = self.cfg.days * 24.0
+        if self.cfg.horizon_hours is not None:
+            horizon = self.cfg.horizon_hours
         last = sim.now
         self._instant()
-        while self.makespan is None and not (self.halted and not self.domains):
+        while not self._stopped() and not (
+            self.halted and not self.domains and self.horizon is None
+        ):
             t = min(
                 self.heap[0][0] if self.heap else _INF,
                 sim.state.next_failure_at,
@@ -188,6 +233,32 @@ class Engine:
         held = sum(len(d.held) for d in self.domains.values())
         waiting = sum(len(d.pending) for d in self.domains.values())
         self.tally.accrue(dt, held, waiting, self.floor - self.limit, self.limit)
+        if self.goodput is not None and dt > 0 and self.domains:
+            self._accrue_goodput(dt, held)
+
+    def _accrue_goodput(self, dt: float, held: int) -> None:
+        """The train's hosts over ``dt``: installing or verifying (the work; hidden in idle
+        when no queued job could have used them), and held idle in a draining domain."""
+        hosts = self.sim.hosts
+        working = sum(len(b.hosts) for d in self.domains.values() for b in d.batches.values())
+        idle_waiting = held + sum(
+            1
+            for d in self.domains.values()
+            for name in [*d.pending, *d.drained]
+            if hosts[name].job_id is None and hosts[name].owner == ACTOR
+        )
+        # Given back, they would run what the queue holds that fits, within the room the
+        # scheduler's target utilisation leaves (it starts nothing past it), idle hosts first.
+        sim = self.sim
+        free = len(sim._index.free)
+        room = max(0.0, sim.target_utilisation * len(sim.order) - sim._index.busy)
+        fitting = sum(
+            size for size in (sim.jobs[j].size for j in sim.state.queue) if size <= free + working
+        )
+        usable = min(float(fitting), room) - free
+        hidden = working - min(float(working), max(0.0, usable))
+        assert self.goodput is not None
+        self.goodput.accrue(dt, working, hidden, idle_waiting)
 
     def _instant(self) -> None:
         now = self.sim.now
@@ -203,6 +274,8 @@ class Engine:
                 self._batch_done(key, token)
             elif kind == "switch":
                 self._switch(key, token)
+            elif kind == "target":
+                self._new_targets(token)
             elif token == self.tick_token:  # "tick": the train's poll or the planner's retry
                 self.wake = True
         while self.repairs and self.repairs[0][0] <= now:
@@ -216,7 +289,7 @@ class Engine:
         # A plan can start a domain whose hosts settle at once (an install failing for good):
         # the live train is signalled and plans again at the same instant.
         for _ in range(len(self.sim.order)):
-            if not self.wake or self.halted or self.makespan is not None:
+            if not self.wake or self.halted or self._stopped() or self.none:
                 break
             self._plan()
         self._record()
@@ -241,6 +314,8 @@ class Engine:
         events = self.sim.events
         for e in events:
             self.tally.read(e)
+            if self.goodput is not None:
+                self.goodput.read(e)
             if e.kind == "failure" and e.host is not None:
                 until = self.sim.hosts[e.host].repair_until
                 if until is not None:
@@ -300,9 +375,22 @@ class Engine:
             self.domains[d.id] = d
             self._look(d)
         elif cycle_complete(taken.counts, len(self.domains)):
-            self.makespan = sim.now
-            return
+            if self.makespan is None:
+                self.makespan = sim.now
+            if self.horizon is None:
+                return
+            # ``finish_cycle``: the next cycle starts at once, every host due again.
+            self.horizon.cycle_done(sim.now, self.cycle_started, self.cfg.cycle_target_hours)
+            self.cycle_started = sim.now + 1e-6
         self._schedule_poll(taken.retry_at_hours)
+
+    def _new_targets(self, k: int) -> None:
+        """A fixed horizon's ``k``-th new version of each targeted component."""
+        assert self.horizon is not None
+        targets = self.horizon.targets(k)
+        self.cfg.targets = targets
+        self.sim.set_targets(targets, ACTOR)
+        self._absorb()
 
     def _schedule_poll(self, retry_at: float | None) -> None:
         target = next_look_hours(self.sim.now, retry_at)
@@ -399,7 +487,15 @@ class Engine:
         (``switch`` False: a rack switch that could not be updated is not checked)."""
         sim, cfg = self.sim, self.cfg
         targets = cfg.targets if switch else host_targets(cfg.targets)
+        if self.horizon is not None:
+            wanted = host_targets(targets)
+            need = {
+                h: maintenance_hours(pending_components(sim.hosts[h].versions, wanted))
+                for h in hosts
+            }
         upd = install_hosts(self._tx(), ACTOR, {h: targets for h in hosts})
+        if self.horizon is not None:
+            self.horizon.work_host_hours += sum(need[h] for h in upd.updated)
         if upd.failed:
             # As the live domain does: one reason for the batch (the record has the detail).
             q = quarantine_hosts(sim, ACTOR, {h: "update failed" for h in upd.failed})
@@ -443,6 +539,8 @@ class Engine:
 
     def _returned(self, hosts: list[str]) -> None:
         self.tally.returned(hosts, self.sim.now - self.cycle_started)
+        if self.horizon is not None:
+            self.horizon.visited(hosts, self.sim.now)
         if hosts:
             self.sim.advance(self.sim.now)
             self._absorb()
@@ -470,12 +568,20 @@ class Engine:
             self.halted,
             self.domains_run,
         )
-        return self.tally.result(self.sim, self.cfg, run, wall)
+        res = self.tally.result(self.sim, self.cfg, run, wall)
+        if self.horizon is not None and self.goodput is not None:
+            self.goodput.close(self.sim.now)
+            res.horizon_report = self.horizon.report(
+                self.sim, self.cfg, self.goodput, self.cycle_started, self.none
+            )
+        return res
 
 
 def simulate(cfg: SimConfig, sim: ClusterSim | None = None) -> SimResult:
     """Run one campaign on a fresh cluster built from ``cfg`` (or on ``sim`` if given)."""
     get_policy(cfg.policy)
+    if cfg.horizon_hours is not None and cfg.horizon_hours <= 0:
+        raise ValueError("horizon: must be above 0")
     if cfg.days <= 0:
         raise ValueError("days: must be above 0")
     if cfg.domain_size is not None and cfg.domain_size < 1:

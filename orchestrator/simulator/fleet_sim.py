@@ -20,7 +20,9 @@ from orchestrator.fleet.build import build_cluster
 from orchestrator.presets import Preset
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate
+from orchestrator.simulator.policies import NONE
 from orchestrator.simulator.result import SimResult
+from orchestrator.simulator.yardstick import baseline_config, judged
 from orchestrator.topology import Topology
 
 #: Keys summed over clusters in the fleet totals.
@@ -56,7 +58,13 @@ def _topology(preset: Preset) -> Topology:
 def _run_one(cfg: SimConfig) -> SimResult:
     """One cluster's campaign (a pool worker's task)."""
     sim = build_cluster(cfg.preset, cfg.seed, cfg.cluster, _topology(cfg.preset))
-    return simulate(cfg, sim)
+    if cfg.horizon_hours is None:
+        return simulate(cfg, sim)
+    res = simulate(cfg, sim)  # a fixed horizon: judged against the baseline of its cluster
+    if cfg.policy == NONE:
+        return judged(res, res)
+    fresh = build_cluster(cfg.preset, cfg.seed, cfg.cluster, _topology(cfg.preset))
+    return judged(res, simulate(baseline_config(cfg), fresh))
 
 
 def simulate_fleet(cfg: SimConfig, workers: int | None = None) -> dict[str, Any]:
@@ -155,4 +163,17 @@ def fleet_totals(results: list[SimResult], wall: float, workers: int) -> dict[st
     out["wall_seconds"] = round(wall, 3)
     out["cluster_wall_seconds"] = round(sum(r.wall_seconds for r in results), 3)
     out["workers"] = workers
+    reports = [r.horizon_report for r in results]
+    if all(rep is not None for rep in reports):  # a fixed horizon: its figures summed too
+        for key in HORIZON_SUMMED:
+            out[key] = round(sum(float(rep.get(key) or 0) for rep in reports if rep), 1)
     return out
+
+
+#: A fixed horizon's keys summed over clusters in the fleet totals.
+HORIZON_SUMMED = (
+    "goodput_gpu_hours",
+    "maintenance_cost_gpu_hours",
+    "maintenance_work_gpu_hours",
+    "cycles_completed",
+)

@@ -29,6 +29,10 @@ train's ``plan_domain`` activity has it), and a quarantined host is due again on
     slots free up. Each node is cordoned, then ``waitForCompletion`` waits for its pods up to a
     timeout (``--max-wait``), after which ``drain`` deletes them whatever their progress.
 
+``none`` (the baseline)
+    No train at all: the same seed, trace, failures and repairs. A run of a policy over a fixed
+    horizon is judged against it (``simulate --horizon``: goodput lost to maintenance).
+
 ``slurm-asap`` (``scontrol reboot ASAP nextstate=RESUME <nodes>``)
     Nodes handed to Slurm in node order, at most ``domain_size`` at a time: each is drained (no new
     jobs) and reboots into maintenance as soon as it is idle, with no deadline: no job is ever
@@ -64,13 +68,19 @@ POLICY_SPECS: dict[str, PolicySpec] = {
     "slurm-asap": PolicySpec("slurm-asap", "scontrol reboot ASAP: drain, reboot when idle"),
 }
 assert tuple(POLICY_SPECS) == POLICIES
+#: The baseline with no planned maintenance: the same seed, trace, failures and repairs, no train.
+NONE = "none"
+NONE_SPEC = PolicySpec(NONE, "no planned maintenance (the baseline a schedule is judged against)")
+#: Every policy ``simulate`` takes: the drain policies, then the baseline.
+SIM_POLICIES: dict[str, PolicySpec] = {**POLICY_SPECS, NONE: NONE_SPEC}
 
 
 def get_policy(name: str) -> PolicySpec:
-    """The spec of policy ``name``, or ValueError naming ``policy``."""
+    """The spec of policy ``name`` (the drain policies and ``none``), or ValueError naming
+    ``policy``."""
     try:
-        return POLICY_SPECS[name]
+        return SIM_POLICIES[name]
     except KeyError:
         raise ValueError(
-            f"policy: unknown policy {name!r} (known: {', '.join(POLICY_SPECS)})"
+            f"policy: unknown policy {name!r} (known: {', '.join(SIM_POLICIES)})"
         ) from None

@@ -137,6 +137,9 @@ class SimResult:
     behind_target_plans: int | None = None
     """Plans made while the cycle was projected past its target, when the train evicts sooner
     (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``); None: no target."""
+    horizon_report: dict[str, Any] | None = None
+    """A fixed horizon's figures (``simulate --horizon``: ``horizon.HorizonLog.report``, costs
+    against the baseline added by ``yardstick``), appended last to the JSON; None otherwise."""
 
     @property
     def lost_gpu_hours(self) -> float:
@@ -189,7 +192,9 @@ class SimResult:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            k: v for k, v in self.__dict__.items() if k not in ("series",) and v is not None
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("series", "horizon_report") and v is not None
         }
         out["makespan_hours"] = _r(self.makespan_hours)
         out["lost_gpu_hours"] = _r(self.lost_gpu_hours)
@@ -219,6 +224,8 @@ class SimResult:
         note = self.domain_size_note()
         if note is not None:
             out["domain_size_note"] = note
+        if self.horizon_report is not None:
+            out.update({k: v for k, v in self.horizon_report.items() if not k.startswith("_")})
         return out
 
 
