@@ -54,12 +54,13 @@ def test_metrics_bind_loopback_by_default_and_all_addresses_when_told(tmp_home: 
 
 
 def test_worker_names_a_metrics_address_it_cannot_bind(tmp_home: Path) -> None:
-    """A taken or foreign address is one line naming metrics_port, exit 1 (no traceback)."""
+    """A foreign address is one line naming metrics_host (the host is what is wrong: issue
+    24, 8), exit 1, no traceback."""
     make_fleet(tmp_home, 3600.0)
     args = ["worker", "--metrics-host", "192.0.2.1", "--metrics-port", str(free_port(0))]
     result = CliRunner().invoke(main, [*args, "--address", "127.0.0.1:1", "--json"])
     assert result.exit_code == 1, result.output
-    assert '"field": "metrics_port"' in result.stdout and "192.0.2.1" in result.stdout
+    assert '"field": "metrics_host"' in result.stdout and "192.0.2.1" in result.stdout
 
 
 def test_compose_workers_expose_metrics_to_prometheus() -> None:
