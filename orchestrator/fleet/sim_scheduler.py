@@ -166,8 +166,8 @@ class JobScheduler(SimCore):
                 )
                 self.dirty_jobs.add(job_id)
                 self.state.queue.append(job_id)
-            if not self.state.queue:
-                break
+            if not self.state.queue or (self.easy_backfill and busy >= goal):
+                break  # (EASY starts nothing past the target: see ``_fits_easy``)
             head = self.jobs[self.state.queue[0]]
             # Backfill smaller jobs, but hold hosts for a head job that has waited too long.
             window = 1 if self.now - head.submitted > RESERVE_AFTER_HOURS else 16
