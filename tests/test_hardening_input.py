@@ -618,3 +618,13 @@ def test_no_output_quotes_a_url_password(capsys: pytest.CaptureFixture[str]) -> 
     err = OperationFailed(f"campaign: prometheus: {url}", extra={"gate": url})
     out = capsys.readouterr().out + json.dumps(err.as_json())
     assert PROM_PASSWORD not in out and "http://127.0.0.1:1/" in out, out
+
+
+def test_reconfigure_checks_its_options_before_connecting(tmp_home: Path, offline: None) -> None:
+    """A domain larger than the cluster and a bad budget are refused before any connection,
+    naming domain_size and budget.max_unavailable (issue 24: 8, low)."""
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    base = ("train", "reconfigure", "--cluster", "c00", "--json")
+    err = refused(run(*base, "--domain-size", "5000"), "domain_size")
+    assert "128 hosts" in err["error"] and "address" not in err["error"]
+    refused(run(*base, "--budget", "x"), "budget.max_unavailable")

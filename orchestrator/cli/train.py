@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 import click
 import pydantic
+from pydantic import ValidationError
 from temporalio.client import Client
 
 from orchestrator.cli.common import (
@@ -126,8 +127,9 @@ def _require_cluster(cluster: str, names: list[str]) -> None:
         )
 
 
-def check_cluster_in_fleet(cluster: str) -> None:
-    """Exit 2 for a cluster the fleet does not have, as `train start` does.
+def check_cluster_in_fleet(cluster: str, domain_size: int | None = None) -> None:
+    """Exit 2 for a cluster the fleet does not have, as `train start` does, or a domain larger
+    than the cluster (``domain_size``).
 
     Without a fleet here (the CLI may steer trains of workers elsewhere) there is nothing to
     check against, and the train's own answer decides.
@@ -140,9 +142,15 @@ def check_cluster_in_fleet(cluster: str) -> None:
     fleet = open_fleet()
     try:
         names = fleet.cluster_names()
+        _require_cluster(cluster, names)
+        hosts = fleet.hosts_in(cluster)
     finally:
         fleet.close()
-    _require_cluster(cluster, names)
+    if domain_size is not None and domain_size > hosts:
+        raise BadInput(
+            f"domain_size: {domain_size} is more than the {hosts} hosts of {cluster}",
+            field="domain_size",
+        )
 
 
 async def _steer(coro: Awaitable[TrainStatus]) -> TrainStatus:
@@ -429,10 +437,16 @@ def reconfigure(
     # Each given field's own shape first (errors name budget.<field>), before any connection;
     # how they fit together is checked on the budget they make with the train's (below).
     shape = {"max_unavailable": "100%", **given} if given else None
-    TrainChange.model_validate(
-        {"domain_size": domain_size, "budget": shape, "targets": pairs or None}
-    )
-    check_cluster_in_fleet(cluster)
+    try:
+        TrainChange.model_validate(
+            {"domain_size": domain_size, "budget": shape, "targets": pairs or None}
+        )
+    except ValidationError as err:  # named by where it is: budget.max_unavailable, ...
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "change"
+        why = str(first["msg"]).removeprefix("Value error, ")
+        raise BadInput(f"{where}: {why}", field=where) from None
+    check_cluster_in_fleet(cluster, domain_size)
     if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
         fleet = open_fleet_or_fail()
         try:

@@ -135,8 +135,25 @@ def settled(status: TrainStatus) -> TrainStatus:
 async def train_status(
     client: Client, cluster: str, *, timeout: timedelta = QUERY_TIMEOUT
 ) -> TrainStatus:
-    """Where the cluster's train stands (its ``status`` query), waiting at most ``timeout``."""
+    """Where the cluster's train stands (its ``status`` query), waiting at most ``timeout``.
+    A query the server asks to be retried (``buffered query cleared, please retry``: its
+    workflow task was busy with a flood of updates) is asked again a few times."""
     handle = train_handle(client, cluster)
+    for attempt in range(QUERY_RETRIES):
+        try:
+            return await _query_status(handle, timeout)
+        except TrainNotFound as err:
+            if "please retry" not in str(err) or attempt == QUERY_RETRIES - 1:
+                raise
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+#: Tries of a status query the server asks to retry.
+QUERY_RETRIES = 5
+
+
+async def _query_status(handle: Any, timeout: timedelta) -> TrainStatus:
     try:
         status = await handle.query("status", result_type=TrainStatus, rpc_timeout=timeout)
     except RPCError as err:
