@@ -116,11 +116,37 @@ def _print_run(o: dict[str, Any]) -> None:
     for key in ("cycle_target_hours", "cycle_target_met", "behind_target_plans"):
         if key in o:  # only with --cycle-target
             t.add_row(key, str(o[key]))
+    for key in HORIZON_ROWS:
+        if key in o:  # only with --horizon
+            t.add_row(key, str(o[key]))
+    if "baseline" in o:
+        t.add_row("baseline (none) utilisation", str(o["baseline"]["utilisation"]))
     con.print(t)
+    for c in o.get("cycles") or []:
+        span = c["makespan_hours"]
+        took = "running" if span is None else f"{span:.1f} h"
+        con.print(f"cycle {c['cycle']}: {took}, {c['hosts_visited']} hosts visited")
     if o.get("max_out_of_service_note"):
         con.print(f"max_out_of_service: {o['max_out_of_service_note']}")
     for note in _notes([o]):
         con.print(f"domain_size: {note}")
+
+
+#: A fixed horizon's rows in the text output (``--horizon``).
+HORIZON_ROWS = (
+    "horizon_hours",
+    "goodput_gpu_hours",
+    "maintenance_cost_gpu_hours",
+    "cost_parts",
+    "maintenance_work_gpu_hours",
+    "cost_over_work",
+    "hidden_in_idle_share",
+    "cycles_completed",
+    "cycles_meeting_target",
+    "visit_interval_hours",
+    "ettr",
+    "pinned_job",
+)
 
 
 def _capped(o: dict[str, Any]) -> str:

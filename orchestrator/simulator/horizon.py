@@ -109,7 +109,9 @@ class HorizonLog:
             "cycles": cycles,
             "cycles_completed": len(done),
             "cycles_meeting_target": (
-                sum(1 for c in done if c.get("met_target")) if target is not None else None
+                sum(1 for c in done if c.get("met_target"))
+                if target is not None and not none
+                else None
             ),
             "visit_interval_hours": self.visit_intervals(sim, target) if not none else None,
             "ettr": g.ettr(sim.now),
