@@ -169,7 +169,8 @@ class Goodput:
             for n in MTTF_SIZES
         }
 
-    def pinned_report(self, hosts: int, days: float) -> dict[str, Any]:
+    def pinned_report(self, hosts: int, days: float, horizon_hours: float) -> dict[str, Any]:
+        """The pinned job over the horizon (its ETTR: productive hours over the horizon's)."""
         total = self.pinned_interruptions
         shares = {
             cause: round(100.0 * count / total, 1)
@@ -180,7 +181,7 @@ class Goodput:
             "hosts": hosts,
             "days": days,
             "unexpected_interruptions": total,
-            "hours_per_interruption": round(days * 24.0 / total, 2) if total else None,
+            "hours_per_interruption": round(horizon_hours / total, 2) if total else None,
             "cause_share_percent": shares,
-            "ettr": round(self.productive.get(self.pinned, 0.0) / (days * 24.0), 4),
+            "ettr": round(self.productive.get(self.pinned, 0.0) / horizon_hours, 4),
         }

@@ -131,5 +131,5 @@ class HorizonLog:
             },
         }
         if cfg.pin_job is not None:
-            out["pinned_job"] = g.pinned_report(*cfg.pin_job)
+            out["pinned_job"] = g.pinned_report(*cfg.pin_job, cfg.horizon_hours)
         return out
