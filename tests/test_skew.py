@@ -245,3 +245,16 @@ async def _ridden(client: Any, cluster: str) -> Any:
             return status
         await asyncio.sleep(0.2)
     raise AssertionError(f"the campaign never rode {cluster}'s train: {status}")
+
+
+def test_superseding_a_version_nothing_runs_is_refused(tmp_home: Path) -> None:
+    """A `supersedes` naming a version no host carries and no train targets (a typo) exits 2
+    naming supersedes.os, for operations and campaigns (issue 24, low)."""
+    three_os_versions(tmp_home)
+    for spec, verb in (
+        (op(supersedes={"os": "6.8.0-99"}), ("ops", "plan")),
+        (campaign(supersedes={"os": "6.8.0-99"}), ("campaign", "plan")),
+    ):
+        code, out = cli(*verb, "--spec", write(tmp_home / "typo.json", spec))
+        assert code == 2 and out["field"] == "supersedes.os", out
+        assert "6.8.0-99" in out["error"]

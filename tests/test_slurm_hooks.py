@@ -108,3 +108,14 @@ async def test_no_install_hook_is_refused_before_any_node(
     code, report, err = await cli("audit", "--json")
     assert code == 0, (report, err)
     assert json.dumps(report)
+
+
+def test_lab_up_says_a_lab_runs_and_refuses_another_size(tmp_home: Path, lab2: LabInfo) -> None:
+    """`lab slurm up` with the 2-node lab running reports it as running, not as new; asking
+    for 4 nodes is refused naming nodes (issue 24, low)."""
+    again = CliRunner().invoke(cli_main, ["lab", "slurm", "up", "--json"])
+    assert again.exit_code == 0, again.output
+    out = json.loads(again.stdout)
+    assert out["already_running"] is True and out["nodes"] == lab2.nodes
+    bigger = CliRunner().invoke(cli_main, ["lab", "slurm", "up", "--nodes", "4", "--json"])
+    assert bigger.exit_code == 2 and json.loads(bigger.stdout)["field"] == "nodes", bigger.output

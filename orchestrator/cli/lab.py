@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestrator.cli.common import emit, handle_errors, json_option
+from orchestrator.cli.common import BadInput, emit, handle_errors, json_option
 
 
 @click.group("lab")
@@ -18,20 +18,37 @@ def slurm() -> None:
 
 
 @slurm.command("up")
-@click.option("--nodes", type=click.IntRange(1, 64), default=16, show_default=True)
+@click.option(
+    "--nodes",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Nodes of a new lab (default 16); a running lab of another size is refused.",
+)
 @json_option
 @handle_errors
-def up(nodes: int, as_json: bool) -> None:
-    """Start the lab (or report the one running): prints slurm_conf, cluster and nodes."""
-    from orchestrator.lab.slurm import lab_up
+def up(nodes: int | None, as_json: bool) -> None:
+    """Start the lab (or report the one running, saying so): prints slurm_conf, cluster and
+    nodes. Asking for another size than the running lab's is refused (exit 2, field nodes):
+    `lab slurm down` first."""
+    from orchestrator.lab.slurm import lab_running, lab_up
     from orchestrator.paths import trainctl_home
 
-    info = lab_up(trainctl_home(), nodes)
+    home = trainctl_home()
+    running = lab_running(home)
+    if running is not None and nodes is not None and nodes != len(running.nodes):
+        raise BadInput(
+            f"nodes: a lab of {len(running.nodes)} nodes already runs; `trainctl lab slurm "
+            f"down` first to start one of {nodes}",
+            field="nodes",
+        )
+    info = running if running is not None else lab_up(home, nodes or 16)
     emit(
-        info.to_json(),
+        {**info.to_json(), "already_running": running is not None},
         as_json,
         lambda o: click.echo(
-            f"Slurm lab {o['cluster']}: {len(o['nodes'])} nodes, SLURM_CONF={o['slurm_conf']}\n"
+            f"Slurm lab {o['cluster']}: {len(o['nodes'])} nodes"
+            + (" (already running)" if o["already_running"] else "")
+            + f", SLURM_CONF={o['slurm_conf']}\n"
             f"  trainctl fleet init --backend slurm --slurm-conf {o['slurm_conf']} "
             f"--backend-config {o['backend_config']}"
         ),

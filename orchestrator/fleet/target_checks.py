@@ -32,11 +32,35 @@ def target_refusal(
     why = hook_refusal(fleet, clusters, targets)
     if why is not None:
         return why
+    why = supersedes_refusal(fleet, clusters, supersedes or {})
+    if why is not None:
+        return why
     for cluster in clusters:
         found = skew_refusal(fleet.peek(cluster).snapshot().hosts, targets, skew, supersedes)
         if found is not None:
             field, message = found
             return field, f"{message} (cluster {cluster})"
+    return None
+
+
+def supersedes_refusal(
+    fleet: FleetBackend | SqliteFleet, clusters: list[str], supersedes: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """``supersedes.<component>`` when nothing runs the version it names: no host of the
+    clusters carries it and no cluster records it as a target (a typo would otherwise
+    supersede nothing, silently, and the skew window would count the version it meant)."""
+    for comp, old in sorted(supersedes.items()):
+        carried = any(
+            h.versions.get(comp) == old
+            for cluster in clusters
+            for h in fleet.peek(cluster).snapshot().hosts
+        )
+        recorded = any(fleet.peek(c).recorded_targets().get(comp) == old for c in clusters)
+        if not carried and not recorded:
+            return f"supersedes.{comp}", (
+                f"supersedes.{comp}: nothing runs {comp}={old} on {', '.join(clusters)} (no host "
+                "carries it and no train targets it): name the version being replaced"
+            )
     return None
 
 

@@ -162,6 +162,15 @@ def wait_ready(d: Path, nodes: list[str], timeout: float = START_TIMEOUT_SECONDS
         time.sleep(0.5)
 
 
+def lab_running(home: Path) -> LabInfo | None:
+    """The lab running under ``home`` (its controller alive), or None."""
+    d = lab_dir(home)
+    info_path = d / "lab.json"
+    if info_path.exists() and running_pid(d / "run" / "slurmctld.pid"):
+        return LabInfo(**json.loads(info_path.read_text()))
+    return None
+
+
 def lab_up(home: Path, nodes: int = 16) -> LabInfo:
     """Start (or find running) the lab under ``home``; stops what it started if it fails."""
     if not 1 <= nodes <= MAX_NODES:
