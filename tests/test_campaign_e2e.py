@@ -102,6 +102,8 @@ async def run_campaign(
     async with build_worker(env.client, path, queue):
         code, out, err = await trainctl(*args, "--task-queue", queue)
     assert "error" not in out, err
+    # --wait says on stderr what it waits for (issue 25: it printed nothing for minutes).
+    assert f"campaign-{spec['name']}: waiting for it to end" in err, err
     return code, CampaignStatus.model_validate(out)
 
 

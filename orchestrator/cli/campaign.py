@@ -221,6 +221,8 @@ def start(
 
     async def go() -> Any:
         client = await connect_or_fail(address)
+        if wait:  # stdout stays the final answer; what it waits for goes to stderr
+            click.echo(f"{spec.workflow_id}: waiting for it to end", err=True)
         return await start_campaign(
             client, spec, task_queue=task_queue, wait=wait, on_progress=_progress_printer()
         )
