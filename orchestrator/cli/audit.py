@@ -19,6 +19,7 @@ from orchestrator.cli.common import (
     handle_errors,
     json_option,
     open_fleet_or_fail,
+    try_connect,
 )
 from orchestrator.cli.connection import connection_options
 
@@ -62,20 +63,13 @@ async def owners_running(
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError, RPCStatusCode
 
-    from orchestrator.cli.connection import options_from_context
-    from orchestrator.client import connect_resolved
-    from orchestrator.connection import ConnectionError_, redact, resolve
+    from orchestrator.connection import redact
 
-    try:
-        conn = resolve(options_from_context(address))
-    except ConnectionError_ as err:
-        raise BadInput(str(err), field=err.field) from None
     not_checked = "owners not checked (the record alone was audited): "
-    try:
-        client = await asyncio.wait_for(connect_resolved(conn), OWNERS_CONNECT_TIMEOUT)
-    except (RuntimeError, TimeoutError, OSError) as err:
-        why = redact(str(err), conn.secrets) or f"no answer within {OWNERS_CONNECT_TIMEOUT:g}s"
-        return None, f"{not_checked}no Temporal server answered at {conn.address} ({why})"
+    conn = await try_connect(address, OWNERS_CONNECT_TIMEOUT)
+    if conn.client is None:
+        return None, f"{not_checked}no Temporal server answered at {conn.address} ({conn.why})"
+    client = conn.client
     try:  # another fleet's server knows nothing of this fleet's owners
         await check_same_fleet(client, conn.address)
     except BadInput as err:

@@ -14,6 +14,7 @@ an unexpected error.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import json
@@ -325,10 +326,21 @@ def fail(message: str, field: str | None = None) -> NoReturn:
 CONNECT_TIMEOUT = 15.0
 
 
-async def connect_or_fail(address: str | None) -> Client:
+@dataclasses.dataclass(frozen=True)
+class Reached:
+    """What trying to reach Temporal gave: a client, or why not (no secret in it)."""
+
+    client: Client | None
+    address: str
+    why: str = ""
+    secrets: tuple[str, ...] = ()
+    """What messages about this connection must never show (API key, metadata values)."""
+
+
+async def try_connect(address: str | None, timeout: float = CONNECT_TIMEOUT) -> Reached:
     """A client of Temporal at ``address`` (and the command's connection flags, profile and
-    ``TEMPORAL_*``), or exit 2 naming a bad setting, or exit 1 naming ``address`` (never a
-    hang). No message carries a secret (API key, gRPC metadata)."""
+    ``TEMPORAL_*``) within ``timeout``, or none and why; exit 2 naming a bad setting. For
+    commands that go on without a server (audit, fleet host) as for those that need one."""
     import asyncio
 
     from orchestrator.cli.connection import options_from_context
@@ -340,16 +352,26 @@ async def connect_or_fail(address: str | None) -> Client:
     except ConnectionError_ as err:
         raise BadInput(str(err), field=err.field) from None
     try:
-        client = await asyncio.wait_for(connect_resolved(conn), CONNECT_TIMEOUT)
-    except (RuntimeError, TimeoutError) as err:
-        why = redact(str(err), conn.secrets) or f"no answer within {CONNECT_TIMEOUT:g}s"
+        client = await asyncio.wait_for(connect_resolved(conn), timeout)
+    except (RuntimeError, TimeoutError, OSError) as err:
+        why = redact(str(err), conn.secrets) or f"no answer within {timeout:g}s"
+        return Reached(None, conn.address, why, tuple(conn.secrets))
+    return Reached(client, conn.address, secrets=tuple(conn.secrets))
+
+
+async def connect_or_fail(address: str | None) -> Client:
+    """A client of Temporal at ``address``, or exit 2 naming a bad setting, or exit 1 naming
+    ``address`` (never a hang), or exit 2 when the server serves another fleet. No message
+    carries a secret (API key, gRPC metadata)."""
+    reached = await try_connect(address)
+    if reached.client is None:
         fail(
-            f"address: cannot reach Temporal at {conn.address} ({why}); "
+            f"address: cannot reach Temporal at {reached.address} ({reached.why}); "
             "is `trainctl server` running?",
             field="address",
         )
-    await check_same_fleet(client, conn.address)
-    return client
+    await check_same_fleet(reached.client, reached.address)
+    return reached.client
 
 
 async def check_same_fleet(client: Client, address: str) -> None:

@@ -17,7 +17,14 @@ from typing import Any
 import click
 from rich.console import Console
 
-from orchestrator.cli.common import BadInput, emit, handle_errors, json_option, open_fleet_or_fail
+from orchestrator.cli.common import (
+    BadInput,
+    emit,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+    try_connect,
+)
 from orchestrator.cli.connection import connection_options
 from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.fleet.backend import ClusterBackend, FleetBackend
@@ -79,18 +86,10 @@ async def _ask_trains(
     address: str | None, owners: list[str], anchor: datetime
 ) -> dict[str, TrainFacts] | None:
     """What each train among ``owners`` says of itself; None when no server answers."""
-    from orchestrator.cli.connection import options_from_context
-    from orchestrator.client import connect_resolved
-    from orchestrator.connection import ConnectionError_, resolve
     from orchestrator.train.types import TrainStatus
 
-    try:
-        conn = resolve(options_from_context(address))
-    except ConnectionError_ as err:
-        raise BadInput(str(err), field=err.field) from None
-    try:
-        client = await asyncio.wait_for(connect_resolved(conn), CONNECT_TIMEOUT)
-    except (RuntimeError, TimeoutError, OSError):
+    client = (await try_connect(address, CONNECT_TIMEOUT)).client
+    if client is None:
         return None
     out: dict[str, TrainFacts] = {}
     for owner in owners:
