@@ -261,4 +261,5 @@ def test_the_ui_details_name_the_suspect() -> None:
     )
     text = campaign_details(spec, CampaignState(status=status, plan=[plan]))
     assert text.startswith("**Rolling back**"), text
-    assert f"| os {BAD} | ui-bad | 4 | 0 | 1.00 |" in text, text
+    line = f"- **os {BAD}** · rollout: ui-bad · failing: 4 · passing: 0 · score: 1.00"
+    assert line in text and "|---" not in text, text  # a list: the UI draws no table padding
