@@ -52,6 +52,8 @@ class Goodput:
     running_by_size: defaultdict[int, float] = field(default_factory=lambda: defaultdict(float))
     failures_by_size: Counter[int] = field(default_factory=Counter)
     restart_spent: float = 0.0
+    cause: dict[int, str] = field(default_factory=dict)
+    """Job -> the cause of its last stop: the restart its next run pays is that stop's."""
     lost_all: float = 0.0
     maint_lost: float = 0.0
     maint_restart: float = 0.0
@@ -63,18 +65,10 @@ class Goodput:
     work: float = 0.0
     hidden: float = 0.0
     drain_wait: float = 0.0
-    restart_base: float = 0.0
-    restart_per_host: float = 0.0
-    """``JobScheduler``'s restart rule: what a maintenance stop makes its job pay at restart."""
 
     @classmethod
     def start(cls, sim: ClusterSim, pinned: int | None = None) -> Goodput:
-        g = cls(
-            started=sim.now,
-            pinned=pinned,
-            restart_base=sim.restart_base_hours,
-            restart_per_host=sim.restart_per_host_hours,
-        )
+        g = cls(started=sim.now, pinned=pinned)
         for job in sim._index.running.values():
             g.open[job.id] = (sim.now, 0.0, job.size)
             g.first[job.id] = sim.now
@@ -108,12 +102,10 @@ class Goodput:
         self.lost_all += lost
         self._progress(jid, n, max(0.0, span - spent - lost / (n * GPUS_PER_HOST)), spent)
         cause = str(d.get("cause", ""))
+        self.cause[jid] = cause
         if cause.startswith("maintenance:"):
             self.maint_interruptions += 1
             self.maint_lost += lost
-            job_hosts = int(d.get("hosts", n))
-            restart = self.restart_base + self.restart_per_host * job_hosts
-            self.maint_restart += restart * job_hosts * GPUS_PER_HOST
         elif cause.startswith("failure:"):
             self.failure_interruptions += 1
             self.failures_by_size[n] += 1
@@ -122,8 +114,13 @@ class Goodput:
                 self.pinned_causes[cause.partition(":")[2]] += 1
 
     def _progress(self, jid: int, hosts: int, hours: float, restart_hours: float) -> None:
+        """A run of ``jid`` closed: its progress, and the restart it paid, which the stop
+        before it caused (a maintenance stop's restart is maintenance's)."""
         self.productive[jid] += hours
-        self.restart_spent += restart_hours * hosts * GPUS_PER_HOST
+        paid = restart_hours * hosts * GPUS_PER_HOST
+        self.restart_spent += paid
+        if paid and self.cause.get(jid, "").startswith("maintenance:"):
+            self.maint_restart += paid
 
     def accrue(self, dt: float, working: int, hidden: float, drain_idle: int) -> None:
         if dt <= 0:

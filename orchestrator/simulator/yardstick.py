@@ -7,8 +7,9 @@ baseline's goodput minus the policy's:
 
 - ``maintenance_cost_gpu_hours`` = goodput(none) - goodput(policy);
 - ``cost_parts``: ``lost_work`` (work since the checkpoint of every job maintenance stopped) and
-  ``restart`` (each such stop's restart, ``base + per_host x hosts`` paid by all the job's
-  GPUs) are measured in the policy's run; the rest of the difference is capacity, split into
+  ``restart`` (the restart each such stop made its job pay, ``base + per_host x hosts`` by
+  all its GPUs, as far as it got before the next stop or the horizon) are measured in the
+  policy's run; the rest of the difference is capacity, split into
   ``held_idle`` (hosts installing and verifying) and ``drain_wait`` (hosts held idle while the
   rest of their domain drains or, lockstep, finishes) in proportion to the
   GPU-hours of each in the run (``held_gpu_hours``). The parts add up to the cost; capacity can
