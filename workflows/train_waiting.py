@@ -1,0 +1,151 @@
+"""The waiting half of a cluster's train: its idle timers and turns, its history limit, and
+how it lets go (the piggyback claim when it stops planning, every host and the arbiter when it
+ends).
+
+A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size: the
+workflow module keeps its handlers, its loop and how it plans and runs domains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
+    from activities.fleet_activities import FleetActivities
+    from orchestrator.arbiter.types import ReleaseRequest
+    from orchestrator.execution.cycle import next_look_hours
+    from orchestrator.execution.messages import ClockInfo, HostsRequest
+    from orchestrator.train.bookkeeping import held_hosts
+    from orchestrator.train.types import TrainInput
+    from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
+    from workflows.history import history_full
+    from workflows.train_windows import TrainWindows
+
+#: A waiting train looks again at ``next_look_hours`` (its poll or the planner's retry), but
+#: never more often than this in wall time: domains signal their progress anyway.
+MIN_POLL_SECONDS = 1.0
+#: On a logical clock the train continues as new after this many turns (about 4,000 history
+#: events on meta-24k, where the server suggests continuing as new), or at max_history_events.
+LOGICAL_TURNS_PER_RUN = 120
+
+
+class TrainWaiting:
+    """The train's waits and its letting go; the workflow class provides the state."""
+
+    inp: TrainInput | None
+    in_flight: dict[str, list[str]]
+    wake: bool
+    clock_turns: int | None
+    windows: TrainWindows | None
+    claim_withdrawn: bool
+
+    async def _withdraw_claim(self) -> None:
+        """Once paused or halted, take back the standing claim on freed hosts (piggybacking),
+        so no host is cordoned for a train that will not visit it (train-withdraw-claim)."""
+        assert self.inp is not None
+        if getattr(self, "claim_withdrawn", False) or not workflow.patched("train-withdraw-claim"):
+            return
+        self.claim_withdrawn = True
+        spec = self.inp.spec
+        await workflow.execute_activity_method(
+            FleetActivities.withdraw_claim,
+            HostsRequest(
+                cluster=spec.cluster,
+                owner=spec.workflow_id,
+                hosts=held_hosts(self.in_flight),
+                wall=workflow.now(),
+                targets=spec.targets,
+            ),
+            summary=f"withdraw {spec.workflow_id}'s claim on freed hosts of {spec.cluster}",
+            **fleet_options(),
+        )
+
+    def _history_full(self) -> bool:
+        assert self.inp is not None
+        if self.clock_turns is not None:
+            # On a logical clock a run ends after a fixed number of turns: the history's length
+            # depends on how events happened to batch into workflow tasks, and a run that stops
+            # planning to continue as new at another turn would change the run's outcome.
+            return self.clock_turns >= LOGICAL_TURNS_PER_RUN or history_full(
+                self.inp.max_history_events, suggested=False
+            )
+        return history_full(self.inp.max_history_events)
+
+    async def _idle(self, clock: ClockInfo) -> None:
+        """Wait for a domain's progress, a control message, or the next look the planner wants.
+
+        Domains signal as hosts come back, so the poll only catches what nobody signals:
+        repairs finishing, jobs ending on hosts the planner is waiting for.
+        """
+        assert self.inp is not None
+        st = self.inp.state
+        if st.phase == "stopping" and not self.in_flight and workflow.patched("train-stop-now"):
+            # Stopped while it planned (the stop came during its plan): nothing holds it, so it
+            # must not wait for domains to move the clock (there are none): it closes now.
+            return
+        now = st.counts.fleet_hours
+        target = next_look_hours(now, st.retry_at_hours)
+        floor: float | None = None
+        if self.windows is not None:  # a window edge may come first
+            now, target, floor = self.windows.timer(now, target)
+        if clock.logical:
+            await self._idle_logical(clock, target)
+            return
+        if self.wake:
+            return
+        floor = MIN_POLL_SECONDS if floor is None else floor
+        timeout = max(floor, wall_seconds(clock, target - now))
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
+
+    async def _idle_logical(self, clock: ClockInfo, target: float) -> None:
+        """On a logical clock, a party like the domains: wait for our turn at the poll (or the
+        planner's retry) instant, when a domain's batch settled (the domain wakes us at that
+        instant), or when a domain ends (it holds the clock until we saw it end). Signals do
+        not wake us by themselves: when they arrive depends on thread scheduling, turns do not.
+        A train that will not plan (paused, halted, stopping, or waiting for its domains to end
+        before it continues as new) waits for nothing and lets its domains move the clock."""
+        assert self.inp is not None
+        st, spec = self.inp.state, self.inp.spec
+        party = clock_party(clock)
+        party.children(sorted(self.in_flight))
+        phase, flying, settings = st.phase, set(self.in_flight), spec.model_dump()
+        plans = phase == "running" and not self._history_full()
+
+        def interrupted() -> bool:
+            return (
+                st.phase != phase or set(self.in_flight) != flying or spec.model_dump() != settings
+            )
+
+        await party.wait(target if plans else None, interrupted)
+        assert self.clock_turns is not None
+        self.clock_turns += 1
+
+    async def _close(self, clock: ClockInfo) -> None:
+        """Hand back anything still held, leave the arbiter, record that this train ended."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        await workflow.execute_activity_method(
+            ArbiterActivities.release,
+            ReleaseRequest(
+                cluster=spec.cluster, holder=spec.workflow_id, reason=self.inp.state.reason
+            ),
+            summary=f"leave the capacity arbiter of {spec.cluster}",
+            **fleet_options(),
+        )
+        await workflow.execute_activity_method(
+            FleetActivities.close_owner,
+            HostsRequest(
+                cluster=spec.cluster,
+                owner=spec.workflow_id,
+                hosts=[],
+                wall=workflow.now(),
+                targets=spec.targets,
+            ),
+            summary=f"hand back any host of {spec.cluster} still held by {spec.workflow_id}",
+            **fleet_options(),
+        )
