@@ -39,10 +39,8 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
-    from orchestrator.arbiter.types import HoldersRequest
     from orchestrator.execution.messages import ClockInfo, FleetInfoRequest
     from orchestrator.ops.spec import operation_id
     from orchestrator.ops.types import (
@@ -50,10 +48,8 @@ with workflow.unsafe.imports_passed_through():
         OPERATION_ABORTED,
         OPERATION_FAILED,
         CheckRequest,
-        ClusterControl,
         ClusterOpInput,
         ClusterProgress,
-        ControlAction,
         OpControl,
         OperationCheck,
         OperationInput,
@@ -62,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.ops.ui import cluster_summary, operation_details
     from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from workflows.bulk_operation_children import ClusterChildren
     from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ENDINGS_PATCH, ClusterOperation
     from workflows.fleet_clock import fleet_options
     from workflows.history import history_full
@@ -69,9 +66,6 @@ with workflow.unsafe.imports_passed_through():
 #: How often a run that rejoined running children checks that they still run (the fallback
 #: for a child that ends without its ``cluster_done`` signal).
 CHILD_CHECK = timedelta(hours=1)
-#: How often, and how many times, to look whether a child that reported has also completed.
-CLOSE_CHECK_INTERVAL = timedelta(seconds=1)
-CLOSE_CHECKS = 10
 
 _SUMS = (
     "waves_total",
@@ -85,7 +79,7 @@ _SUMS = (
 
 
 @workflow.defn(name="BulkOperation")
-class BulkOperation:
+class BulkOperation(ClusterChildren):
     @workflow.init
     def __init__(self, inp: OperationInput) -> None:
         spec, carried = inp.spec, inp.state
@@ -157,33 +151,6 @@ class BulkOperation:
         workflow.upsert_search_attributes([TRAIN_PHASE.value_set(state)])
         self.changed = True
         self._show()
-
-    async def _tell_children(self, action: ControlAction, reason: str) -> None:
-        if self.bounded:
-            for name in [n for n in self.running if n not in self.starting]:
-                await self._tell(name, action, reason)
-            return
-        for handle in list(self.children.values()):
-            try:
-                await handle.signal(
-                    ClusterOperation.control, ClusterControl(action=action, reason=reason)
-                )
-            except (asyncio.CancelledError, CancelledError):
-                raise
-            except Exception as err:  # it has just finished: nothing to tell
-                workflow.logger.info("control not delivered to %s: %s", handle.id, err)
-
-    async def _tell(self, name: str, action: ControlAction, reason: str) -> None:
-        """Signal one running child by workflow id (it may have been started by an earlier run)."""
-        wid = self.st.clusters[name].workflow_id
-        try:
-            await workflow.get_external_workflow_handle(wid).signal(
-                ClusterOperation.control, ClusterControl(action=action, reason=reason)
-            )
-        except (asyncio.CancelledError, CancelledError):
-            raise
-        except Exception as err:  # it has just finished: nothing to tell
-            workflow.logger.info("control not delivered to %s: %s", wid, err)
 
     def _require(self, allowed: tuple[str, ...], action: str) -> None:
         if self.st.state not in allowed:
@@ -359,19 +326,6 @@ class BulkOperation:
             self.reported.pop(name, None)
             self.changed = True  # the main loop shows it (not here: this also runs on eviction)
 
-    async def _catch_up(self, name: str) -> None:
-        """Pass on a control that came while the child was starting."""
-        st = self.st
-        if st.state not in ("paused", "aborting"):
-            if self.bounded and self.failure_told:
-                await self._tell(name, "abort", f"stopped: {self.failed}")
-            return
-        action: ControlAction = "pause" if st.state == "paused" else "abort"
-        if self.bounded:
-            await self._tell(name, action, st.reason)
-        else:
-            await self._tell_children(action, st.reason)
-
     # ----------------------------------------------------------- continue-as-new
     def _may_continue(self) -> bool:
         """The history is full and no child is being started (or every child is known)."""
@@ -391,79 +345,6 @@ class BulkOperation:
             failure_told=self.failure_told,
         )
         return inp.model_copy(update={"state": state})
-
-    async def _take_reports(self, every: bool = False) -> bool:
-        """Settle rejoined clusters whose child said it has ended (``cluster_done``).
-
-        A child started by this run is settled through its handle, once it has completed, unless
-        ``every`` (the run is about to continue as new): True if any cluster was settled. A
-        child reports just before it completes; it is settled once its workflow has closed too
-        (within a few seconds at most), so an operation that has ended has no child running.
-        """
-        for name in [n for n in self.reported if n not in self.running]:
-            del self.reported[name]  # settled through its handle already
-        done = [n for n in self.reported if self.running[n] is None or every]
-        if not done:
-            return False
-        open_ids = {self.st.clusters[n].workflow_id for n in done}
-        for _ in range(CLOSE_CHECKS):
-            closed: list[str] = await workflow.execute_activity_method(
-                ArbiterActivities.closed_workflows,
-                HoldersRequest(holders=sorted(open_ids)),
-                summary="check that the clusters which reported have closed",
-                **fleet_options(),
-            )
-            open_ids -= set(closed)
-            if not open_ids:
-                break
-            await workflow.sleep(CLOSE_CHECK_INTERVAL)
-        for name in done:
-            if name in self.reported and name in self.running:
-                self._settle(name, self.reported.pop(name))
-        return True
-
-    def _settle(self, name: str, progress: ClusterProgress) -> None:
-        if progress.state not in FINAL_STATES:
-            progress.state = "failed"
-        self.running.pop(name, None)
-        self.seen_closed.discard(name)
-        self.st.clusters[name] = progress
-        if progress.state == "failed" and not self.failed:
-            self.failed = f"{name}: {progress.reason}"
-        self.changed = True
-        self._show()
-
-    async def _check_rejoined(self, rejoined: list[str]) -> None:
-        """Fallback for a rejoined child that ended without ``cluster_done``: it failed.
-
-        A child signals before it completes, so one seen ended twice, an hour apart, without
-        a signal never sent one.
-        """
-        ids = {self.st.clusters[n].workflow_id: n for n in rejoined}
-        closed: list[str] = await workflow.execute_activity_method(
-            ArbiterActivities.closed_workflows,
-            HoldersRequest(holders=sorted(ids)),
-            summary="check that the rejoined clusters still run",
-            **fleet_options(),
-        )
-        for name in (ids[wid] for wid in closed if wid in ids):
-            if name not in self.running or name in self.reported:
-                continue
-            if name not in self.seen_closed:
-                self.seen_closed.add(name)
-                continue
-            progress = self.st.clusters[name].model_copy()
-            progress.state = "failed"
-            progress.reason = "its workflow ended without reporting an outcome (terminated?)"
-            self._settle(name, progress)
-
-    async def _cancel_children(self) -> None:
-        for name in list(self.running):
-            wid = self.st.clusters[name].workflow_id
-            try:
-                await workflow.get_external_workflow_handle(wid).cancel()
-            except Exception as err:  # it has just finished
-                workflow.logger.info("cancel not delivered to %s: %s", wid, err)
 
     async def _finish(self, failure: str) -> OperationStatus:
         st = self.status()
