@@ -26,10 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
@@ -47,8 +45,6 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.campaign.types import (
         FINAL_STATES,
         BakeClockRequest,
-        BlameRequest,
-        BlameResult,
         CampaignControl,
         CampaignInput,
         CampaignReport,
@@ -58,8 +54,6 @@ with workflow.unsafe.imports_passed_through():
         PlanRequest,
         Progress,
         ProgressRequest,
-        PromAnswer,
-        PromQuery,
         StageHosts,
         StageHostsRequest,
         StagePlanModel,
@@ -70,31 +64,17 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.ops.spec import OperationSpec, operation_id
     from orchestrator.ops.types import OPERATION_ABORTED, OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
+    from workflows.campaign_steps import TRAIN_OPTIONS, CampaignSteps
     from workflows.fleet_clock import fleet_options
     from workflows.history import history_full
 
 #: An aborted or rolled-back campaign closes Failed (``CampaignFailed``), not Completed; runs
 #: recorded before it replay with their old ending.
 ENDINGS_PATCH = "campaign-failed-endings"
-#: Steering a train waits for its worker's answer: retry a busy or silent train for a while.
-TRAIN_OPTIONS: dict[str, Any] = {
-    "start_to_close_timeout": timedelta(seconds=30),
-    "schedule_to_close_timeout": timedelta(minutes=10),
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        maximum_interval=timedelta(seconds=10),
-        non_retryable_error_types=["BadSpec"],
-    ),
-}
-#: One look at Prometheus: a short query, retried a few times (an unreachable one holds).
-PROM_OPTIONS: dict[str, Any] = {
-    "start_to_close_timeout": timedelta(seconds=20),
-    "retry_policy": RetryPolicy(maximum_attempts=3),
-}
 
 
 @workflow.defn(name="Campaign")
-class Campaign(RollbackSteps):
+class Campaign(CampaignSteps, RollbackSteps):
     def __init__(self) -> None:
         self.inp: CampaignInput | None = None
         self.st: CampaignState | None = None
@@ -220,53 +200,10 @@ class Campaign(RollbackSteps):
             self.wake = False
             await self._nap(self.inp.poll_seconds)
 
-    async def _blame(self, ss: StageStatus) -> None:
-        """Name the change behind a failed stage (``status.blame``); its top suspect, if it is
-        ours, is marked bad fleet-wide. Runs recorded before it replay unchanged (a patch)."""
-        assert self.st is not None and self.inp is not None
-        if not workflow.patched("campaign-blame"):
-            return
-        found: BlameResult = await workflow.execute_activity_method(
-            CampaignActivities.blame,
-            BlameRequest(
-                campaign=self.inp.spec.name,
-                stage=ss.name,
-                targets=dict(self.inp.spec.targets),
-                clusters=list(ss.clusters.values()),
-                wall=workflow.now(),
-            ),
-            **fleet_options(),
-        )
-        progress.note_blame(self.st, ss, found)
-
     async def _nap(self, seconds: float) -> None:
         """Wait ``seconds`` of wall time, or less if a control or a child's end wakes us."""
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=seconds))
-
-    async def _apply_pause(self, ss: StageStatus) -> None:
-        """Pause the trains rolling this stage while the campaign is paused; resume them after."""
-        assert self.st is not None
-        st = self.st
-        if not self._lower():
-            return
-        if st.paused:
-            for cluster, cs in ss.clusters.items():
-                if cs.state == "rolling" and cluster not in st.trains_paused:
-                    await workflow.execute_activity_method(
-                        CampaignActivities.train,
-                        self._handoff(cluster, "pause", reason=f"campaign {ss.name} paused"),
-                        **TRAIN_OPTIONS,
-                    )
-                    st.trains_paused.append(cluster)
-        elif st.trains_paused:
-            for cluster in list(st.trains_paused):
-                await workflow.execute_activity_method(
-                    CampaignActivities.train,
-                    self._handoff(cluster, "resume", reason="campaign resumed"),
-                    **TRAIN_OPTIONS,
-                )
-                st.trains_paused.remove(cluster)
 
     def _history_full(self) -> bool:
         assert self.inp is not None
@@ -395,52 +332,6 @@ class Campaign(RollbackSteps):
                     await self._cluster_done(plan, cs)
         gating.roll_up(plan, ss)
 
-    async def _cluster_done(self, plan: StagePlanModel, cs: ClusterStage) -> None:
-        """A whole cluster done: its train keeps the targets as its own (and records them)."""
-        if not plan.partial and self._lower():
-            await workflow.execute_activity_method(
-                CampaignActivities.train,
-                self._handoff(cs.cluster, "keep", targets=self._lower()),
-                **TRAIN_OPTIONS,
-            )
-
-    async def _prometheus_clear(self, plan: StagePlanModel, ss: StageStatus) -> bool:
-        """The stage's Prometheus gate: True when its query answers nothing (or there is none)."""
-        prom = plan.gates.prometheus
-        if prom is None:
-            return True
-        answer: PromAnswer = await workflow.execute_activity_method(
-            CampaignActivities.prometheus,
-            PromQuery(
-                url=prom.url,
-                query=prom.query,
-                username=prom.username,
-                password_file=prom.password_file,
-            ),
-            **PROM_OPTIONS,
-        )
-        if gating.note_prometheus(ss, answer):
-            return True
-        assert self.st is not None
-        if self.st.status.state == "running":
-            self._set_state("held", f"stage {ss.name} held by Prometheus: {prom.query}")
-        self.wake = False
-        await self._nap(prom.every_seconds)
-        return False
-
-    async def _report(self) -> None:
-        """Tell the metrics what changed since the last report (nothing when nothing did)."""
-        assert self.st is not None
-        status = self.st.status
-        gating.roll_up_campaign(status)
-        report = progress.campaign_report(status)
-        if report != self.reported:
-            await workflow.execute_activity_method(
-                CampaignActivities.report, report, **fleet_options()
-            )
-            self.reported = report
-
-    # ------------------------------------------------------------------- finish
     async def _withdraw(self, outcome: str) -> None:
         """Cancel our operations and hand every train back what we gave it (once)."""
         assert self.st is not None and self.inp is not None
