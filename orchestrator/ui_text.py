@@ -137,6 +137,14 @@ def host_list(rows: Iterable[tuple[str, str, str]], what: str = "hosts") -> list
     return out
 
 
+def no_html(text: str) -> str:
+    """``text`` with ``<`` and ``>`` escaped for markdown: the UI's renderer drops what reads
+    as an HTML tag, so an error such as ``<urlopen error [Errno 111] Connection refused>``
+    vanished from the page, leaving the reason that holds a stage blank (and it shows
+    entities such as ``&lt;`` as they are written: a backslash it is)."""
+    return text.replace("<", "\\<").replace(">", "\\>")
+
+
 def _cell(value: object) -> str:
     return " ".join(str(value).split()).replace("|", "\\|") or "-"
 

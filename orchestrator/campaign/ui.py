@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from orchestrator.campaign.spec import CampaignSpec
 from orchestrator.campaign.types import CampaignState
+from orchestrator.ui_text import no_html
 
 _STATE = {
     "running": "Running",
@@ -49,13 +50,23 @@ def next_command(name: str, state: str, held_on_blame: bool) -> str:
     return ""
 
 
+def _text(spec: CampaignSpec, text: str) -> str:
+    """A reason or gate line as markdown: no HTML (``no_html``), and the Prometheus query in
+    code, so the UI neither curls its quotes nor reads it as markup: what on-call copies
+    from the page runs."""
+    prom = spec.gates.prometheus
+    if prom is None or prom.query not in text:
+        return no_html(text)
+    return f"`{prom.query}`".join(no_html(part) for part in text.split(prom.query))
+
+
 def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
     """Current details: the state line, then one bullet per stage (``key: value`` parts: the
     UI draws tables without padding, so columns ran together)."""
     status = st.status
     lines = [
         f"**{_STATE.get(status.state, status.state)}**: {_versions(spec.targets)}"
-        + (f" — {status.reason}" if status.reason else ""),
+        + (f" — {_text(spec, status.reason)}" if status.reason else ""),
         "",
         f"- **Hosts:** {status.hosts_changed} changed, {status.hosts_quarantined} quarantined, "
         f"{status.hosts_rolled_back} rolled back",
@@ -80,9 +91,9 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
         lines.append(part)
     current = next((s for s in status.stages if s.name == status.stage), None)
     if current is not None and current.gate:
-        lines += ["", f"- **Gate of {current.name}:** {current.gate}"]
+        lines += ["", f"- **Gate of {current.name}:** {_text(spec, current.gate)}"]
     if current is not None and current.reason:
-        lines += [f"- **Stage {current.name}:** {current.reason}"]
+        lines += [f"- **Stage {current.name}:** {_text(spec, current.reason)}"]
     if status.blame:  # which change: what on-call asks first when a stage fails
         lines += ["", "**Suspects** (best first):", ""]
         lines += [

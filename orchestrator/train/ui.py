@@ -122,6 +122,9 @@ def train_details(
     say which they are. A halted, paused or waiting train ends with the command that moves it
     on."""
     c = st.counts
+    # The hosts its domains hold now, as ``train status`` counts them: the fleet's count of
+    # the last plan goes stale while the train plans nothing (halted, paused).
+    held = sum(len(hosts) for hosts in in_flight.values())
     head = f"**{_PHASES.get(st.phase, st.phase)}** · cycle {st.cycle + 1} of {spec.cluster}"
     if st.reason and st.phase != "running":
         head += f" — {st.reason}"
@@ -131,9 +134,9 @@ def train_details(
     lines = [
         head,
         "",
-        f"- **This cycle:** {c.visited:,} of {c.hosts_total:,} hosts visited ({pct:.0f}%); now "
-        f"{c.in_flight:,} in maintenance, {c.quarantined:,} quarantined, {c.in_repair:,} in "
-        f"repair (fleet hour {c.fleet_hours:.1f})",
+        f"- **This cycle:** {c.visited:,} of {c.hosts_total:,} hosts visited ({pct:.0f}%), "
+        f"{c.quarantined:,} quarantined, {c.in_repair:,} in repair when the train last looked at "
+        f"the fleet (fleet hour {c.fleet_hours:.1f}); now {held:,} in maintenance",
         f"- **ETA:** {eta_line(st, c, speed)}",
     ]
     if st.phase == "running":
