@@ -24,7 +24,7 @@ from orchestrator.arbiter.types import (
 from orchestrator.ops.client import operation_status
 from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
 from tests.cli_inproc import cli
-from tests.test_ops_exec import _terminate, op_spec, worker, write_spec
+from tests.test_ops_exec import _terminate, op_spec, outcome, worker, write_spec
 from tests.train_helpers import make_fleet
 from tests.train_helpers import spec as train_spec
 from workflows.cluster_train import ClusterTrain
@@ -127,7 +127,8 @@ async def test_plan_asks_the_arbiter_and_the_run_keeps_its_plan(dev_env, tmp_hom
             code, aborted, err = await cli("ops", "abort", "--id", op, "--json")
             assert code == 0, err
             handle = dev_env.client.get_workflow_handle(op)
-            await asyncio.wait_for(handle.result(), 60)
+            ended = await asyncio.wait_for(outcome(handle), 60)  # aborted closes Failed
+            assert ended.state == "aborted", ended
             await train.execute_update(
                 "stop", ControlRequest(reason="test"), result_type=TrainStatus
             )
