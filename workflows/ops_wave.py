@@ -29,7 +29,6 @@ from temporalio.exceptions import CancelledError
 
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
-from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.execution.drain import DrainTracker
 from orchestrator.execution.messages import (
     AskRequest,
@@ -47,15 +46,14 @@ from orchestrator.ops.types import (
     ClusterOpInput,
     ClusterProgress,
     OpsRequest,
-    RollbackRequest,
     TakenWave,
     VerifyRequest,
 )
 from orchestrator.ops.ui import cluster_details
-from orchestrator.planning.failure_gate import judge
 from orchestrator.search_attributes import TRAIN_PHASE
 from orchestrator.ui_text import at_hour, job_wait, names, plural, versions
 from workflows.fleet_clock import clock_party, fleet_hours_now, fleet_options, sleep_until
+from workflows.ops_wave_failures import WaveFailures
 
 #: Fleet hours between two looks at the arbiter or the budget while waiting (doubling, capped).
 POLL_FLEET_HOURS = 0.25
@@ -67,7 +65,7 @@ MIN_POLL_WALL_SECONDS = 0.5
 FAILURE_GATE_PATCH = "ops-failure-gate"
 
 
-class WaveSteps:
+class WaveSteps(WaveFailures):
     """Mixed into ``ClusterOperation``: everything but its entity logic."""
 
     inp: ClusterOpInput
@@ -325,99 +323,3 @@ class WaveSteps:
         p.hosts_changed += len(back.passed)
         p.waves_done, p.wave_hosts = p.waves_done + 1, 0
         return ""
-
-    async def _check_health(self, ready: list[str]) -> list[str]:
-        """Check the drained hosts before their change; the healthy ones (the rest quarantined).
-
-        A host already failing diagnostics or bandwidth is its own failure, not the change's:
-        it is quarantined (repair takes it, and gives it the targets) and is not counted.
-        """
-        p, spec = self.p, self.inp.spec
-        self._mark(ready, "checking", "diagnostics and bandwidth before the change")
-        await self._phase("checking")
-        health: HealthBaseline = await self._call(
-            OpsActivities.check_health,
-            self._verify(ready, targets=spec.targets, reason=self.inp.operation_id),
-            summary=f"check {plural(len(ready), 'host')} before the change",
-        )
-        for h, why in health.unhealthy.items():
-            self._mark([h], "failed", why)
-        p.hosts_quarantined += len(health.unhealthy)
-        p.hosts_failing_before += len(health.unhealthy)
-        p.base_rate = health.base_rate
-        return health.healthy
-
-    def _over_max_failures(self) -> str:
-        """An explicit ``max_failures`` (0 in runs recorded before the gate): '' or why stop."""
-        limit = self.inp.spec.max_failures or 0
-        if self.p.failures > limit:
-            return f"{self.p.failures} failures above max_failures {limit}"
-        return ""
-
-    def _judge(self, changed: int) -> str:
-        """The bad-build rule over the cluster's changed hosts so far: '' or why stop."""
-        p = self.p
-        p.gate_changed += changed
-        verdict = judge(p.failures, p.gate_changed, p.base_rate)
-        p.gate_threshold, p.gate_reason = verdict.threshold, verdict.reason
-        return verdict.reason if verdict.bad else ""
-
-    async def _quarantine(self, hosts: dict[str, str], why: str) -> None:
-        if hosts:
-            reason = f"{self.inp.operation_id}: {why}"
-            await self._call(
-                FleetActivities.quarantine_hosts,
-                self._hosts(sorted(hosts), reason=reason),
-                summary=f"quarantine {names(sorted(hosts), 3)}: {why}",
-            )
-            self.p.hosts_quarantined += len(hosts)
-
-    async def _roll_back(
-        self, wave: TakenWave, upd: UpdateResult, failed: dict[str, str], over: str
-    ) -> str:
-        """Put every changed host of the wave back on its previous versions; why we stop."""
-        p = self.p
-        await self._phase("rolling_back")
-        await self._quarantine(upd.failed, "install failed")  # nothing installed on them
-        previous = {h: wave.previous[h] for h in upd.updated}
-        self._mark(list(previous), "rolling back", "reinstalling its previous versions")
-        self._show()
-        rb: UpdateResult = await self._call(
-            OpsActivities.rollback,
-            RollbackRequest(
-                cluster=self.inp.cluster,
-                owner=self.inp.operation_id,
-                wall=workflow.now(),
-                previous=previous,
-            ),
-            heartbeat=True,
-            summary=f"roll {plural(len(previous), 'host')} back to their previous versions",
-        )
-        if rb.updated:
-            await self._wait_fleet(rb.fleet_hours + rb.duration_hours, rb.fleet_hours, False)
-        back: VerifyOutcome = await self._call(
-            OpsActivities.verify,
-            self._verify(
-                rb.updated,
-                per_host=previous,
-                return_passed=True,
-                quarantine_failed=True,
-                reason=f"{self.inp.operation_id}: failed after rollback",
-            ),
-            summary=f"verify and return {plural(len(rb.updated), 'rolled-back host')}",
-        )
-        self._mark(back.passed, "rolled back", "back on its previous versions, in service")
-        for h, why in back.failed.items():
-            self._mark([h], "quarantined", f"failed after rollback: {why}")
-        p.hosts_quarantined += len(back.failed)
-        await self._quarantine(rb.failed, "rollback failed")
-        p.hosts_rolled_back += len(back.passed)
-        p.wave_hosts = 0
-        sample = "; ".join(f"{h}: {why}" for h, why in sorted(failed.items())[:2])
-        return (
-            f"wave {p.waves_done + 1}: {len(failed)} of {len(wave.hosts)} "
-            f"hosts failed ({sample}{'; ...' if len(failed) > 2 else ''}), "
-            f"{over}; wave rolled back: "
-            f"{len(back.passed)} hosts back on their previous versions, "
-            f"{len(back.failed) + len(rb.failed) + len(upd.failed)} quarantined"
-        )
