@@ -14,14 +14,13 @@ from orchestrator.audit_owners import OpenHold, audit_fleet_with_holds, with_dea
 from orchestrator.cli.common import (
     EXIT_FAILED,
     BadInput,
-    check_same_fleet,
     emit,
     handle_errors,
     json_option,
     open_fleet_or_fail,
-    try_connect,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import check_same_fleet, try_connect
 
 #: How long the audit waits for Temporal before it audits the record alone.
 OWNERS_CONNECT_TIMEOUT = 5.0

@@ -29,7 +29,6 @@ from orchestrator.campaign.spec import CampaignSpec, load_campaign_spec
 from orchestrator.campaign.types import CampaignStatus
 from orchestrator.cli.common import (
     BadInput,
-    connect_or_fail,
     cron_option,
     emit,
     handle_errors,
@@ -38,6 +37,7 @@ from orchestrator.cli.common import (
     reason_option,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import connect_or_fail
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 from orchestrator.worker import TASK_QUEUE

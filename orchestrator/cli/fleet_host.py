@@ -23,9 +23,9 @@ from orchestrator.cli.common import (
     handle_errors,
     json_option,
     open_fleet_or_fail,
-    try_connect,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import try_connect
 from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.fleet.backend import ClusterBackend, FleetBackend
 from orchestrator.planning.host_explain import (

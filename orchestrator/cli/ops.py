@@ -27,7 +27,6 @@ from orchestrator.cli.common import (
     BadInput,
     CliError,
     OperationFailed,
-    connect_or_fail,
     cron_option,
     emit,
     field_of,
@@ -37,6 +36,7 @@ from orchestrator.cli.common import (
     reason_option,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import connect_or_fail
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.ops.client import (

@@ -15,13 +15,13 @@ from temporalio.client import Client
 
 from orchestrator.cli.common import (
     BadInput,
-    connect_or_fail,
     emit,
     handle_errors,
     json_option,
     reason_option,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import connect_or_fail
 from orchestrator.schedules import (
     ScheduleExists,
     ScheduleNotFound,

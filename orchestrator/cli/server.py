@@ -12,7 +12,6 @@ import click
 
 from orchestrator.cli.common import (
     BadInput,
-    connect_or_fail,
     emit,
     fail,
     handle_errors,
@@ -20,6 +19,7 @@ from orchestrator.cli.common import (
     open_fleet_or_fail,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import connect_or_fail
 from orchestrator.constants import TASK_QUEUE
 from orchestrator.metrics import DEFAULT_METRICS_HOST
 from orchestrator.temporal_server import DevServer, DevServerConfig, DevServerError, serve_forever

@@ -19,7 +19,6 @@ from temporalio.client import Client
 
 from orchestrator.cli.common import (
     BadInput,
-    connect_or_fail,
     emit,
     fail,
     field_of,
@@ -29,6 +28,7 @@ from orchestrator.cli.common import (
     reason_option,
 )
 from orchestrator.cli.connection import connection_options
+from orchestrator.cli.reach import connect_or_fail
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import (
     CapacityBudget,
