@@ -9,13 +9,7 @@ with the worker's own Temporal client, since a workflow cannot send updates to a
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
-import os
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +19,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.campaign_failure import CampaignFailureActivities
+from activities.prometheus_query import query_prometheus
 from orchestrator import metrics
 from orchestrator.campaign.requests import lower_targets
 from orchestrator.campaign.spec import campaign_workflow_id
@@ -316,7 +311,7 @@ class CampaignActivities(CampaignFailureActivities):
     @activity.defn(name="campaign_prometheus")
     async def prometheus(self, req: PromQuery) -> PromAnswer:
         """Run an instant PromQL query; an answer we cannot read holds the stage (says why)."""
-        answer = await asyncio.to_thread(_query, req)
+        answer = await asyncio.to_thread(query_prometheus, req)
         wid = activity.info().workflow_id or ""  # campaign-<name>
         metrics.campaign_gate(wid.removeprefix("campaign-"), "prometheus", answer.firing != 0)
         return answer
@@ -366,28 +361,6 @@ class CampaignActivities(CampaignFailureActivities):
         ]
 
 
-#: Where the worker finds the Prometheus gate's password when the spec names no file.
-PROMETHEUS_PASSWORD_ENV = "TRAINCTL_PROMETHEUS_PASSWORD"
-
-
-def shown_url(url: str) -> str:
-    """``url`` as it may be shown: without any ``user:password@`` part."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<the gate's URL>"
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-def _password(req: PromQuery) -> str | None:
-    """The gate's password, read here on the worker (it never travels in a workflow input)."""
-    if req.password_file:
-        return Path(req.password_file).read_text(encoding="utf-8").strip("\r\n")
-    return os.environ.get(PROMETHEUS_PASSWORD_ENV) or None
-
-
 def spread_over_racks(ranked: list[tuple[str, str]], count: int) -> list[str]:
     """The first ``count`` of ``ranked`` (host, rack) hosts, taking each rack's best in turn
     before any rack's second: a canary's hosts span racks (a rack switch or a per-rack budget
@@ -407,29 +380,3 @@ def spread_over_racks(ranked: list[tuple[str, str]], count: int) -> list[str]:
 
 def _pairs(targets: dict[str, str]) -> str:
     return ", ".join(f"{c}={v}" for c, v in sorted(targets.items()))
-
-
-def _query(req: PromQuery) -> PromAnswer:
-    url = req.url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": req.query})
-    shown = shown_url(req.url)
-    secrets: list[str] = []
-    try:
-        request = urllib.request.Request(url)  # noqa: S310 (the configured URL)
-        if req.username is not None:
-            password = _password(req) or ""
-            secrets = [password] if password else []
-            token = base64.b64encode(f"{req.username}:{password}".encode()).decode()
-            secrets.append(token)
-            request.add_header("Authorization", f"Basic {token}")
-        with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310
-            body = json.loads(resp.read().decode())
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        why = str(err)
-        for secret in sorted(secrets, key=len, reverse=True):
-            why = why.replace(secret, "***")
-        return PromAnswer(firing=-1, error=f"prometheus: {shown}: {why}")
-    if body.get("status") != "success":
-        return PromAnswer(firing=-1, error=f"prometheus: {body.get('error', 'query failed')}")
-    result = body.get("data", {}).get("result", [])
-    sample = [json.dumps(r.get("metric", {}), sort_keys=True) for r in result[:3]]
-    return PromAnswer(firing=len(result), sample=sample)

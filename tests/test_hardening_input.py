@@ -227,7 +227,8 @@ def prom_server() -> Iterator[str]:
 def test_gate_credentials_are_basic_auth_read_by_the_activity(
     tmp_path: Path, prom_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from activities.campaign_activities import PROMETHEUS_PASSWORD_ENV, _query, shown_url
+    from activities.prometheus_query import PROMETHEUS_PASSWORD_ENV, shown_url
+    from activities.prometheus_query import query_prometheus as _query
     from orchestrator.campaign.spec import CampaignSpec
     from orchestrator.campaign.types import PromQuery
 
