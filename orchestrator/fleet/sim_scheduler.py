@@ -177,6 +177,11 @@ class JobScheduler(SimCore):
             # be placed (what the counts would find key by key, at every step of the clock).
             if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
                 break
+            if self.easy_backfill and head.size > idle:
+                # Past the head, a job starts only within the room below the target.
+                within = min(idle, goal - busy)
+                if all(self.jobs[j].size > within for j in self.state.queue[1:]):
+                    break
             if free is None:
                 free = self._free_hosts(since)
                 counts = {k: sum(len(n) for t in ts for n in t.values()) for k, ts in free.items()}
