@@ -39,14 +39,12 @@ from orchestrator.models import (
     CapacityBudget,
     Count,
     DurationHours,
-    check_skew,
-    check_supersedes,
-    check_supersedes_targets,
     check_targets,
 )
 from orchestrator.models import parse_duration_hours as _hours
 from orchestrator.schedule_window import Schedule
 from orchestrator.specs import load_spec
+from orchestrator.version_checks import check_skew, check_supersedes, check_supersedes_targets
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 _GLOB = r"^[A-Za-z0-9_.*?!\[\]-]+$"

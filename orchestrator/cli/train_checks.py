@@ -13,12 +13,11 @@ from orchestrator.cli.common import BadInput, field_of, open_fleet_or_fail
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import (
     CapacityBudget,
-    check_supersedes,
-    check_supersedes_targets,
     check_targets,
 )
 from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.train.spec import TrainSpec
+from orchestrator.version_checks import check_supersedes, check_supersedes_targets
 
 
 def check_spec_against_fleet(spec: TrainSpec) -> int:

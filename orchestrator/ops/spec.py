@@ -36,15 +36,13 @@ from orchestrator.models import (
     Count,
     DrainPolicy,
     DurationHours,
-    check_skew,
-    check_supersedes,
-    check_supersedes_targets,
     check_targets,
     parse_duration_hours,
 )
 from orchestrator.schedule_window import Schedule
 from orchestrator.specs import MAX_SPEC_BYTES, parse_spec
 from orchestrator.specs import load_spec as _load_spec
+from orchestrator.version_checks import check_skew, check_supersedes, check_supersedes_targets
 
 Kind = Literal["cuda-upgrade", "lower-layer", "reboot", "drain-for-repair"]
 KINDS: tuple[str, ...] = get_args(Kind)

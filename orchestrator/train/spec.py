@@ -16,14 +16,13 @@ from orchestrator.models import (
     Count,
     DrainPolicy,
     DurationHours,
-    check_skew,
-    check_supersedes,
     check_targets,
     parse_duration_hours,
 )
 from orchestrator.planning.train_plan import POLICIES
 from orchestrator.schedule_window import Schedule
 from orchestrator.specs import load_spec
+from orchestrator.version_checks import check_skew, check_supersedes
 
 if TYPE_CHECKING:
     from orchestrator.train.types import TrainChange
