@@ -18,6 +18,12 @@ Between two instants it ``advance``s the cluster; it also stops at every failure
 of the cluster, to account outages and the budget. Baselines that work in lockstep batches
 (``PolicySpec.lockstep``) hold verified hosts until their whole domain is verified and take no
 new domain while one runs; the live train has no such mode (they model other tools).
+
+With a fixed horizon (``SimConfig.horizon_hours``, ``simulate --horizon``) the run lasts that
+long whatever happens: a completed cycle starts the next at once (``finish_cycle``), new targets
+arrive on the heap (``target_every_hours``), the cluster's scheduler backfills EASY and charges
+restarts, and ``horizon.HorizonLog`` and ``goodput.Goodput`` keep the figures ``yardstick``
+judges against the ``none`` policy (no train: nothing ever plans).
 """
 
 from __future__ import annotations
