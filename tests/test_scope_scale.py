@@ -19,9 +19,9 @@ from orchestrator.fleet.build import build_cluster
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.spec import MAX_SCOPE_PATTERNS, OperationSpec, Scope, load_spec
 from orchestrator.planning import ops_plan, scope_patterns
+from orchestrator.planning.glob_match import glob_matcher, glob_tokens, longest_literal_run
 from orchestrator.planning.ops_plan import plan_operation
 from orchestrator.planning.ops_scope import ScopeFilter
-from orchestrator.planning.scope_patterns import _longest_run, _matcher, _tokens
 from orchestrator.presets import PRESETS, get_preset
 from orchestrator.specs import MAX_SPEC_BYTES, SpecError
 from orchestrator.views import ClusterSnapshot, HostView
@@ -142,10 +142,10 @@ def test_globs_match_exactly_as_fnmatchcase() -> None:
     texts = ["".join(rnd.choice("ab-0]![") for _ in range(rnd.randrange(7))) for _ in range(200)]
     for _ in range(1500):
         glob = "".join(rnd.choice("ab-?*[]!0") for _ in range(rnd.randrange(1, 8)))
-        match = _matcher(glob)
-        tokens = _tokens(glob)
+        match = glob_matcher(glob)
+        tokens = glob_tokens(glob)
         assert "".join(tokens) == glob
-        run = _longest_run(tokens)
+        run = longest_literal_run(tokens)
         for text in texts:
             assert bool(match(text)) == fnmatchcase(text, glob), (glob, text)
             if fnmatchcase(text, glob):

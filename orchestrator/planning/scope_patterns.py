@@ -17,9 +17,17 @@ hosts or operations.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fnmatch import translate
 from typing import Any
+
+from orchestrator.planning.glob_match import (
+    bitmask,
+    glob_matcher,
+    glob_tokens,
+    longest_literal_run,
+    set_bits,
+)
 
 _META = "*?["
 #: A group of globs keyed by inner text holding more than this many is tried through combined
@@ -29,126 +37,6 @@ _FEW = 16
 _CHUNK = 256
 
 Matcher = Callable[[str], object]
-
-
-# ------------------------------------------------------------------------------- one glob
-_Part = tuple[int, tuple[tuple[int, str], ...]]
-"""Literal characters and ``?`` between two stars: its length, its literal runs (offset, text)."""
-
-
-def _part(glob: str) -> _Part:
-    return len(glob), tuple((m.start(), m.group()) for m in re.finditer(r"[^?]+", glob))
-
-
-def _fits(text: str, pos: int, part: _Part) -> bool:
-    """``part`` matches ``text`` at ``pos``."""
-    length, runs = part
-    if pos + length > len(text):
-        return False
-    return all(text.startswith(run, pos + offset) for offset, run in runs)
-
-
-def _find(text: str, part: _Part, start: int, stop: int) -> int:
-    """The leftmost position in ``[start, stop - length]`` where ``part`` fits, or -1."""
-    length, runs = part
-    if len(runs) == 1 and len(runs[0][1]) == length:  # no ?
-        return text.find(runs[0][1], start, stop)
-    for pos in range(start, stop - length + 1):
-        if _fits(text, pos, part):
-            return pos
-    return -1
-
-
-def _plain(pattern: str) -> Matcher:
-    """fnmatchcase for a glob of ``*``, ``?`` and literals: fixed-length parts between the
-    stars, the first anchored at the start, the last at the end, the others leftmost."""
-    if "*" not in pattern:
-        whole = _part(pattern)
-        return lambda text: len(text) == whole[0] and _fits(text, 0, whole)
-    head, *middle, tail = map(_part, pattern.split("*"))
-    least = head[0] + tail[0] + sum(p[0] for p in middle)
-
-    def match(text: str) -> bool:
-        if len(text) < least or not _fits(text, 0, head):
-            return False
-        end = len(text) - tail[0]
-        if not _fits(text, end, tail):
-            return False
-        pos = head[0]
-        for part in middle:
-            found = _find(text, part, pos, end)
-            if found < 0:
-                return False
-            pos = found + part[0]
-        return True
-
-    return match
-
-
-def _matcher(pattern: str) -> Matcher:
-    """fnmatchcase(text, pattern) as a function of text, without fnmatch's bounded cache."""
-    if "[" in pattern:
-        return re.compile(translate(pattern)).match
-    return _plain(pattern)
-
-
-def _tokens(glob: str) -> list[str]:
-    """fnmatch's tokens of a glob: ``*``, ``?``, a set ``[...]`` or one literal character."""
-    if "[" not in glob:
-        return list(glob)
-    out: list[str] = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        i += 1
-        if c == "[":  # a set as fnmatch reads it: a leading ! and then a leading ] belong to it
-            j = i + (i < n and glob[i] == "!")
-            j += j < n and glob[j] == "]"
-            end = glob.find("]", j)
-            if end >= 0:
-                out.append(glob[i - 1 : end + 1])
-                i = end + 1
-                continue
-        out.append(c)  # (an unclosed [ is a literal)
-    return out
-
-
-def _literal(token: str) -> bool:
-    return len(token) == 1 and token not in "*?"
-
-
-def _longest_run(tokens: Sequence[str]) -> str:
-    """The longest run of literal characters among ``tokens``."""
-    best, run = "", ""
-    for token in tokens:
-        run = run + token if _literal(token) else ""
-        if len(run) > len(best):
-            best = run
-    return best
-
-
-def _mask(ids: Iterable[int], n: int) -> int:
-    bits = bytearray((n + 7) // 8)
-    for i in ids:
-        bits[i >> 3] |= 1 << (i & 7)
-    return int.from_bytes(bits, "little")
-
-
-def _bits(mask: int) -> list[int]:
-    """The positions of the set bits of ``mask``."""
-    out = []
-    if mask.bit_count() <= 8:
-        while mask:
-            low = mask & -mask
-            out.append(low.bit_length() - 1)
-            mask ^= low
-        return out
-    digits = bin(mask)[:1:-1]  # lowest bit first
-    i = digits.find("1")
-    while i >= 0:
-        out.append(i)
-        i = digits.find("1", i + 1)
-    return out
 
 
 # ----------------------------------------------------------------------- groups of globs
@@ -185,7 +73,7 @@ class _Shape:
     def _build(self) -> None:
         n = len(self.globs)
         self._all = (1 << n) - 1
-        self._middle = _mask(self._middled, n)
+        self._middle = bitmask(self._middled, n)
         width = len(self.offsets)
         lits: list[dict[str, list[int]]] = [{} for _ in range(width)]
         sets: list[dict[str, list[int]]] = [{} for _ in range(width)]
@@ -198,10 +86,10 @@ class _Shape:
                     lits[pos].setdefault(token, []).append(g)
                 else:
                     sets[pos].setdefault(token, []).append(g)
-        self._lit = [{c: _mask(ids, n) for c, ids in d.items()} for d in lits]
-        self._wild = [_mask(ids, n) for ids in wild]
+        self._lit = [{c: bitmask(ids, n) for c, ids in d.items()} for d in lits]
+        self._wild = [bitmask(ids, n) for ids in wild]
         self._sets = [
-            [(self.field.matcher(t), _mask(ids, n)) for t, ids in d.items()] for d in sets
+            [(self.field.matcher(t), bitmask(ids, n)) for t, ids in d.items()] for d in sets
         ]
         self._tables = [{} for _ in range(width)]
         self._ends = []
@@ -234,7 +122,7 @@ class _Shape:
         new = sure & ~self._credited
         maybe = fit & self._middle
         if maybe and ((need and not found) or maybe & ~self._credited):
-            for g in _bits(maybe):
+            for g in set_bits(maybe):
                 done = self._credited >> g & 1
                 if done and (found or not need):
                     continue
@@ -243,7 +131,7 @@ class _Shape:
                     new |= 0 if done else 1 << g
         if new:
             self._credited |= new
-            for g in _bits(new):
+            for g in set_bits(new):
                 self.field.credit(self.globs[g])
                 self.left -= 1
         return found
@@ -362,14 +250,14 @@ class PatternField:
 
     def _add_glob(self, glob: str) -> None:
         self.left += 1
-        tokens = _tokens(glob)
+        tokens = glob_tokens(glob)
         stars = [i for i, t in enumerate(tokens) if t == "*"]
         if not stars:
             self._shape(False, len(tokens), 0).add(glob, tokens, False)
             return
         head, tail = tokens[: stars[0]], tokens[stars[-1] + 1 :]
         middle = [t for t in tokens[stars[0] : stars[-1]] if t != "*"]
-        run = _longest_run(tokens[stars[0] : stars[-1]])
+        run = longest_literal_run(tokens[stars[0] : stars[-1]])
         pinned = sum(t != "?" for t in head + tail)
         if (head or tail) and len(run) <= pinned:
             self._shape(True, len(head), len(tail)).add(glob, head + tail, bool(middle))
@@ -387,7 +275,7 @@ class PatternField:
     def matcher(self, glob: str) -> Matcher:
         found = self._matchers.get(glob)
         if found is None:
-            found = self._matchers[glob] = _matcher(glob)
+            found = self._matchers[glob] = glob_matcher(glob)
         return found
 
     def credit(self, pattern: str) -> None:
