@@ -45,6 +45,7 @@ from orchestrator.execution.take import take_domain
 from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.fleet.target_checks import held_on_bad_version
 from orchestrator.logging import get_logger
+from orchestrator.models import HostState
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
 from orchestrator.train.spec import riding, train_workflow_id
 from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
@@ -278,7 +279,9 @@ class FleetActivities(FleetAccess):
             spare = [
                 n
                 for n in b.host_names()
-                if n not in keep and b.host(n).owner == req.owner and b.host(n).state == "cordoned"
+                if n not in keep
+                and b.host(n).owner == req.owner
+                and b.host(n).state == HostState.CORDONED
             ]
             if spare:
                 settle.hand_back(b, req.owner, spare, req.targets, False)

@@ -195,7 +195,7 @@ class _ClusterReplay:
         if not was_down and is_down:
             h.updated_since_out = h.verified_ok = h.rolled_back = False
             h.declared = None
-        if after == "in_maintenance" and d.get("reason") == "rolling back":
+        if after == HostState.IN_MAINTENANCE and d.get("reason") == "rolling back":
             h.rolled_back = True
         h.state = after
         if not is_down and was_down:
@@ -217,7 +217,7 @@ class _ClusterReplay:
             self.planned.discard(name)
             return
         # Cordoned by an owner, or reclaimed from quarantine by one to roll a bad build back.
-        if d.get("owner") and (after == "cordoned" or d.get("reclaimed")):
+        if d.get("owner") and (after == HostState.CORDONED or d.get("reclaimed")):
             h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
             h.bound = self._recorded_by(h.holder)
         elif after in (IN_REPAIR, QUARANTINED):

@@ -33,6 +33,7 @@ from orchestrator.client import connect
 from orchestrator.connection import ConnectionOptions
 from orchestrator.demo import free_port
 from orchestrator.fleet import SqliteFleet, fleet_path
+from orchestrator.models import HostState
 from orchestrator.paths import trainctl_home
 from orchestrator.presets import get_preset
 from orchestrator.temporal_server import DevServer, DevServerConfig
@@ -126,7 +127,7 @@ def _on_target(path: Any, targets: dict[str, str]) -> dict[str, dict[str, int]]:
     for cluster, state, versions in rows:
         c = out.setdefault(cluster, {"on_target": 0, "off_target": 0, "down": 0})
         have = json.loads(versions)
-        if state != "in_service":
+        if state != HostState.IN_SERVICE:
             c["down"] += 1
         elif all(have.get(k) == v for k, v in targets.items()):
             c["on_target"] += 1

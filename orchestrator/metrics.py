@@ -16,8 +16,10 @@ from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from orchestrator.constants import HELD_STATES
 from orchestrator.execution.cycle import project_cycle_end
 from orchestrator.execution.messages import CycleCounts
+from orchestrator.models import HostState
 
 if TYPE_CHECKING:
     from orchestrator.ops.types import OperationStatus
@@ -53,7 +55,7 @@ CYCLE_OFF_TRACK = Gauge(
     ["cluster"],
 )
 
-_MAINTENANCE = ("cordoned", "draining", "in_maintenance", "verifying")
+_MAINTENANCE = HELD_STATES  # held for maintenance by a train or an operation
 #: Clusters whose train set cycle series in this process (``clear_train`` forgets one).
 _trains: set[str] = set()
 
@@ -106,7 +108,7 @@ class FleetCollector(Collector):
             for cluster, state, n in rows:
                 by_state.add_metric([cluster, state], n)
                 maint[cluster] = maint.get(cluster, 0) + (n if state in _MAINTENANCE else 0)
-                down[cluster] = down.get(cluster, 0) + (n if state != "in_service" else 0)
+                down[cluster] = down.get(cluster, 0) + (n if state != HostState.IN_SERVICE else 0)
             for cluster, n in maint.items():
                 in_maint.add_metric([cluster], n)
                 out.add_metric([cluster], down[cluster])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, HostRec
+from orchestrator.models import HostState
 from orchestrator.presets import INITIAL_VERSIONS, Preset
 from orchestrator.topology import Topology
 
@@ -20,7 +21,9 @@ def build_cluster(
     hosts = []
     for h in topo.hosts_below(name):
         dom = topo.failure_domains(h)
-        hosts.append(HostRec(h, dom["zone"], dom["rack"], "in_service", dict(INITIAL_VERSIONS)))
+        hosts.append(
+            HostRec(h, dom["zone"], dom["rack"], HostState.IN_SERVICE, dict(INITIAL_VERSIONS))
+        )
     sim = ClusterSim(
         name, seed, hosts, {}, ClusterState(), preset.max_job_hosts, preset.target_utilisation
     )
