@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.campaign_failure import CampaignFailureActivities
+from activities.fleet_access import as_application_error
 from activities.prometheus_query import query_prometheus
 from orchestrator import metrics
 from orchestrator.campaign.requests import lower_targets
@@ -38,6 +39,7 @@ from orchestrator.campaign.types import (
     TrainHandoff,
 )
 from orchestrator.constants import HELD_STATES, LOGICAL_CLOCK
+from orchestrator.errors import TRAIN_BUSY, BadSpec
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.fleet.target_checks import target_refusal
 from orchestrator.models import CapacityBudget, HostState
@@ -79,13 +81,13 @@ class CampaignActivities(CampaignFailureActivities):
         try:
             plans = plan_campaign(req.spec, sizes)
         except ValueError as err:
-            raise ApplicationError(str(err), type="BadSpec", non_retryable=True) from None
+            raise as_application_error(BadSpec(str(err))) from None
         if isinstance(fleet, SqliteFleet):  # the fleet that keeps the list of bad versions
             spec = req.spec
             covered = sorted({c for p in plans for c in p.clusters})
             refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
             if refused is not None:
-                raise ApplicationError(refused[1], type="BadSpec", non_retryable=True)
+                raise as_application_error(BadSpec(refused[1], field=refused[0]))
         first = next((c for p in plans for c in p.clusters), None)
         rate = (
             self.peek(first, datetime.now(UTC)).change_failure_rate(req.spec.targets)
@@ -198,7 +200,7 @@ class CampaignActivities(CampaignFailureActivities):
         try:
             return await self._train(req)
         except TrainRefused as err:  # stopping, or a change it cannot take yet: ask again
-            raise ApplicationError(str(err), type="TrainBusy") from None
+            raise ApplicationError(str(err), type=TRAIN_BUSY) from None
 
     async def _train(self, req: TrainHandoff) -> TrainAnswer:
         c = req.cluster

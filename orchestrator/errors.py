@@ -75,3 +75,22 @@ PERMANENT_KINDS: tuple[str, ...] = (
     SlurmPermissionDenied.kind,
     SlurmRefused.kind,
 )
+
+
+# ------------------------------------------------------------------ how workflows end
+# Type names of the ApplicationError a workflow ends with when it did not succeed (the final
+# status in its details), and of a temporary refusal an activity retries: named here once, so
+# every raiser and every reader (parents, clients) says the same word.
+#: A bulk operation (or a cluster's part of it) failed / was aborted.
+OPERATION_FAILED = "OperationFailed"
+OPERATION_ABORTED = "OperationAborted"
+#: An operation's check refused its plan before anything moved.
+OPERATION_REFUSED = "OperationRefused"
+#: A wave failed and was rolled back.
+WAVE_ROLLED_BACK = "WaveRolledBack"
+#: No room in the budget within ``max_wait_for_room``.
+NO_ROOM = "NoRoom"
+#: A campaign failed, was aborted or rolled back.
+CAMPAIGN_FAILED = "CampaignFailed"
+#: A train busy with another change (stopping, mid-update): asked again (temporary).
+TRAIN_BUSY = "TrainBusy"

@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         TrainAnswer,
         TrainHandoff,
     )
+    from orchestrator.errors import CAMPAIGN_FAILED
     from orchestrator.ops.spec import OperationSpec, operation_id
     from orchestrator.ops.types import OPERATION_ABORTED, OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
@@ -365,6 +366,6 @@ class Campaign(CampaignSteps, RollbackSteps):
         ):
             # Not succeeded is not completed: the workflow list shows it Failed, the reason its
             # message, the final status its details (clients read it back as the result).
-            raise ApplicationError(reason, st.status, type="CampaignFailed", non_retryable=True)
+            raise ApplicationError(reason, st.status, type=CAMPAIGN_FAILED, non_retryable=True)
         assert outcome in FINAL_STATES
         return st.status

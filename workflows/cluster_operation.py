@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
     from orchestrator.arbiter.types import ReleaseRequest
+    from orchestrator.errors import OPERATION_REFUSED, WAVE_ROLLED_BACK
     from orchestrator.ops.types import (
         OPERATION_ABORTED,
         ClusterControl,
@@ -115,7 +116,7 @@ class ClusterOperation(WavePacing):
                 view = await self._start(recorded)
             failure = await self._waves(view)
             if failure:
-                raise ApplicationError(failure, type="WaveRolledBack", non_retryable=True)
+                raise ApplicationError(failure, type=WAVE_ROLLED_BACK, non_retryable=True)
             if self.continuing:
                 await workflow.wait_condition(workflow.all_handlers_finished)
             else:
@@ -162,7 +163,7 @@ class ClusterOperation(WavePacing):
             summary=f"plan the waves of {inp.cluster}",
         )
         if view.refused:
-            raise ApplicationError(view.refused, type="OperationRefused", non_retryable=True)
+            raise ApplicationError(view.refused, type=OPERATION_REFUSED, non_retryable=True)
         self.p.hosts_in_scope, self.p.already_done = view.hosts_in_scope, view.already_done
         self.p.started_hours = view.fleet_hours
         recorded.update(view.recorded_targets)

@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.arbiter_activities import ArbiterActivities
 from orchestrator.arbiter.types import AcquireRequest, Grant
+from orchestrator.errors import NO_ROOM
 from orchestrator.ops.types import ClusterPlanView
 from orchestrator.planning.windows import at_fleet_hour, waiting_text
 from workflows.fleet_clock import fleet_hours_now
@@ -67,7 +68,7 @@ class WavePacing(WaveSteps):
         if left <= 0:
             raise ApplicationError(
                 f"{view.waiting_for_room}: no room within max_wait_for_room ({most:g} h)",
-                type="NoRoom",
+                type=NO_ROOM,
                 non_retryable=True,
             )
         if self.in_arbiter:

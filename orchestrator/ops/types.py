@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from orchestrator.errors import OPERATION_ABORTED as _OPERATION_ABORTED
+from orchestrator.errors import OPERATION_FAILED as _OPERATION_FAILED
 from orchestrator.execution.messages import ClockInfo
 from orchestrator.ops.spec import OperationSpec
 
@@ -22,8 +24,8 @@ ControlAction = Literal["pause", "resume", "abort"]
 FINAL_STATES = frozenset({"succeeded", "failed", "aborted"})
 #: The error types an operation (and each cluster's part of it) ends with when it did not
 #: succeed: the workflow closes Failed, the reason its message, the final status its details.
-OPERATION_FAILED = "OperationFailed"
-OPERATION_ABORTED = "OperationAborted"
+OPERATION_FAILED = _OPERATION_FAILED
+OPERATION_ABORTED = _OPERATION_ABORTED
 
 
 # ------------------------------------------------------------------ workflows
