@@ -21,7 +21,14 @@ def arbiter_details(st: ArbiterState) -> str:
         head = f"**Shared** · {len(st.holders)} holder(s) share {st.cluster}'s budget"
     else:
         head = f"**Idle** · nobody holds hosts of {st.cluster}"
-    lines = [head, "", f"- **Budget:** {budget:,} hosts out of service at most"]
+    # What the arbiter splits is the maintenance budget (planned work of every owner), the
+    # figure the train page shows as "maintenance", not its floor (max_unavailable).
+    lines = [
+        head,
+        "",
+        f"- **Maintenance budget:** {budget:,} hosts held for planned work at most, shared by "
+        "every owner (the floor, max_unavailable, is checked by the fleet at each cordon)",
+    ]
     if st.queue:
         lines.append(f"- **Queue (run alone, in order):** {names(st.queue)}")
     if st.holders:
