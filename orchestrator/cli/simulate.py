@@ -265,6 +265,12 @@ def _print_sweep(o: dict[str, Any]) -> None:
     help="With --horizon: a new version of each targeted component this often (e.g. 7d).",
 )
 @click.option(
+    "--cycle-every",
+    default=None,
+    help="With --horizon, an experiment (no train spec field yet): a cycle starts no sooner "
+    "than this after the previous one started (e.g. 66h). Default: at once, as a live train.",
+)
+@click.option(
     "--restart-base",
     default="5m",
     show_default=True,
@@ -307,6 +313,7 @@ def simulate(
     cluster: str | None,
     horizon: str | None,
     target_every: str | None,
+    cycle_every: str | None,
     restart_base: str,
     restart_per_host: str,
     pin_job: str | None,
@@ -324,6 +331,10 @@ def simulate(
     cfg.halt_after_failures = halt_after_failures
     cfg.cycle_target_hours = _cycle_target(cycle_target)
     _horizon(cfg, horizon, target_every, restart_base, restart_per_host, pin_job)
+    if cycle_every is not None:
+        if cfg.horizon_hours is None:
+            raise BadInput("cycle_every: needs --horizon", field="cycle_every")
+        cfg.cycle_every_hours = _hours(cycle_every, "cycle_every")
     if cfg.horizon_hours is not None and sweep is not None:
         raise BadInput("sweep: --sweep does not take --horizon (run each setting)", field="sweep")
     if cluster is not None:

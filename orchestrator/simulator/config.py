@@ -61,3 +61,6 @@ class SimConfig:
     pin_job: tuple[int, float] | None = None
     """With a horizon: (hosts, days) of a job at the queue's head from the start, lasting at
     least the horizon (the Llama 3 calibration's 2,048-host, 54-day job)."""
+    cycle_every_hours: float | None = None
+    """With a horizon, an experiment the live train has no field for: a cycle starts no sooner
+    than this long after the previous one started (None: at once, as the live train does)."""

@@ -160,6 +160,7 @@ class Engine:
         self.wake = True  # the train plans at the next instant
         self.tick_token = 0
         self.makespan: float | None = None
+        self.resume_at = 0.0
         self.work = maintenance_work_hours(sim, cfg.targets)
         self.cycle_started = sim.now
         if self.none:
@@ -337,6 +338,8 @@ class Engine:
     def _plan(self) -> None:
         """``ClusterTrain._plan_more``: take hosts, start a domain, check the cycle."""
         self.wake = False
+        if self.resume_at > self.sim.now:  # between cycles (``cycle_every_hours``)
+            return
         sim, cfg = self.sim, self.cfg
         if self.spec.lockstep and self.domains:
             self._schedule_poll(None)
@@ -387,7 +390,15 @@ class Engine:
                 return
             # ``finish_cycle``: the next cycle starts at once, every host due again.
             self.horizon.cycle_done(sim.now, self.cycle_started, self.cfg.cycle_target_hours)
-            self.cycle_started = sim.now + 1e-6
+            # With a cadence the next cycle waits for its instant; the train plans nothing
+            # meanwhile (an experiment: the live train starts the next cycle at once).
+            start = max(sim.now, self.cycle_started + (self.cfg.cycle_every_hours or 0.0))
+            self.cycle_started = start + 1e-6
+            if start > sim.now:
+                self.resume_at = self.cycle_started
+                self.tick_token = self._token()
+                self._push(self.resume_at, "tick", None, self.tick_token)
+                return
         self._schedule_poll(taken.retry_at_hours)
 
     def _new_targets(self, k: int) -> None:

@@ -101,6 +101,7 @@ class HorizonLog:
         out: dict[str, Any] = {
             "horizon_hours": cfg.horizon_hours,
             "target_every_hours": cfg.target_every_hours,
+            "cycle_every_hours": cfg.cycle_every_hours,
             "restart_base_minutes": round(cfg.restart_base_hours * 60.0, 4),
             "restart_per_host_minutes": round(cfg.restart_per_host_hours * 60.0, 6),
             "goodput_gpu_hours": round(g.goodput_gpu_hours(), 1),
