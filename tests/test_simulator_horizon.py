@@ -156,3 +156,12 @@ def test_llama3_calibration_through_the_pipeline() -> None:
     for cause, share in LLAMA3_TOP_CAUSES.items():
         assert abs(pin["cause_share_percent"].get(cause, 0.0) - share) <= 5.0, cause
     assert 0.88 <= o["utilisation"] <= 0.97
+
+
+def test_cycle_every_spaces_the_cycles() -> None:
+    """``--cycle-every 3d``: each cycle starts at least 3 days after the one before."""
+    o = _run("--preset", "small", "--horizon", "8d", "--seed", "3", "--cycle-every", "3d")
+    starts = [c["started_hours"] for c in o["cycles"]]
+    assert len(starts) >= 2
+    assert all(b - a >= 72.0 - 1e-3 for a, b in zip(starts, starts[1:], strict=False))
+    assert _run("--preset", "small", "--cycle-every", "3d", code=2)["field"] == "cycle_every"
