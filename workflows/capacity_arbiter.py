@@ -10,6 +10,7 @@ without releasing is dropped, and whatever it held in the fleet is handed back.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -36,6 +37,9 @@ with workflow.unsafe.imports_passed_through():
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.
 CHECK_WHEN_WAITING = timedelta(seconds=30)
 CHECK_WHEN_QUIET = timedelta(hours=1)
+#: One timer per check and an upsert only when the phase changes (issue 27: each acquire
+#: armed and cancelled a timer and upserted an unchanged phase); runs before it replay as is.
+FRUGAL_PATCH = "arbiter-frugal-waits"
 LOG_LINES = 50
 #: The arbiter continues as new past this many history events (or when the server suggests).
 ARBITER_MAX_HISTORY = 5_000
@@ -140,20 +144,42 @@ class CapacityArbiter:
         self.state = inp.state or ArbiterState(cluster=inp.cluster)
         self._show()
         workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(inp.cluster)])
+        # One timer per check, not one per turn: each acquire used to arm a timer and cancel
+        # it (a billable action each), and upsert a phase that had not changed (patched).
+        frugal = workflow.patched(FRUGAL_PATCH)
+        check: asyncio.Task[None] | None = None
+        check_every: timedelta | None = None
+        shown_phase: str | None = None
         while True:
             self.changed = False
             wait = CHECK_WHEN_WAITING if self.state.queue else CHECK_WHEN_QUIET
-            try:
-                await workflow.wait_condition(lambda: self.changed, timeout=wait)
-            except TimeoutError:
-                await self._drop_dead_holders()
+            if not frugal:
+                try:
+                    await workflow.wait_condition(lambda: self.changed, timeout=wait)
+                except TimeoutError:
+                    await self._drop_dead_holders()
+            else:
+                if check is None or check.done() or check_every != wait:
+                    if check is not None and not check.done():
+                        check.cancel()  # the interval changed (a queue formed or emptied)
+                    check, check_every = asyncio.ensure_future(workflow.sleep(wait)), wait
+                timer = check
+                await workflow.wait_condition(lambda t=timer: self.changed or t.done())  # type: ignore[misc]
+                if timer.done():
+                    await self._drop_dead_holders()
             phase = "handover" if self.state.queue else ("shared" if self.state.holders else "idle")
-            workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
+            if not frugal or phase != shown_phase:
+                workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
+                shown_phase = phase
             if not self.state.holders:
                 break  # nobody holds anything: the next acquire starts a fresh arbiter
             if history_full(ARBITER_MAX_HISTORY):
+                if check is not None and not check.done():
+                    check.cancel()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(ArbiterInput(cluster=inp.cluster, state=self.state))
+        if check is not None and not check.done():
+            check.cancel()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state
 
