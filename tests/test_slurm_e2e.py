@@ -63,7 +63,9 @@ def lab(tmp_home: Path) -> Iterator[LabInfo]:
     try:
         up = CliRunner().invoke(cli_main, ["lab", "slurm", "up", "--nodes", "16", "--json"])
         assert up.exit_code == 0, up.output
-        yield LabInfo(**json.loads(up.stdout))
+        info = json.loads(up.stdout)
+        assert info.pop("already_running") is False  # a new lab, said so
+        yield LabInfo(**info)
     finally:
         down = CliRunner().invoke(cli_main, ["lab", "slurm", "down", "--json"])
         assert down.exit_code == 0, down.output
