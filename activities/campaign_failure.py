@@ -28,6 +28,7 @@ from orchestrator.campaign.types import (
     RollbackPlan,
     RollbackPlanRequest,
 )
+from orchestrator.constants import HELD_STATES
 from orchestrator.execution import settle
 from orchestrator.execution.install import install_hosts
 from orchestrator.fleet.bad_versions import active_bad, mark_bad
@@ -170,6 +171,11 @@ class CampaignFailureActivities(FleetAccess):
                     mine[name] = targets
                     continue
                 h = b.host(name)
+                if h.owner == req.owner and h.state in HELD_STATES:
+                    # Reclaimed by an earlier attempt of this activity whose result was lost
+                    # (the worker died after it committed): ours already, carry on with it.
+                    mine[name] = targets
+                    continue
                 out.left[name] = f"{h.state}: {h.reason}".strip()
                 if b.set_reimage(name, targets, req.owner):  # repair gives it them instead
                     out.left[name] += f" (its reimage after repair gives it {targets})"
