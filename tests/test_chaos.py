@@ -227,22 +227,13 @@ def test_train_and_operation_survive_worker_and_server_kills(tmp_home: Path) -> 
     # Every host is accounted for: changed by it, quarantined by it, out of service at its end
     # (deferred: the pair is recorded as the cluster's target), already on the pair at its
     # start, or given the pair by repair's reimage while it ran.
-    # A host the operation took counts in its own figures (changed, quarantined, or a failure
-    # when it broke while draining), even if repair later reimaged it with the new pair.
-    taken_by_op = {
-        ev.host
-        for _, ev, _ in events
-        if ev.kind == "host_state"
-        and ev.detail.get("owner") == op_id
-        and ev.detail.get("after") == "cordoned"
-    }
     reimaged = {
         ev.host
         for _, ev, _ in events
         if ev.actor == REPAIR_OWNER
         and ev.kind == "updated"
         and ev.detail.get("after", {}).get("gpu_driver") == CUDA["gpu_driver"]
-    } - updated_by_op - taken_by_op
+    } - updated_by_op
     accounted = sum(
         c00[k] for k in ("hosts_changed", "hosts_quarantined", "hosts_deferred", "already_done")
     )
