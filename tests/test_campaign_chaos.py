@@ -25,7 +25,7 @@ import yaml
 
 from orchestrator.demo import free_port
 from tests.test_campaign_e2e import hosts
-from tests.test_chaos import cli, dead, server_child, worker_up
+from tests.test_chaos import cli, stop_all, worker_up
 from tests.test_hardening_server import ready, start_server
 from tests.train_helpers import make_fleet
 
@@ -111,17 +111,7 @@ def test_bad_campaign_over_running_trains_survives_worker_kills(tmp_home: Path) 
                 time.sleep(0.5)
         code, audit = cli(env, "audit")
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-        child = server_child(server)
-        server.kill()
-        server.wait()
-        if child is not None and not dead(child):
-            os.kill(child, signal.SIGKILL)
+        stop_all(worker, server)
     assert kills == ["bake", "rollback"], kills
     assert final["stages"][0]["state"] == "passed" and final["stages"][1]["state"] == "failed"
     assert final["state"] == "rolled_back", (kills, final.get("reason"))

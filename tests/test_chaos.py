@@ -98,6 +98,22 @@ def server_child(proc: subprocess.Popen[str]) -> int | None:
     return int(children[0]) if children else None
 
 
+def stop_all(worker: subprocess.Popen[bytes] | None, server: subprocess.Popen[str]) -> None:
+    """End a chaos test's processes: the worker gracefully (SIGTERM, then kill), the server
+    and the `temporal` binary it runs."""
+    if worker is not None and worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    child = server_child(server)
+    server.kill()
+    server.wait()
+    if child is not None and not dead(child):
+        os.kill(child, signal.SIGKILL)
+
+
 def poll(env: dict[str, str], args: tuple[str, ...], done: Any, timeout: float) -> dict[str, Any]:
     """Run a status command until ``done(output)``; the last output."""
     deadline = time.monotonic() + timeout
@@ -185,17 +201,7 @@ def test_train_and_operation_survive_worker_and_server_kills(tmp_home: Path) -> 
         poll(env, ("train", "status", "--cluster", "c00"), lambda o: o["state"] == "stopped", 120)
         assert worker is not None and worker.poll() is None, worker_log.read_text()[-3000:]
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-        child = server_child(server)
-        server.kill()
-        server.wait()
-        if child is not None and not dead(child):
-            os.kill(child, signal.SIGKILL)
+        stop_all(worker, server)
     assert [v for v, _ in kills].count("worker") == 2 and len(kills) == 3, kills
     assert final["state"] == "succeeded", (kills, final.get("reason"))
     fleet = SqliteFleet(path)

@@ -20,11 +20,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from orchestrator.constants import HELD_STATES
-from orchestrator.fleet.backend import RecordEntry
 from orchestrator.models import HostState
 from orchestrator.views import JobView
+
+
+class RecordEvent(Protocol):
+    """What this module reads of one event of a cluster's record (any backend's)."""
+
+    @property
+    def t(self) -> float: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def detail(self) -> Mapping[str, Any]: ...
+
 
 #: Blocker kinds, in the order they are checked (and ``--behind`` groups them).
 KINDS = (
@@ -57,7 +71,7 @@ class Coverage:
     budgets: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     """owner -> (floor, maintenance budget) its latest cordon carried."""
 
-    def fold(self, ev: RecordEntry) -> None:
+    def fold(self, ev: RecordEvent) -> None:
         """Take one event of the cluster's record, in order."""
         d = ev.detail
         if ev.kind == "targets":
@@ -87,7 +101,7 @@ class Coverage:
             self.closed.discard(str(d["owner"]))
 
 
-def coverage_of(events: Iterable[RecordEntry]) -> Coverage:
+def coverage_of(events: Iterable[RecordEvent]) -> Coverage:
     """The coverage a cluster's record adds up to."""
     cov = Coverage()
     for ev in events:
