@@ -14,7 +14,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecut
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.arbiter.types import (
+from orchestrator.contracts.arbiter_types import (
     AcquireRequest,
     ArbiterInput,
     ArbiterState,

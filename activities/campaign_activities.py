@@ -21,10 +21,9 @@ from temporalio.exceptions import ApplicationError
 from activities.campaign_failure import CampaignFailureActivities
 from activities.fleet_access import as_application_error
 from activities.prometheus_query import query_prometheus
-from orchestrator import metrics
 from orchestrator.campaign.requests import lower_targets
-from orchestrator.campaign.spec import campaign_workflow_id
-from orchestrator.campaign.types import (
+from orchestrator.contracts.campaign_spec import campaign_workflow_id
+from orchestrator.contracts.campaign_types import (
     BakeClockRequest,
     CampaignReport,
     PlanRequest,
@@ -38,12 +37,15 @@ from orchestrator.campaign.types import (
     TrainAnswer,
     TrainHandoff,
 )
-from orchestrator.constants import HELD_STATES, LOGICAL_CLOCK
-from orchestrator.errors import TRAIN_BUSY, BadSpec
+from orchestrator.contracts.constants import HELD_STATES, LOGICAL_CLOCK
+from orchestrator.contracts.errors import TRAIN_BUSY, BadSpec
+from orchestrator.contracts.models import CapacityBudget, HostState
+from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
+from orchestrator.contracts.train_types import TrainChange, TrainStatus
+from orchestrator.execution.target_checks import target_refusal
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
-from orchestrator.fleet.target_checks import target_refusal
-from orchestrator.models import CapacityBudget, HostState
 from orchestrator.planning.campaign_plan import plan_campaign
+from orchestrator.telemetry import metrics
 from orchestrator.train.client import (
     TrainNotFound,
     TrainRefused,
@@ -53,8 +55,6 @@ from orchestrator.train.client import (
     train_result,
     train_status,
 )
-from orchestrator.train.spec import Rollout, TrainSpec, riding
-from orchestrator.train.types import TrainChange, TrainStatus
 
 #: A train a campaign starts never halts on its own: the campaign's gate judges the failures
 #: (a host failing alone is a bad host, not a reason to stop the cluster).

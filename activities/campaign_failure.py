@@ -16,8 +16,8 @@ from temporalio.client import Client
 
 from activities.fleet_access import FleetAccess
 from orchestrator.campaign.client import WORKFLOW_NAME
-from orchestrator.campaign.spec import campaign_workflow_id
-from orchestrator.campaign.types import (
+from orchestrator.contracts.campaign_spec import campaign_workflow_id
+from orchestrator.contracts.campaign_types import (
     BlameRequest,
     BlameResult,
     CampaignStatus,
@@ -28,12 +28,12 @@ from orchestrator.campaign.types import (
     RollbackPlan,
     RollbackPlanRequest,
 )
-from orchestrator.constants import HELD_STATES
+from orchestrator.contracts.constants import HELD_STATES
+from orchestrator.contracts.models import HostState
 from orchestrator.execution import settle
 from orchestrator.execution.install import install_hosts
 from orchestrator.fleet.bad_versions import active_bad, mark_bad
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
-from orchestrator.models import HostState
 from orchestrator.planning.blame import HostOutcome, rank_blame, verifications
 from orchestrator.planning.rollback import Install, plan_rollback, previous_versions
 

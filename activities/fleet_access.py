@@ -1,6 +1,6 @@
 """What every fleet activity class shares: a backend per worker thread, and errors in two words.
 
-Activities see the fleet only through the backend interface (``orchestrator.fleet.backend``):
+Activities see the fleet only through the backend interface (``orchestrator.contracts.backend``):
 ``cluster`` opens one transaction on one cluster, ``peek`` reads one without writing. Permanent
 errors (no fleet, unknown cluster, a bad spec, a fleet file of another schema) become
 non-retryable ``ApplicationError``s typed by their kind, which every retry policy lists.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.errors import PermanentError, UnknownCluster
+from orchestrator.contracts.errors import PermanentError, UnknownCluster
 from orchestrator.fleet import ClusterBackend, FleetBackend, open_backend
 
 

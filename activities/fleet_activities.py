@@ -18,12 +18,10 @@ from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fleet_access import FleetAccess, as_application_error
-from orchestrator import metrics
-from orchestrator.constants import LOGICAL_CLOCK
-from orchestrator.errors import PermanentError
-from orchestrator.execution import drain, install, settle, switches
-from orchestrator.execution.cycle import cycle_counts
-from orchestrator.execution.messages import (
+from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
+from orchestrator.contracts.constants import LOGICAL_CLOCK
+from orchestrator.contracts.errors import PermanentError
+from orchestrator.contracts.messages import (
     CLOCK_SIGNAL,
     AdvanceClockRequest,
     AdvanceClockResult,
@@ -41,14 +39,16 @@ from orchestrator.execution.messages import (
     UpdateResult,
     VerifyResult,
 )
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.train_spec import riding, train_workflow_id
+from orchestrator.contracts.train_types import PlanDomainRequest, PlanDomainResult
+from orchestrator.execution import drain, install, settle, switches
+from orchestrator.execution.cycle import cycle_counts
 from orchestrator.execution.take import take_domain
-from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
-from orchestrator.fleet.target_checks import held_on_bad_version
-from orchestrator.logging import get_logger
-from orchestrator.models import HostState
+from orchestrator.execution.target_checks import held_on_bad_version
+from orchestrator.infra.logging import get_logger
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
-from orchestrator.train.spec import riding, train_workflow_id
-from orchestrator.train.types import PlanDomainRequest, PlanDomainResult
+from orchestrator.telemetry import metrics
 
 log = get_logger(__name__)
 

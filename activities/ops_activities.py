@@ -21,16 +21,12 @@ from collections.abc import Callable
 from temporalio import activity
 
 from activities.fleet_access import FleetAccess, as_application_error
-from orchestrator import metrics
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
-from orchestrator.errors import BadSpec
-from orchestrator.execution import baseline, install, settle
-from orchestrator.execution.baseline import HealthBaseline
-from orchestrator.execution.messages import UpdateResult, VerifyOutcome
-from orchestrator.fleet.target_checks import held_on_bad_version, hook_refusal
-from orchestrator.models import HostState
-from orchestrator.ops.spec import OperationSpec, resolve_clusters
-from orchestrator.ops.types import (
+from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.errors import BadSpec
+from orchestrator.contracts.messages import UpdateResult, VerifyOutcome
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.ops_spec import OperationSpec, resolve_clusters
+from orchestrator.contracts.ops_types import (
     CheckRequest,
     ClusterPlanView,
     OperationCheck,
@@ -42,8 +38,12 @@ from orchestrator.ops.types import (
     TargetsRequest,
     VerifyRequest,
 )
+from orchestrator.contracts.views import ClusterSnapshot
+from orchestrator.execution import baseline, install, settle
+from orchestrator.execution.baseline import HealthBaseline
+from orchestrator.execution.target_checks import held_on_bad_version, hook_refusal
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
-from orchestrator.views import ClusterSnapshot
+from orchestrator.telemetry import metrics
 
 S = HostState
 

@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from orchestrator.campaign.types import PromAnswer, PromQuery
+from orchestrator.contracts.campaign_types import PromAnswer, PromQuery
 
 #: Where the worker finds the Prometheus gate's password when the spec names no file.
 PROMETHEUS_PASSWORD_ENV = "TRAINCTL_PROMETHEUS_PASSWORD"

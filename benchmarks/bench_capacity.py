@@ -15,7 +15,7 @@ import os
 import resource
 import time
 
-from orchestrator.presets import get_preset
+from orchestrator.fleet.presets import get_preset
 from orchestrator.simulator import SimConfig, simulate
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.fleet_sim import simulate_fleet

@@ -25,8 +25,8 @@ from typing import Any
 import networkx as nx
 
 from orchestrator.fleet import SqliteFleet
-from orchestrator.presets import PRESETS
-from orchestrator.topology import Topology
+from orchestrator.fleet.presets import PRESETS
+from orchestrator.fleet.topology import Topology
 
 ANCHOR = datetime(2025, 1, 1, tzinfo=UTC)
 SAMPLES = 200

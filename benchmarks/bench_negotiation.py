@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from orchestrator.contracts.models import CapacityBudget
 from orchestrator.fleet.build import build_cluster
-from orchestrator.models import CapacityBudget
-from orchestrator.presets import get_preset
+from orchestrator.fleet.presets import get_preset
 from orchestrator.simulator import SimConfig
 from orchestrator.simulator.engine import Engine
 

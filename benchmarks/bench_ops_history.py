@@ -33,16 +33,16 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.audit import audit
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.ops_types import MAX_HISTORY_EVENTS, OperationStatus
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import OperationSpec, resolve_clusters
 from orchestrator.ops.client import start_operation
-from orchestrator.ops.types import MAX_HISTORY_EVENTS, OperationStatus
-from orchestrator.paths import temporal_cli_path
-from orchestrator.presets import get_preset
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
-from orchestrator.worker import build_worker
 
 GOAL = 10_000  # events in any one run
 

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text, resolve_clusters
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
-from orchestrator.presets import get_preset
 
 T = TypeVar("T")
 SPEC = {

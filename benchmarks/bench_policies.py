@@ -22,8 +22,8 @@ import argparse
 import time
 
 from orchestrator.fleet import dynamics
+from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.train_plan import POLICIES
-from orchestrator.presets import get_preset
 from orchestrator.simulator import SimConfig, SimResult, simulate
 from orchestrator.simulator.budget import sim_budget
 

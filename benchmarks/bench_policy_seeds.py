@@ -38,7 +38,7 @@ def _run(policy: str, seed: int, extra: list[str], out: Path | None) -> dict[str
     cmd = [
         sys.executable,
         "-c",
-        "from orchestrator.cli import entrypoint; entrypoint()",
+        "from orchestrator.app.cli import entrypoint; entrypoint()",
         "simulate",
         "--preset",
         "meta-24k",

@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import Any, TypeVar
 
+from orchestrator.contracts.ops_spec import OperationSpec, Scope
+from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.fleet.build import build_cluster
+from orchestrator.fleet.presets import get_preset
 from orchestrator.ops import parse_spec_text
-from orchestrator.ops.spec import OperationSpec, Scope
 from orchestrator.planning.ops_plan import plan_operation
 from orchestrator.planning.ops_scope import ScopeFilter
-from orchestrator.presets import get_preset
-from orchestrator.views import ClusterSnapshot, HostView
 
 T = TypeVar("T")
 CUDA = {"gpu_driver": "560.35.03", "cuda": "12.6"}

@@ -1,7 +1,7 @@
 """Temporal cost of the train and of a bulk operation: billable actions and history events per host.
 
 Each scenario gets its own dev server (started by this script), a fleet at ``--speed max`` in a
-temporary directory and a worker (``orchestrator.worker.build_worker``, the product's own):
+temporary directory and a worker (``orchestrator.app.worker.build_worker``, the product's own):
 
 * ``small``: one train cycle of ``small`` (128 hosts), domain 8, the demo's budget (10%);
 * ``meta``: one train cycle of ``meta-24k`` (3,072 hosts), budget 3%, domain 92;
@@ -69,17 +69,17 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.demo import demo_spec
+from orchestrator.app.demo import demo_spec
+from orchestrator.app.worker import build_worker, heartbeat
+from orchestrator.contracts.ops_spec import load_spec, operation_id
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import resolve_clusters
 from orchestrator.ops.client import operation_status, start_operation
-from orchestrator.ops.spec import load_spec, operation_id
-from orchestrator.paths import temporal_cli_path
-from orchestrator.presets import get_preset
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.train.client import control_train, start_train, train_result
-from orchestrator.worker import build_worker, heartbeat
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE_LIMIT = 500  # actions per second a Temporal Cloud namespace is allowed by default

@@ -24,14 +24,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
-from orchestrator.paths import temporal_cli_path
-from orchestrator.presets import get_preset
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainInput
-from orchestrator.worker import build_worker
 
 sys.path.insert(0, str(Path(__file__).parent))
 from noop_workflow import NoopHost, noop  # noqa: E402

@@ -42,7 +42,7 @@ def _run(preset: str, policy: str, seed: int, out: Path | None) -> dict[str, Any
     cmd = [
         sys.executable,
         "-c",
-        "from orchestrator.cli import entrypoint; entrypoint()",
+        "from orchestrator.app.cli import entrypoint; entrypoint()",
         "simulate",
         "--preset",
         preset,

@@ -26,7 +26,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "reference_runs.json"
-ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
+ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 
 #: The six runs: the presets and policies whose figures the README and the issues quote.
 RUNS: dict[str, list[str]] = {

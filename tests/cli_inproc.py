@@ -13,7 +13,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 
 async def cli(*args: str) -> tuple[int, dict[str, Any], str]:

@@ -20,8 +20,12 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.paths import TRAINCTL_HOME_ENV, temporal_cli_path, temporal_test_server_path
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
+from orchestrator.contracts.paths import (
+    TRAINCTL_HOME_ENV,
+    temporal_cli_path,
+    temporal_test_server_path,
+)
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 
 # A loaded 2-core CI machine can take longer than the SDK's 5 s default to boot a server.
 _STARTUP_TIMEOUT = timedelta(seconds=60)
@@ -118,7 +122,7 @@ def _audit_record(path: Path) -> list[tuple[str, str]]:
     (whichever backend wrote it), racks and zones from its hosts."""
     import sqlite3
 
-    from orchestrator.audit import audit_events
+    from orchestrator.audit.record_checks import audit_events
     from orchestrator.fleet.event_log import read_events
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)

@@ -31,14 +31,14 @@ SPEC = {
 
 
 async def main() -> None:
+    from orchestrator.app.worker import build_worker
     from orchestrator.campaign.client import campaign_handle, start_campaign
-    from orchestrator.campaign.spec import CampaignSpec
+    from orchestrator.contracts.campaign_spec import CampaignSpec
+    from orchestrator.contracts.paths import temporal_cli_path
+    from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
     from orchestrator.fleet import SqliteFleet
+    from orchestrator.fleet.presets import get_preset
     from orchestrator.fleet.settings import MAX_SPEED
-    from orchestrator.paths import temporal_cli_path
-    from orchestrator.presets import get_preset
-    from orchestrator.search_attributes import SEARCH_ATTRIBUTES
-    from orchestrator.worker import build_worker
     from tests.record_histories import write
 
     env = await WorkflowEnvironment.start_local(

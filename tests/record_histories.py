@@ -130,9 +130,9 @@ async def _until(check: Any, what: str, timeout: float = 60.0) -> None:
 async def run_train(client: Client, home: Path) -> list[WorkflowHistory]:
     """One cycle of a train with a bad build, a pause/resume, a target change and a
     continue-as-new; returns the histories worth keeping."""
+    from orchestrator.app.worker import build_worker
+    from orchestrator.contracts.train_types import ControlRequest, TrainChange, TrainInput
     from orchestrator.fleet import SqliteFleet
-    from orchestrator.train.types import ControlRequest, TrainChange, TrainInput
-    from orchestrator.worker import build_worker
     from tests.train_helpers import TARGETS, make_fleet, spec
     from workflows.cluster_train import ClusterTrain
 
@@ -165,7 +165,7 @@ async def run_train(client: Client, home: Path) -> list[WorkflowHistory]:
         )
         trains = await _runs(client, TRAIN_ID, handle.first_execution_run_id)
         extra = []
-        from orchestrator.arbiter.types import arbiter_workflow_id
+        from orchestrator.contracts.arbiter_types import arbiter_workflow_id
 
         # The arbiter ends by itself once the train has released its capacity.
         arbiter = client.get_workflow_handle(arbiter_workflow_id("c00", "record-histories"))
@@ -188,8 +188,8 @@ async def run_train(client: Client, home: Path) -> list[WorkflowHistory]:
 
 async def _record_operation(client: Client) -> list[WorkflowHistory]:
     """A CUDA upgrade over the same fleet after the train: BulkOperation and ClusterOperation."""
+    from orchestrator.contracts.ops_types import OperationInput
     from orchestrator.ops import OperationSpec, operation_id
-    from orchestrator.ops.types import OperationInput
     from workflows.bulk_operation import BulkOperation
 
     op = OperationSpec.model_validate(
@@ -296,8 +296,8 @@ def write(histories: list[WorkflowHistory]) -> None:
 
 
 async def main() -> None:
-    from orchestrator.paths import temporal_cli_path
-    from orchestrator.search_attributes import SEARCH_ATTRIBUTES
+    from orchestrator.contracts.paths import temporal_cli_path
+    from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli_path()),

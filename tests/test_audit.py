@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.audit import AuditReport, audit
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.audit.record_checks import AuditReport, audit
+from orchestrator.contracts.models import HostState as S
 from orchestrator.fleet import SqliteFleet, fleet_path
 from orchestrator.fleet.cluster_sim import ClusterSim, JobRec
-from orchestrator.models import HostState as S
-from orchestrator.presets import INITIAL_VERSIONS, PRESETS
+from orchestrator.fleet.presets import INITIAL_VERSIONS, PRESETS
 
 ANCHOR = datetime(2025, 1, 1, tzinfo=UTC)
 OWNER = "train-c00"

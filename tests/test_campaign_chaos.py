@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.demo import free_port
+from orchestrator.app.demo import free_port
 from tests.test_campaign_e2e import hosts
 from tests.test_chaos import cli, stop_all, worker_up
 from tests.test_hardening_server import ready, start_server

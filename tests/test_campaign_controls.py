@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, campaign_status, final_status
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import CampaignInput, CampaignStatus
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import CampaignInput, CampaignStatus
 from orchestrator.train.client import train_result
-from orchestrator.worker import build_worker
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 from tests.test_ops_exec import trainctl
 

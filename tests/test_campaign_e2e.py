@@ -20,12 +20,12 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from orchestrator.audit import audit
-from orchestrator.campaign.types import CampaignStatus
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.campaign_types import CampaignStatus
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
-from orchestrator.presets import get_preset
-from orchestrator.worker import build_worker
 from tests.test_ops_exec import trainctl
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -176,7 +176,7 @@ async def test_cuda_canary_runs_as_a_bulk_operation(dev_env, tmp_home, task_queu
     """Driver/CUDA targets go to a BulkOperation child over the canary's hosts only, then bake
     on the cluster's clock (which the campaign moves: no train acts there)."""
     from orchestrator.campaign.client import start_campaign
-    from orchestrator.campaign.spec import CampaignSpec
+    from orchestrator.contracts.campaign_spec import CampaignSpec
 
     path = multi_fleet(tmp_home)
     upper = {"gpu_driver": "590.44.01", "cuda": "13.1"}

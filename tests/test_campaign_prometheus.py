@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import (
     CampaignNotFound,
     campaign_handle,
@@ -29,9 +30,8 @@ from orchestrator.campaign.client import (
     final_status,
     start_campaign,
 )
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.metrics import serve_metrics
-from orchestrator.worker import build_worker
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.telemetry.metrics import serve_metrics
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

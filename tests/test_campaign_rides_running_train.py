@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, final_status, start_campaign
-from orchestrator.campaign.spec import CampaignSpec, load_campaign_spec
-from orchestrator.campaign.types import CampaignStatus, ClusterStage
+from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
+from orchestrator.contracts.campaign_types import CampaignStatus, ClusterStage
+from orchestrator.contracts.train_spec import load_train_spec
 from orchestrator.train.client import control_train, start_train, train_status
-from orchestrator.train.spec import load_train_spec
-from orchestrator.worker import build_worker
 from tests.test_campaign_e2e import audit_ok, hosts, multi_fleet, no_train_left  # noqa: F401
 from tests.test_ops_exec import trainctl
 

@@ -22,14 +22,14 @@ import pytest
 from prometheus_client import REGISTRY
 from temporalio.client import WorkflowExecutionStatus
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import (
     campaign_handle,
     campaign_status,
     final_status,
 )
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import CampaignStatus
-from orchestrator.worker import build_worker
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import CampaignStatus
 from tests.rule_tests import promtool_rule_test
 from tests.test_campaign_e2e import (  # noqa: F401 (no_train_left: the autouse fixture)
     audit_ok,
@@ -239,9 +239,8 @@ async def test_a_bad_cuda_rolls_back_driver_and_cuda_together(
 
 def test_the_ui_details_name_the_suspect() -> None:
     """On call reads which change broke the stage in the workflow's details (Temporal UI)."""
-    from orchestrator.campaign.types import CampaignState, StagePlanModel
     from orchestrator.campaign.ui import campaign_details
-    from orchestrator.planning.blame import Blame
+    from orchestrator.contracts.campaign_types import Blame, CampaignState, StagePlanModel
 
     spec = CampaignSpec.model_validate(_canary("ui-bad"))
     status = CampaignStatus(

@@ -13,10 +13,10 @@ import asyncio
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, final_status, start_campaign
-from orchestrator.campaign.spec import CampaignSpec
+from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.train.client import train_status
-from orchestrator.worker import build_worker
 from tests.test_campaign_e2e import audit_ok, multi_fleet, no_train_left  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

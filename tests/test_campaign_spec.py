@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from orchestrator.app.cli import main
 from orchestrator.campaign.gate import judge_stage, roll_up
-from orchestrator.campaign.spec import CampaignSpec, load_campaign_spec, resolve_count
-from orchestrator.campaign.types import ClusterStage, StagePlanModel, StageStatus
-from orchestrator.cli import main
+from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec, resolve_count
+from orchestrator.contracts.campaign_types import ClusterStage, StagePlanModel, StageStatus
+from orchestrator.contracts.specs import SpecError
+from orchestrator.contracts.views import HostView
 from orchestrator.planning.campaign_plan import plan_campaign
 from orchestrator.planning.rollout import RolloutScope, apply_rollout, recorded_targets
-from orchestrator.specs import SpecError
-from orchestrator.views import HostView
 
 ISSUE_YAML = """\
 name: kernel-6-12
@@ -146,7 +146,7 @@ def test_rollout_takes_only_its_hosts_while_they_lack_the_targets() -> None:
 def test_campaign_plan_cli_bad_cluster_exits_2(tmp_home: Path) -> None:
     """`campaign plan` of a spec naming no cluster exits 2 naming the stage's field."""
     from orchestrator.fleet import SqliteFleet, fleet_path
-    from orchestrator.presets import get_preset
+    from orchestrator.fleet.presets import get_preset
 
     SqliteFleet.create(fleet_path(), get_preset("multi"), 1, 3600.0).close()
     spec = tmp_home / "c.yaml"

@@ -24,8 +24,8 @@ from orchestrator.campaign.progress import (
     touched_clusters,
 )
 from orchestrator.campaign.requests import stage_operation_spec, train_handoff
-from orchestrator.campaign.spec import CampaignSpec, Gates
-from orchestrator.campaign.types import (
+from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
+from orchestrator.contracts.campaign_types import (
     BlameResult,
     CampaignState,
     ClusterStage,

@@ -11,20 +11,20 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import REGISTRY
 
-from orchestrator import metrics
-from orchestrator.cli import main as cli_main
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, PIGGYBACK_NOTE
+from orchestrator.app.cli import main as cli_main
+from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS, PIGGYBACK_NOTE
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.models import CapacityBudget, HostState
 from orchestrator.execution.cycle import project_cycle_end
-from orchestrator.execution.messages import CycleCounts
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
-from orchestrator.models import CapacityBudget, HostState
-from orchestrator.presets import PRESETS
+from orchestrator.fleet.presets import PRESETS
 from orchestrator.simulator import SimConfig
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.engine import Engine
 from orchestrator.simulator.fleet_sim import simulate_fleet
+from orchestrator.telemetry import metrics
 from tests.rule_tests import promtool_rule_test
 
 ROOT = Path(__file__).resolve().parent.parent

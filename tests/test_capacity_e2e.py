@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, REPAIR_OWNER
+from orchestrator.contracts.constants import HELD_STATES, PIGGYBACK_NOTE, REPAIR_OWNER
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.train_types import ControlRequest
+from orchestrator.contracts.views import is_due
 from orchestrator.fleet import SqliteFleet
-from orchestrator.models import HostState
-from orchestrator.train.types import ControlRequest
-from orchestrator.views import is_due
 from tests.test_train_e2e import (
     OWNER,
     SPEED,

@@ -28,17 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.audit import audit
-from orchestrator.constants import REPAIR_OWNER
-from orchestrator.demo import free_port
+from orchestrator.app.demo import free_port
+from orchestrator.app.worker import TASK_QUEUE
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.constants import REPAIR_OWNER
 from orchestrator.fleet import SqliteFleet
-from orchestrator.worker import TASK_QUEUE
 from tests.test_hardening_server import dead, ready, start_server, wait_dead
 from tests.test_ops_exec import CUDA, NEW, op_spec, upper
 from tests.train_helpers import TARGETS, host_states, make_fleet
 
 REPO = Path(__file__).resolve().parent.parent
-ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
+ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 SEED = 20261201
 QUEUE = TASK_QUEUE  # `train start` always uses the default queue
 SPEED = 36000.0  # fleet seconds per wall second

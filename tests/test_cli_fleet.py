@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 
 def run(*args: str) -> Result:

@@ -19,7 +19,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 #: A Temporal frontend nobody listens on: commands that need a server fail fast (exit 1).
 NOWHERE = ("--address", "127.0.0.1:1")

@@ -25,17 +25,17 @@ from typing import Any
 import pytest
 from temporalio.service import RPCError
 
-from orchestrator.arbiter.types import arbiter_workflow_id
-from orchestrator.audit import audit
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.backend import ClockMember
+from orchestrator.contracts.ops_types import OperationInput, OperationStatus
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.backend import ClockMember
+from orchestrator.fleet.presets import PRESETS, Preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.fleet.sqlite_clock import CLOCK_BUSY_TIMEOUT_SECONDS
 from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
 from orchestrator.ops import parse_spec_text
-from orchestrator.ops.types import OperationInput, OperationStatus
-from orchestrator.presets import PRESETS, Preset
-from orchestrator.worker import build_worker
 from workflows.bulk_operation import BulkOperation
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,8 +182,8 @@ def _start_demo(home: Path, preset: str, clusters: int = 1) -> subprocess.Popen[
     (its own embedded server), with the test-only presets known to it."""
     home.mkdir(parents=True, exist_ok=True)
     code = (
-        "from tests.test_clock import DUO; from orchestrator.presets import PRESETS; "
-        "PRESETS['duo'] = DUO; from orchestrator.cli import entrypoint; entrypoint()"
+        "from tests.test_clock import DUO; from orchestrator.fleet.presets import PRESETS; "
+        "PRESETS['duo'] = DUO; from orchestrator.app.cli import entrypoint; entrypoint()"
     )
     args = ["--preset", preset, "--speed", "max", "--seed", "3", "--until-cycle-complete"]
     args += ["--json", "--port", "0", "--ui-port", "0", "--clusters", str(clusters)]

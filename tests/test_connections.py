@@ -22,11 +22,17 @@ from click.testing import CliRunner
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.cli import main as cli_main
-from orchestrator.connection import REDACTED, ConnectionError_, ConnectionOptions, redact, resolve
-from orchestrator.demo import free_port
-from orchestrator.paths import temporal_cli_path
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
+from orchestrator.app.cli import main as cli_main
+from orchestrator.app.demo import free_port
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
+from orchestrator.infra.connection import (
+    REDACTED,
+    ConnectionError_,
+    ConnectionOptions,
+    redact,
+    resolve,
+)
 from tests.tls_helpers import Pki, make_pki, tls_proxy
 from tests.train_helpers import TARGETS, make_fleet
 
@@ -127,7 +133,7 @@ def test_cli_bad_profile_is_bad_input(tmp_path):
 # ------------------------------------------------------------------------ real server
 def _cli(*args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from orchestrator.cli import entrypoint; entrypoint()", *args],
+        [sys.executable, "-c", "from orchestrator.app.cli import entrypoint; entrypoint()", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -192,7 +198,8 @@ async def test_worker_and_cli_over_mtls_and_no_secret_leaks(tmp_path, tmp_home):
             log = tmp_path / "worker.log"
             with log.open("w") as log_f:
                 worker = subprocess.Popen(
-                    [sys.executable, "-c", "from orchestrator.cli import entrypoint; entrypoint()"]
+                    [sys.executable, "-c", "from orchestrator.app.cli import entrypoint; "
+                     "entrypoint()"]
                     + ["worker", "--metrics-port", str(port), "--log-json"],
                     env=profiled,
                     stdout=log_f,
@@ -240,7 +247,7 @@ async def test_worker_and_cli_over_mtls_and_no_secret_leaks(tmp_path, tmp_home):
 
 def test_log_lines_never_carry_a_resolved_secret(tmp_path):
     """Once a key is resolved, the log processor scrubs it from any line (an error quoting it)."""
-    from orchestrator.logging import redact_secrets
+    from orchestrator.infra.logging import redact_secrets
 
     (tmp_path / "key").write_text("tk-log-secret-77\n")
     resolve(ConnectionOptions(address="x:1", api_key_file=tmp_path / "key"))

@@ -13,13 +13,13 @@ import uuid
 
 import pytest
 
-from orchestrator.audit import audit
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
-from orchestrator.models import CapacityBudget
-from orchestrator.presets import get_preset
+from orchestrator.fleet.presets import get_preset
 from orchestrator.simulator import SimConfig, simulate
-from orchestrator.train.types import TrainInput
-from orchestrator.worker import build_worker
 from tests.train_helpers import TARGETS, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

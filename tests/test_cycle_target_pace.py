@@ -8,9 +8,9 @@ import json
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.fleet.presets import get_preset
 from orchestrator.planning import train_plan
-from orchestrator.presets import get_preset
 from orchestrator.simulator import SimConfig, simulate
 from orchestrator.simulator.budget import sim_budget
 

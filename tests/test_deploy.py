@@ -10,7 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from orchestrator.demo import free_port
+from orchestrator.app.demo import free_port
 from tests.train_helpers import make_fleet
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ async def test_worker_metrics_pass_promtool(dev_env, tmp_home, task_queue):
         [
             sys.executable,
             "-c",
-            "from orchestrator.cli import entrypoint; entrypoint()",
+            "from orchestrator.app.cli import entrypoint; entrypoint()",
             "worker",
             "--metrics-port",
             str(port),

@@ -16,14 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.campaign.spec import load_campaign_spec
-from orchestrator.ops.spec import load_spec as load_operation_spec
-from orchestrator.ops.types import ClusterProgress, OperationStatus
+from orchestrator.contracts.campaign_spec import load_campaign_spec
+from orchestrator.contracts.ops_spec import load_spec as load_operation_spec
+from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
+from orchestrator.contracts.train_spec import load_train_spec
+from orchestrator.contracts.train_types import TrainState
+from orchestrator.contracts.ui_text import DETAILS_LIMIT, SUMMARY_LIMIT, explain_wait, one_line
 from orchestrator.ops.ui import cluster_details, operation_details
-from orchestrator.train.spec import load_train_spec
-from orchestrator.train.types import TrainState
 from orchestrator.train.ui import domain_details, train_details
-from orchestrator.ui_text import DETAILS_LIMIT, SUMMARY_LIMIT, explain_wait, one_line
 from tests.train_helpers import make_fleet
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -46,9 +46,9 @@ def test_campaign_examples_plan_over_multi(tmp_home: Path) -> None:
     """Both campaign examples plan over ``multi`` as `campaign plan` does: a 4-host canary on
     c00, then c00, then the rest."""
     from orchestrator.fleet import SqliteFleet
+    from orchestrator.fleet.presets import get_preset
     from orchestrator.fleet.settings import MAX_SPEED
     from orchestrator.planning.campaign_plan import plan_campaign
-    from orchestrator.presets import get_preset
 
     fleet = SqliteFleet.create(tmp_home / "fleet.db", get_preset("multi"), 1, MAX_SPEED)
     try:
@@ -63,7 +63,7 @@ def test_campaign_examples_plan_over_multi(tmp_home: Path) -> None:
 
 def test_train_example_fits_every_preset_cluster(tmp_home: Path) -> None:
     """The train example passes the same checks `train start` makes against a fleet."""
-    from orchestrator.cli.train import check_spec_against_fleet
+    from orchestrator.app.cli.train import check_spec_against_fleet
 
     make_fleet(tmp_home, 3600.0)
     assert check_spec_against_fleet(load_train_spec(EXAMPLES / "train.yaml")) == 128
@@ -118,7 +118,8 @@ def test_worker_logs_json_lines(dev_env, tmp_path: Path, task_queue: str) -> Non
     target = dev_env.client.service_client.config.target_host
     args = ["--address", target, "--task-queue", task_queue, "--metrics-port", "0"]
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from orchestrator.cli import entrypoint; entrypoint()", "worker"]
+        [sys.executable, "-c", "from orchestrator.app.cli import entrypoint; entrypoint()",
+        "worker"]
         + [*args, "--log-format", "json"],
         cwd=REPO,
         env={**os.environ, "TRAINCTL_HOME": str(tmp_path)},

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.views import JobView
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.host_explain import Coverage, HostFacts, explain_host
-from orchestrator.presets import get_preset
 from orchestrator.train.client import control_train, start_train, train_status
-from orchestrator.train.spec import TrainSpec
-from orchestrator.views import JobView
-from orchestrator.worker import build_worker
 from tests.test_campaign_e2e import no_train_left  # noqa: F401
 from tests.test_ops_exec import trainctl
 
@@ -149,7 +149,7 @@ def test_explain_host_order_of_blockers() -> None:
 def test_fleet_host_needs_a_name_or_behind(tmp_home: Path) -> None:
     from click.testing import CliRunner
 
-    from orchestrator.cli import main
+    from orchestrator.app.cli import main
 
     res = CliRunner().invoke(main, ["fleet", "host", "--json"])
     assert res.exit_code == 2 and '"field": "name"' in res.output

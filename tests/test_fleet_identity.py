@@ -19,15 +19,15 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.constants import TASK_QUEUE
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.constants import TASK_QUEUE
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.fleet.fleet_id import identity_fleet, read_fleet_id
-from orchestrator.paths import temporal_cli_path
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
-from orchestrator.worker import build_worker
 from tests.train_helpers import make_fleet
 
 REPO = Path(__file__).resolve().parent.parent
-ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
+ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 
 
 def _cli(home: Path, address: str, *args: str) -> tuple[int, dict[str, object]]:

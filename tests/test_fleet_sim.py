@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.cluster_sim import ClusterSim
-from orchestrator.models import GPUS_PER_HOST
-from orchestrator.presets import INITIAL_VERSIONS, PRESETS
+from orchestrator.fleet.presets import INITIAL_VERSIONS, PRESETS
 
 ANCHOR = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.sqlite_fleet import FleetUnreadable
-from orchestrator.presets import get_preset
 
 REPO = Path(__file__).resolve().parent.parent
-ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
+ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 
 
 def run(*args: str) -> Result:
@@ -119,7 +119,7 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(
     tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A bug surfaces as ``internal error: ...`` (exit 1), the traceback only on request."""
-    import orchestrator.cli.fleet as fleet_cli
+    import orchestrator.app.cli.fleet as fleet_cli
 
     run("fleet", "init", "--preset", "small")
 
@@ -399,7 +399,7 @@ def test_damaged_fleet_database(tmp_home: Path, how: str) -> None:
 
 def test_damaged_fleet_is_permanent_for_activities(tmp_path: Path) -> None:
     """Opening a damaged fleet raises FleetUnreadable, a NoFleet: activities do not retry it."""
-    from orchestrator.errors import PERMANENT_KINDS, NoFleet
+    from orchestrator.contracts.errors import PERMANENT_KINDS, NoFleet
 
     path = tmp_path / "fleet.db"
     path.write_bytes(os.urandom(4096))

@@ -11,7 +11,7 @@ import json
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.fleet import SqliteFleet, fleet_path
 from tests.train_helpers import make_fleet
 

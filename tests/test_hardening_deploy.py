@@ -14,9 +14,9 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.demo import free_port
-from orchestrator.metrics import DEFAULT_METRICS_HOST, serve_metrics
+from orchestrator.app.cli import main
+from orchestrator.app.demo import free_port
+from orchestrator.telemetry.metrics import DEFAULT_METRICS_HOST, serve_metrics
 from tests.train_helpers import make_fleet
 
 ROOT = Path(__file__).resolve().parent.parent

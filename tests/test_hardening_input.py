@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -229,8 +229,8 @@ def test_gate_credentials_are_basic_auth_read_by_the_activity(
 ) -> None:
     from activities.prometheus_query import PROMETHEUS_PASSWORD_ENV, shown_url
     from activities.prometheus_query import query_prometheus as _query
-    from orchestrator.campaign.spec import CampaignSpec
-    from orchestrator.campaign.types import PromQuery
+    from orchestrator.contracts.campaign_spec import CampaignSpec
+    from orchestrator.contracts.campaign_types import PromQuery
 
     pw_file = tmp_path / "prom.pw"
     pw_file.write_text(PROM_PASSWORD + "\n")
@@ -503,8 +503,8 @@ def test_update_retries_what_temporal_says_is_retryable(monkeypatch: pytest.Monk
     from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCStatusCode
 
-    from orchestrator import update_retry
-    from orchestrator.cli.common import classify
+    from orchestrator.app.cli.common import classify
+    from orchestrator.infra import update_retry
 
     monkeypatch.setattr(update_retry, "FIRST_DELAY", 0.001)
     limit = _rpc(
@@ -556,8 +556,8 @@ async def test_a_hundred_pauses_and_resumes_at_once(
     exits 1 naming the limit; none is lost unretried, and none says only "Application error"."""
     import asyncio
 
+    from orchestrator.infra.update_retry import UpdateLimitReached
     from orchestrator.train import client as train_client
-    from orchestrator.update_retry import UpdateLimitReached
     from tests.test_train_e2e import SPEED, running_train
     from tests.train_helpers import make_fleet, spec
 
@@ -612,7 +612,7 @@ def test_demo_domain_size_over_the_cluster(tmp_path: Path, monkeypatch: pytest.M
 def test_no_output_quotes_a_url_password(capsys: pytest.CaptureFixture[str]) -> None:
     """A status recorded by an older version may quote a gate URL with its password: every
     output and error strips a URL's userinfo."""
-    from orchestrator.cli.common import OperationFailed, emit
+    from orchestrator.app.cli.common import OperationFailed, emit
 
     url = f"http://admin:{PROM_PASSWORD}@127.0.0.1:1/"
     emit({"stages": [{"gate": f"held | prometheus: {url}: refused"}]}, True, print)

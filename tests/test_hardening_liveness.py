@@ -23,25 +23,25 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from orchestrator.audit import audit
-from orchestrator.cli import main
-from orchestrator.demo import free_port
-from orchestrator.execution.messages import CycleCounts
+from orchestrator.app.cli import main
+from orchestrator.app.demo import free_port
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainState
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.heartbeats import FRESH_SECONDS, beat, live_workers, live_workers_at
 from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
-from orchestrator.paths import temporal_cli_path
 from orchestrator.train.client import start_train
-from orchestrator.train.spec import TrainSpec
 from orchestrator.train.status import train_status
-from orchestrator.train.types import TrainState
-from orchestrator.worker import build_worker
 from tests.test_hardening_train import address, answer, clean_train, cli
 from tests.train_helpers import make_fleet, spec
 
 SPEED = 36000.0
 REPO = Path(__file__).resolve().parent.parent
-ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
+ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 
 
 async def test_reconfigure_is_held_to_the_rules_of_start(dev_env, tmp_home, task_queue):
@@ -364,8 +364,8 @@ async def test_a_hard_stop_train_reports_what_it_holds_between_windows(
     from datetime import timedelta
     from uuid import uuid4
 
-    from orchestrator.cron import next_fire, parse_cron
-    from orchestrator.train.types import TrainInput
+    from orchestrator.contracts.cron import next_fire, parse_cron
+    from orchestrator.contracts.train_types import TrainInput
     from workflows.cluster_train import ClusterTrain
 
     start = await temporal_env.get_current_time()

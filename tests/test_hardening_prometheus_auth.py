@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from orchestrator.app.cli import main
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import (
     CampaignNotFound,
     campaign_handle,
@@ -30,9 +32,7 @@ from orchestrator.campaign.client import (
     final_status,
     start_campaign,
 )
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.cli import main
-from orchestrator.worker import build_worker
+from orchestrator.contracts.campaign_spec import CampaignSpec
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.fleet import SqliteFleet
-from orchestrator.presets import get_preset
+from orchestrator.fleet.presets import get_preset
 
 set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "trainctl-hypothesis"))
 

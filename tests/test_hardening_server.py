@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.demo import free_port
-from orchestrator.temporal_server import (
+from orchestrator.app.demo import free_port
+from orchestrator.app.temporal_server import (
     DevServer,
     DevServerConfig,
     DevServerError,
@@ -30,7 +30,7 @@ from orchestrator.temporal_server import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-ENTRY = "from orchestrator.cli import entrypoint; entrypoint()"
+ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 
 
 def start_server(home: Path, port: int) -> subprocess.Popen[str]:

@@ -27,11 +27,11 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.arbiter.types import arbiter_workflow_id
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.train_types import TrainChange
 from orchestrator.train.client import start_train, train_handle, train_result
-from orchestrator.train.types import TrainChange
-from orchestrator.worker import build_worker
 from tests.train_helpers import make_fleet, spec
 
 SPEED = 36000.0  # 10 fleet hours per wall second

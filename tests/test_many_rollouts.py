@@ -16,13 +16,13 @@ from typing import Any
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet_activities import FleetActivities
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
+from orchestrator.contracts.train_types import PlanDomainRequest, TrainChange, TrainInput
+from orchestrator.contracts.views import HostView
 from orchestrator.fleet import SqliteFleet
-from orchestrator.models import CapacityBudget
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of, rollout_choices
-from orchestrator.train.spec import Rollout, TrainSpec, riding
-from orchestrator.train.types import PlanDomainRequest, TrainChange, TrainInput
 from orchestrator.train.ui import train_details
-from orchestrator.views import HostView
 from tests.train_helpers import make_fleet
 
 NIC = {"nic_firmware": "28.41.1000"}

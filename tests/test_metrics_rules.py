@@ -28,13 +28,13 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.campaign_activities import CampaignActivities
 from activities.fleet_activities import FleetActivities
-from orchestrator import metrics
-from orchestrator.campaign.types import PromQuery
-from orchestrator.demo import free_port
-from orchestrator.execution.messages import CycleCounts, HostsRequest
-from orchestrator.ops import watch
+from orchestrator.app import ops_watch as watch
+from orchestrator.app.demo import free_port
+from orchestrator.contracts.campaign_types import PromQuery
+from orchestrator.contracts.messages import CycleCounts, HostsRequest
+from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
 from orchestrator.ops.client import OperationNotFound
-from orchestrator.ops.types import ClusterProgress, OperationStatus
+from orchestrator.telemetry import metrics
 from tests.rule_tests import ALERTS, promtool_rule_test
 from tests.train_helpers import make_fleet
 
@@ -399,11 +399,11 @@ async def test_operation_watch_on_a_real_operation(dev_env, tmp_home):
     """On the dev server: a running operation's waves and state reach the gauges as its
     ``status`` says, and its end (aborted here) once it has ended; the cycle series of a train
     whose workflow does not run are cleared."""
-    from orchestrator.arbiter.types import arbiter_workflow_id
+    from orchestrator.app.worker import build_worker
+    from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+    from orchestrator.contracts.ops_types import OperationInput
     from orchestrator.ops import parse_spec_text
     from orchestrator.ops.client import control_operation, final_status, operation_handle
-    from orchestrator.ops.types import OperationInput
-    from orchestrator.worker import build_worker
     from tests.test_ops_exec import op_spec
     from workflows.bulk_operation import BulkOperation
 
@@ -456,9 +456,9 @@ async def test_operation_watch_on_a_real_operation(dev_env, tmp_home):
 async def test_train_stop_clears_its_off_track_cycle(dev_env, tmp_home):
     """The issue's case on the dev server: a train behind its cycle_target reports
     ``trainctl_cycle_off_track 1``; after ``train stop`` the series is gone (no alert)."""
-    from orchestrator.arbiter.types import arbiter_workflow_id
+    from orchestrator.app.worker import build_worker
+    from orchestrator.contracts.arbiter_types import arbiter_workflow_id
     from orchestrator.train.client import control_train, start_train, train_handle
-    from orchestrator.worker import build_worker
     from tests.train_helpers import spec as train_spec
 
     path = make_fleet(tmp_home, 36000.0)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from orchestrator.cli.common import describe_validation_error
-from orchestrator.models import (
+from orchestrator.app.cli.common import describe_validation_error
+from orchestrator.contracts.models import (
     CapacityBudget,
     Update,
     check_targets,
     parse_duration_hours,
 )
-from orchestrator.views import JobView, last_checkpoint, next_checkpoint
+from orchestrator.contracts.views import JobView, last_checkpoint, next_checkpoint
 
 
 @pytest.mark.parametrize("bad", ["150%", "0%", 0, "abc", -3, "-5%", 2.5, True])

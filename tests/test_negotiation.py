@@ -12,19 +12,19 @@ import uuid
 
 import pytest
 
-from orchestrator.audit import audit
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.messages import JobReply, JobWait
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.train_types import TrainInput
 from orchestrator.execution.drain import DrainTracker
-from orchestrator.execution.messages import JobReply, JobWait
 from orchestrator.execution.negotiation import Talk, resolve
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
-from orchestrator.models import CapacityBudget
-from orchestrator.presets import get_preset
+from orchestrator.fleet.presets import get_preset
 from orchestrator.simulator import SimConfig
 from orchestrator.simulator.engine import Engine
-from orchestrator.train.types import TrainInput
-from orchestrator.worker import build_worker
 from tests.train_helpers import TARGETS, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

@@ -12,24 +12,24 @@ from datetime import UTC, datetime
 import pytest
 
 from activities.arbiter_activities import ArbiterActivities
-from orchestrator.arbiter.types import (
+from orchestrator.app.cli.campaign import progress_line
+from orchestrator.app.worker import build_worker
+from orchestrator.arbiter.ui import arbiter_details
+from orchestrator.campaign.progress import finish_status, new_status
+from orchestrator.campaign.ui import campaign_details
+from orchestrator.contracts.arbiter_types import (
     AcquireRequest,
     ArbiterState,
     HolderEntry,
     arbiter_workflow_id,
 )
-from orchestrator.arbiter.ui import arbiter_details
-from orchestrator.campaign.progress import finish_status, new_status
-from orchestrator.campaign.spec import CampaignSpec, Gates
-from orchestrator.campaign.types import CampaignState, StagePlanModel
-from orchestrator.campaign.ui import campaign_details
-from orchestrator.cli.campaign import progress_line
-from orchestrator.execution.messages import CycleCounts
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainState
+from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
+from orchestrator.contracts.campaign_types import CampaignState, StagePlanModel
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainState
+from orchestrator.contracts.ui_text import explain_wait, item_list
 from orchestrator.train.ui import train_details
-from orchestrator.ui_text import explain_wait, item_list
-from orchestrator.worker import build_worker
 from tests.train_helpers import make_fleet
 
 RUN_TOGETHER = ("|---", "holdsgrantedwants", "Draining0/", "pendingc00", "1/41")

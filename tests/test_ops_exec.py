@@ -25,15 +25,15 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.arbiter.types import ArbiterState, arbiter_workflow_id
-from orchestrator.audit import audit
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.arbiter_types import ArbiterState, arbiter_workflow_id
+from orchestrator.contracts.ops_types import OpControl as OpControlReq
+from orchestrator.contracts.ops_types import OperationInput, OperationStatus
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import INITIAL_VERSIONS
 from orchestrator.ops import parse_spec_text
-from orchestrator.ops.types import OpControl as OpControlReq
-from orchestrator.ops.types import OperationInput, OperationStatus
-from orchestrator.presets import INITIAL_VERSIONS
-from orchestrator.worker import build_worker
 from tests.train_helpers import host_states, make_fleet
 from workflows.bulk_operation import BulkOperation
 
@@ -170,7 +170,7 @@ def run_cli(*args: str) -> Result:
 #: client process can abort while the interpreter finalizes (temporalio/sdk-python#300).
 _CLI = """
 import os, sys
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 try:
     main()
 except SystemExit as done:
@@ -256,7 +256,7 @@ async def test_operation_and_train_share_the_budget_with_a_visible_handover(
     temporal_env, tmp_home, task_queue
 ):
     """A train and an operation on one cluster never exceed its budget; the train hands over."""
-    from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
+    from orchestrator.contracts.train_types import ControlRequest, TrainInput, TrainStatus
     from tests.train_helpers import spec as train_spec
     from workflows.cluster_train import ClusterTrain
 
@@ -391,7 +391,7 @@ async def test_ops_start_wait_with_a_train_running_throughout(dev_env, tmp_home,
     """`ops start --wait` on `small` beside a running train succeeds: new cuda, audit clean."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
+    from orchestrator.contracts.train_types import ControlRequest, TrainInput, TrainStatus
     from tests.train_helpers import spec as train_spec
     from workflows.cluster_train import ClusterTrain
 

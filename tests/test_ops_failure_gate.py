@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.fleet import SqliteFleet
-from orchestrator.presets import INITIAL_VERSIONS
+from orchestrator.fleet.presets import INITIAL_VERSIONS
 from tests.test_ops_exec import audit_ok, trainctl, worker, write_spec
 from tests.train_helpers import host_states, make_fleet
 

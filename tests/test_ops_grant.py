@@ -14,15 +14,15 @@ import asyncio
 import time
 import uuid
 
-from orchestrator.arbiter.share import would_grant
-from orchestrator.arbiter.types import (
+from orchestrator.contracts.arbiter_types import (
     AcquireRequest,
     ArbiterState,
     HolderEntry,
     arbiter_workflow_id,
 )
+from orchestrator.contracts.train_types import ControlRequest, TrainInput, TrainStatus
 from orchestrator.ops.client import operation_status
-from orchestrator.train.types import ControlRequest, TrainInput, TrainStatus
+from orchestrator.planning.arbiter_share import would_grant
 from tests.cli_inproc import cli
 from tests.test_ops_exec import _terminate, op_spec, outcome, worker, write_spec
 from tests.train_helpers import make_fleet

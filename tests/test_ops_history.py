@@ -19,13 +19,13 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from orchestrator.arbiter.types import ArbiterState, arbiter_workflow_id
+from orchestrator.contracts.arbiter_types import ArbiterState, arbiter_workflow_id
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.ops_types import OpControl, OperationStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.settings import MAX_SPEED
-from orchestrator.models import HostState
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status, start_operation, wait_for_operation
-from orchestrator.ops.types import OpControl, OperationStatus
 from tests.test_ops_exec import CUDA, NEW, audit_ok, op_spec, trainctl, upper, worker, write_spec
 from tests.train_helpers import make_fleet
 from workflows.bulk_operation import BulkOperation

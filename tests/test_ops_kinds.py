@@ -69,8 +69,8 @@ def test_fleet_of_schema_3_gains_boot_times(tmp_path):
     """A schema-3 fleet file (no ``last_boot``) opens migrated, its hosts with no known boot."""
     import sqlite3
 
+    from orchestrator.fleet.presets import get_preset
     from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
-    from orchestrator.presets import get_preset
 
     path = tmp_path / "fleet.db"
     SqliteFleet.create(path, get_preset("small"), 1, MAX_SPEED).close()

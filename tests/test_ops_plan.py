@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import INITIAL_VERSIONS, get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import load_spec, operation_id, parse_spec_text
 from orchestrator.planning.ops_plan import plan_operation
-from orchestrator.presets import INITIAL_VERSIONS, get_preset
 
 CUDA = {"gpu_driver": "560.35.03", "cuda": "12.6"}
 SPEC: dict[str, Any] = {

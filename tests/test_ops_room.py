@@ -17,13 +17,13 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.fleet import SqliteFleet
+from orchestrator.infra.schedules import schedule_view
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status
-from orchestrator.ops.types import OperationStatus
 from orchestrator.planning.ops_plan import plan_operation
-from orchestrator.schedules import schedule_view
 from tests.cli_inproc import cli
 from tests.test_ops_exec import outcome, worker, write_spec
 from tests.train_helpers import make_fleet
@@ -163,8 +163,8 @@ def test_a_cluster_without_a_train_is_bad_input() -> None:
     """No train of that id at all: exit 2 naming ``cluster``; one that has ended: exit 1."""
     import pytest
 
-    from orchestrator.cli.common import BadInput, OperationFailed
-    from orchestrator.cli.train import _steer
+    from orchestrator.app.cli.common import BadInput, OperationFailed
+    from orchestrator.app.cli.train import _steer
     from orchestrator.train.client import TrainNotFound
 
     async def raises(err: Exception) -> Any:

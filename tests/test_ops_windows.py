@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from orchestrator.contracts.schedule_window import Schedule
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
 from orchestrator.planning.windows import fleet_datetime, window_state
-from orchestrator.schedule_window import Schedule
 from tests.test_ops_exec import audit_ok, op_spec, outcome, start_op, worker
 from tests.train_helpers import make_fleet
 
@@ -109,7 +109,7 @@ def test_campaign_schedule_is_parsed_and_refuses_hard_stop():
     """A campaign spec takes the same `schedule:`; hard_stop is refused naming the field."""
     import pytest
 
-    from orchestrator.campaign.spec import CampaignSpec
+    from orchestrator.contracts.campaign_spec import CampaignSpec
 
     base = {
         "name": "c",

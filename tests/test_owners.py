@@ -12,9 +12,9 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.train_types import ControlRequest, TrainInput
 from orchestrator.fleet import SqliteFleet
-from orchestrator.models import HostState
-from orchestrator.train.types import ControlRequest, TrainInput
 from tests.test_ops_exec import CUDA, NEW, audit_ok, op_spec, outcome, start_op, upper, worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain

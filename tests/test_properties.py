@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from orchestrator.cli import main
-from orchestrator.cli.common import EXIT_BAD_INPUT, BadInput, CliError, classify
-from orchestrator.cli.train import parse_target_options
-from orchestrator.models import LOWER_LAYER, UPPER_LAYER, Component
-from orchestrator.ops.spec import OperationSpec, parse_spec_text
-from orchestrator.specs import SpecError, parse_spec
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainChange
+from orchestrator.app.cli import main
+from orchestrator.app.cli.common import EXIT_BAD_INPUT, BadInput, CliError, classify
+from orchestrator.app.cli.train import parse_target_options
+from orchestrator.contracts.models import LOWER_LAYER, UPPER_LAYER, Component
+from orchestrator.contracts.ops_spec import OperationSpec, parse_spec_text
+from orchestrator.contracts.specs import SpecError, parse_spec
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainChange
 
 # Hypothesis keeps caches (the unicode charmap) in a directory; not in the repository.
 set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "trainctl-hypothesis"))
@@ -406,7 +406,7 @@ def test_live_changes(change: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def fleet_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from orchestrator.fleet import SqliteFleet
-    from orchestrator.presets import get_preset
+    from orchestrator.fleet.presets import get_preset
 
     home = tmp_path_factory.mktemp("props-home")
     SqliteFleet.create(home / "fleet.db", get_preset("small"), 1, 3600.0).close()

@@ -17,20 +17,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.audit import audit
-from orchestrator.cli import main as cli
-from orchestrator.errors import BadSpec
+from orchestrator.app.cli import main as cli
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.errors import BadSpec
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.train_types import TrainInput
+from orchestrator.contracts.views import HostView
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.build import build_cluster
+from orchestrator.fleet.presets import PRESETS, Preset, get_preset
 from orchestrator.fleet.status import fleet_status
-from orchestrator.models import CapacityBudget
 from orchestrator.planning.rack_plan import choose_rack, rack_fits_budget
-from orchestrator.presets import PRESETS, Preset, get_preset
 from orchestrator.simulator import SimConfig
 from orchestrator.simulator.engine import Engine
-from orchestrator.train.types import TrainInput
-from orchestrator.views import HostView
-from orchestrator.worker import build_worker
 from tests.train_helpers import host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
-from orchestrator.train.types import DomainInput, DomainResult
+from orchestrator.contracts.train_types import DomainInput, DomainResult
 from tests.record_histories import command_sequence, workflow_type
 from workflows import WORKFLOWS
 

@@ -19,10 +19,10 @@ from typing import Any
 from click.testing import CliRunner
 from temporalio.client import WorkflowExecutionStatus
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.paths import temporal_cli_path
 from orchestrator.fleet.settings import MAX_SPEED
-from orchestrator.ops.types import OperationStatus
-from orchestrator.paths import temporal_cli_path
 from tests.test_hardening_train import address, answer, cli
 from tests.test_ops_exec import audit_ok, worker
 from tests.train_helpers import make_fleet

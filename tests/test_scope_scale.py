@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.contracts.ops_spec import MAX_SCOPE_PATTERNS, OperationSpec, Scope, load_spec
+from orchestrator.contracts.specs import MAX_SPEC_BYTES, SpecError
+from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.fleet.build import build_cluster
+from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.ops import parse_spec_text
-from orchestrator.ops.spec import MAX_SCOPE_PATTERNS, OperationSpec, Scope, load_spec
 from orchestrator.planning import ops_plan, scope_patterns
 from orchestrator.planning.glob_match import glob_matcher, glob_tokens, longest_literal_run
 from orchestrator.planning.ops_plan import plan_operation
 from orchestrator.planning.ops_scope import ScopeFilter
-from orchestrator.presets import PRESETS, get_preset
-from orchestrator.specs import MAX_SPEC_BYTES, SpecError
-from orchestrator.views import ClusterSnapshot, HostView
 
 CUDA = {"gpu_driver": "560.35.03", "cuda": "12.6"}
 #: Two clusters shaped like ``small`` (128 hosts each: 2 zones of 8 racks of 8 hosts).

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
+from orchestrator.contracts.models import CapacityBudget
 from orchestrator.execution.cycle import POLL_FLEET_HOURS
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.cluster_sim import ClusterSim, JobRec
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
-from orchestrator.models import CapacityBudget
 from orchestrator.planning import train_plan
-from orchestrator.presets import get_preset
 from orchestrator.simulator import (
     SimConfig,
     build_cluster,
@@ -33,7 +33,7 @@ from orchestrator.simulator import (
 from orchestrator.simulator.engine import maintenance_work_hours
 
 VISIT_HOURS = 1.8
-POLICIES = train_plan.POLICIES
+from orchestrator.contracts.train_spec import POLICIES  # noqa: E402
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.fleet.build import build_cluster
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.sim_records import JobRec
-from orchestrator.presets import get_preset
 from orchestrator.simulator.goodput import BUCKETS
 
 #: Llama 3 pre-training, 54 days on 16,384 GPUs: 419 unexpected interruptions; the shares of

@@ -16,7 +16,7 @@ import matplotlib.figure
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 MULTI_CLUSTERS = ["c00", "c01", "c02", "c03"]
 

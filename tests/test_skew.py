@@ -23,13 +23,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.campaign_activities import CampaignActivities
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, final_status
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import PlanRequest
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import PlanRequest
+from orchestrator.contracts.train_spec import TrainSpec, riding
 from orchestrator.fleet import SqliteFleet
 from orchestrator.train.client import start_train, train_status
-from orchestrator.train.spec import TrainSpec, riding
-from orchestrator.worker import build_worker
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 from tests.test_ops_exec import trainctl
 from tests.test_versions import cli, write
@@ -171,7 +171,7 @@ def test_campaigns_refuse_bad_versions_and_bad_skew_fields(tmp_home: Path) -> No
 def test_an_operation_id_is_unchanged_without_skew_fields() -> None:
     """Specs from before the skew window keep their ids (a resubmitted request is one
     operation); a spec that supersedes something is another request."""
-    from orchestrator.ops.spec import OperationSpec, operation_id
+    from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 
     plain = OperationSpec.model_validate(op())
     assert "skew" not in json.dumps(plain.model_dump(mode="json", exclude_defaults=True))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main as cli_main
-from orchestrator.errors import PERMANENT_KINDS, PermanentError, TemporaryError
+from orchestrator.app.cli import main as cli_main
+from orchestrator.contracts.errors import PERMANENT_KINDS, PermanentError, TemporaryError
 from orchestrator.fleet.slurm.commands import (
     SlurmPermissionDenied,
     SlurmUnavailable,

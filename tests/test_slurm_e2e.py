@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.arbiter.types import arbiter_workflow_id
-from orchestrator.audit import audit
-from orchestrator.cli import main as cli_main
+from orchestrator.app.cli import main as cli_main
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions, restart_controller
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainInput
-from orchestrator.worker import build_worker
 from tests.test_train_e2e import _terminate, wait_for
 from workflows.cluster_train import ClusterTrain
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.arbiter.types import arbiter_workflow_id
-from orchestrator.cli import main as cli_main
+from orchestrator.app.cli import main as cli_main
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.arbiter_types import arbiter_workflow_id
 from orchestrator.fleet import fleet_path
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_up
-from orchestrator.worker import build_worker
 from tests.cli_inproc import cli
 from tests.test_ops_exec import _terminate, outcome, start_op, write_spec
 

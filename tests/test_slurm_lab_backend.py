@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import PERMANENT_KINDS
-from orchestrator.fleet.backend import PiggybackClaim
+from orchestrator.contracts.backend import PiggybackClaim
+from orchestrator.contracts.errors import PERMANENT_KINDS
 from orchestrator.fleet.slurm import SlurmFleet
 from orchestrator.fleet.slurm.commands import SlurmUnknownObject
 from orchestrator.fleet.slurm.config import SlurmBackendConfig

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from orchestrator.contracts.specs import SpecError, parse_spec
+from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.ops import parse_spec_text
-from orchestrator.specs import SpecError, parse_spec
-from orchestrator.train.spec import TrainSpec
 
 
 @pytest.mark.parametrize("field", ["domain_size", "halt_after_failures", "stop_after_cycles"])

@@ -10,17 +10,17 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from orchestrator.cli import main as cli_main
-from orchestrator.cli.common import BadInput
-from orchestrator.cli.train import parse_target_options
+from orchestrator.app.cli import main as cli_main
+from orchestrator.app.cli.common import BadInput
+from orchestrator.app.cli.train import parse_target_options
+from orchestrator.contracts.models import CapacityBudget, DrainPolicy
+from orchestrator.contracts.ops_spec import OperationSpec, load_spec, parse_spec_text
+from orchestrator.contracts.specs import SpecError, SpecLoader, parse_spec
+from orchestrator.contracts.train_spec import TrainSpec, check_train_change, load_train_spec
+from orchestrator.contracts.train_types import TrainChange
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
-from orchestrator.models import CapacityBudget, DrainPolicy
-from orchestrator.ops.spec import OperationSpec, load_spec, parse_spec_text
-from orchestrator.presets import get_preset
-from orchestrator.specs import SpecError, SpecLoader, parse_spec
-from orchestrator.train.spec import TrainSpec, check_train_change, load_train_spec
-from orchestrator.train.types import TrainChange
 
 TRAIN = "cluster: c00\ndomain_size: 8\n"
 OPS = "kind: cuda-upgrade\nscope: {cluster: c00}\n"

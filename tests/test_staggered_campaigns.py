@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, final_status
-from orchestrator.presets import INITIAL_VERSIONS
-from orchestrator.train.spec import riding
-from orchestrator.train.types import PlanDomainRequest, PlanDomainResult, TrainStatus
-from orchestrator.worker import build_worker
+from orchestrator.contracts.train_spec import riding
+from orchestrator.contracts.train_types import PlanDomainRequest, PlanDomainResult, TrainStatus
+from orchestrator.fleet.presets import INITIAL_VERSIONS
 from tests.test_campaign_e2e import (  # noqa: F401 (no_train_left: the autouse fixture)
     audit_ok,
     hosts,

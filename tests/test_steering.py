@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.fleet.backend import PiggybackClaim
+from orchestrator.contracts.backend import PiggybackClaim
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, HostRec, JobRec
+from orchestrator.fleet.presets import INITIAL_VERSIONS, PRESETS
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
-from orchestrator.presets import INITIAL_VERSIONS, PRESETS
 from orchestrator.simulator import SimConfig
 from orchestrator.simulator.engine import Engine
 

@@ -13,8 +13,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.logging import add_temporal_context
-    from orchestrator.search_attributes import TRAIN_CLUSTER
+    from orchestrator.contracts.search_attributes import TRAIN_CLUSTER
+    from orchestrator.infra.logging import add_temporal_context
 
 
 class NapInput(BaseModel):

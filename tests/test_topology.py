@@ -12,9 +12,9 @@ from collections import Counter, defaultdict
 import networkx as nx
 import pytest
 
-from orchestrator.models import GPUS_PER_HOST
-from orchestrator.presets import PRESETS
-from orchestrator.topology import Topology
+from orchestrator.contracts.models import GPUS_PER_HOST
+from orchestrator.fleet.presets import PRESETS
+from orchestrator.fleet.topology import Topology
 
 
 @pytest.fixture(scope="module")

@@ -30,14 +30,14 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.arbiter.types import arbiter_workflow_id
-from orchestrator.audit import audit
-from orchestrator.cli import main as cli_main
+from orchestrator.app.cli import main as cli_main
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.cluster_sim import Event
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
-from orchestrator.worker import build_worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -379,7 +379,7 @@ def _worker_process(env: WorkflowEnvironment, home: Path, task_queue: str, log: 
     cmd = [
         sys.executable,
         "-c",
-        "from orchestrator.cli import entrypoint; entrypoint()",
+        "from orchestrator.app.cli import entrypoint; entrypoint()",
         "worker",
         "--metrics-port",
         "0",

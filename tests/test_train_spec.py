@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.specs import SpecError
-from orchestrator.train.spec import load_train_spec
+from orchestrator.contracts.specs import SpecError
+from orchestrator.contracts.train_spec import load_train_spec
 
 EXAMPLE = """
 cluster: c00

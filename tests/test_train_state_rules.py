@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.execution.messages import CycleCounts
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.train_spec import Rollout, TrainSpec
+from orchestrator.contracts.train_types import DomainResult, TrainChange, TrainState
 from orchestrator.train.bookkeeping import finish_cycle, held_hosts, record_domain, release_hosts
 from orchestrator.train.controls import (
     apply_settings,
@@ -18,9 +20,7 @@ from orchestrator.train.controls import (
     change_single_rollout,
     require_phase,
 )
-from orchestrator.train.spec import Rollout, TrainSpec
 from orchestrator.train.status import train_status
-from orchestrator.train.types import DomainResult, TrainChange, TrainState
 
 NIC = {"nic_firmware": "28.41.1000"}
 BIOS = {"bios": "2.19.1"}

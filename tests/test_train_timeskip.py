@@ -11,11 +11,11 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.audit import audit
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
-from orchestrator.models import HostState
-from orchestrator.train.types import TrainInput
-from orchestrator.worker import build_worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

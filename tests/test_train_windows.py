@@ -15,13 +15,13 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.audit import audit
-from orchestrator.cron import next_fire, parse_cron
+from orchestrator.app.worker import build_worker
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.cron import next_fire, parse_cron
+from orchestrator.contracts.schedule_window import Schedule
+from orchestrator.contracts.train_types import TrainInput, TrainStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.planning.windows import fleet_datetime, window_state
-from orchestrator.schedule_window import Schedule
-from orchestrator.train.types import TrainInput, TrainStatus
-from orchestrator.worker import build_worker
 from tests.train_helpers import make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

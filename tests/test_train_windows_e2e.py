@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from orchestrator.app.worker import build_worker
 from orchestrator.train.client import start_train
-from orchestrator.worker import build_worker
 from tests.test_hardening_train import answer, clean_train, cli
 from tests.train_helpers import make_fleet, spec
 

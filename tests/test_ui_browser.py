@@ -43,12 +43,18 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_status, control_campaign, start_campaign
 from orchestrator.campaign.progress import new_status
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import CampaignState, StagePlanModel
 from orchestrator.campaign.ui import campaign_details
-from orchestrator.execution.messages import CycleCounts
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import CampaignState, StagePlanModel
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainState
+from orchestrator.contracts.ui_text import plural
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import (
@@ -58,17 +64,11 @@ from orchestrator.ops.client import (
     operation_status,
     start_operation,
 )
-from orchestrator.paths import temporal_cli_path
-from orchestrator.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.train.client import control_train, train_handle, train_status
 from orchestrator.train.client import start_train as _start_train
-from orchestrator.train.spec import TrainSpec
 from orchestrator.train.status import TrainStatus
 from orchestrator.train.status import train_status as status_of
-from orchestrator.train.types import TrainState
 from orchestrator.train.ui import train_details
-from orchestrator.ui_text import plural
-from orchestrator.worker import build_worker
 from tests.train_helpers import make_fleet, spec
 
 CHROMIUM = "/usr/bin/chromium"

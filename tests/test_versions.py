@@ -15,11 +15,11 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.cli.train import check_spec_against_fleet
+from orchestrator.app.cli import main
+from orchestrator.app.cli.train import check_spec_against_fleet
+from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.fleet import SqliteFleet
 from orchestrator.planning.blame import HostOutcome, rank_blame
-from orchestrator.train.spec import TrainSpec
 from tests.train_helpers import make_fleet
 
 BAD = "6.12.0-bad"
@@ -155,9 +155,9 @@ def test_a_train_holds_while_its_target_is_marked_bad(tmp_home: Path) -> None:
     from temporalio.testing import ActivityEnvironment
 
     from activities.fleet_activities import FleetActivities
+    from orchestrator.contracts.models import CapacityBudget
+    from orchestrator.contracts.train_types import PlanDomainRequest
     from orchestrator.fleet.bad_versions import clear_bad, mark_bad
-    from orchestrator.models import CapacityBudget
-    from orchestrator.train.types import PlanDomainRequest
     from tests.train_helpers import TARGETS
 
     path = make_fleet(tmp_home, 3600.0)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.cron import next_fire, parse_cron, prev_fire
+from orchestrator.contracts.cron import next_fire, parse_cron, prev_fire
+from orchestrator.contracts.schedule_window import Schedule
 from orchestrator.planning.windows import window_state
-from orchestrator.schedule_window import Schedule
 
 
 def t(text: str) -> datetime:

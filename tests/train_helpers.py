@@ -6,9 +6,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.fleet import SqliteFleet
-from orchestrator.presets import get_preset
-from orchestrator.train.spec import TrainSpec
+from orchestrator.fleet.presets import get_preset
 
 TARGETS = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}
 

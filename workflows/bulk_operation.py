@@ -41,9 +41,9 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
-    from orchestrator.execution.messages import ClockInfo, FleetInfoRequest
-    from orchestrator.ops.spec import operation_id
-    from orchestrator.ops.types import (
+    from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
+    from orchestrator.contracts.ops_spec import operation_id
+    from orchestrator.contracts.ops_types import (
         FINAL_STATES,
         OPERATION_ABORTED,
         OPERATION_FAILED,
@@ -56,8 +56,8 @@ with workflow.unsafe.imports_passed_through():
         OperationState,
         OperationStatus,
     )
+    from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.ops.ui import cluster_summary, operation_details
-    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.bulk_operation_children import ClusterChildren
     from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ENDINGS_PATCH, ClusterOperation
     from workflows.fleet_clock import fleet_options

@@ -18,8 +18,8 @@ from temporalio.workflow import ChildWorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
-    from orchestrator.arbiter.types import HoldersRequest
-    from orchestrator.ops.types import (
+    from orchestrator.contracts.arbiter_types import HoldersRequest
+    from orchestrator.contracts.ops_types import (
         FINAL_STATES,
         ClusterControl,
         ClusterProgress,

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
         train_handoff,
         upper_targets,
     )
-    from orchestrator.campaign.types import (
+    from orchestrator.contracts.campaign_types import (
         FINAL_STATES,
         BakeClockRequest,
         CampaignControl,
@@ -61,9 +61,9 @@ with workflow.unsafe.imports_passed_through():
         TrainAnswer,
         TrainHandoff,
     )
-    from orchestrator.errors import CAMPAIGN_FAILED
-    from orchestrator.ops.spec import OperationSpec, operation_id
-    from orchestrator.ops.types import OPERATION_ABORTED, OperationInput, OperationStatus
+    from orchestrator.contracts.errors import CAMPAIGN_FAILED
+    from orchestrator.contracts.ops_spec import OperationSpec, operation_id
+    from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
     from workflows.campaign_steps import TRAIN_OPTIONS, CampaignSteps
     from workflows.fleet_clock import fleet_options

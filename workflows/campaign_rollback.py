@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
     from activities.ops_activities import OpsActivities
     from orchestrator.campaign.progress import touched_clusters
-    from orchestrator.campaign.types import (
+    from orchestrator.contracts.campaign_types import (
         BakeClockRequest,
         CampaignInput,
         CampaignState,
@@ -41,10 +41,10 @@ with workflow.unsafe.imports_passed_through():
         RollbackPlanRequest,
         StageStatus,
     )
-    from orchestrator.execution.messages import VerifyOutcome
-    from orchestrator.models import UPPER_LAYER
-    from orchestrator.ops.spec import OperationSpec, Scope
-    from orchestrator.ops.types import OperationStatus, VerifyRequest
+    from orchestrator.contracts.messages import VerifyOutcome
+    from orchestrator.contracts.models import UPPER_LAYER
+    from orchestrator.contracts.ops_spec import OperationSpec, Scope
+    from orchestrator.contracts.ops_types import OperationStatus, VerifyRequest
     from workflows.fleet_clock import fleet_options
 
 

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
     from orchestrator.campaign import gate as gating
     from orchestrator.campaign import progress
-    from orchestrator.campaign.types import (
+    from orchestrator.contracts.campaign_types import (
         BlameRequest,
         BlameResult,
         CampaignInput,
@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         StageStatus,
         TrainHandoff,
     )
-    from orchestrator.errors import PERMANENT_KINDS
+    from orchestrator.contracts.errors import PERMANENT_KINDS
     from workflows.fleet_clock import fleet_options
 
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while;

@@ -18,8 +18,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.arbiter.share import would_grant
-    from orchestrator.arbiter.types import (
+    from orchestrator.arbiter.ui import arbiter_details
+    from orchestrator.contracts.arbiter_types import (
         AcquireRequest,
         ArbiterInput,
         ArbiterState,
@@ -28,9 +28,9 @@ with workflow.unsafe.imports_passed_through():
         HoldersRequest,
         ReleaseRequest,
     )
-    from orchestrator.arbiter.ui import arbiter_details
-    from orchestrator.execution.messages import HostsRequest
-    from orchestrator.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.contracts.messages import HostsRequest
+    from orchestrator.contracts.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.planning.arbiter_share import would_grant
     from workflows.fleet_clock import fleet_options
     from workflows.history import history_full
 

@@ -34,9 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
-    from orchestrator.arbiter.types import ReleaseRequest
-    from orchestrator.errors import OPERATION_REFUSED, WAVE_ROLLED_BACK
-    from orchestrator.ops.types import (
+    from orchestrator.contracts.arbiter_types import ReleaseRequest
+    from orchestrator.contracts.errors import OPERATION_REFUSED, WAVE_ROLLED_BACK
+    from orchestrator.contracts.ops_types import (
         OPERATION_ABORTED,
         ClusterControl,
         ClusterOpInput,
@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
         TakeWaveRequest,
         TargetsRequest,
     )
-    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from workflows.history import history_full
     from workflows.ops_pacing import WavePacing
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS

@@ -19,11 +19,23 @@ from temporalio.exceptions import ApplicationError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.arbiter.types import AcquireRequest, Grant
+    from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
+    from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
+    from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.contracts.train_spec import check_train_change
+    from orchestrator.contracts.train_types import (
+        ControlRequest,
+        DomainInput,
+        DomainProgress,
+        DomainResult,
+        PlanDomainRequest,
+        PlanDomainResult,
+        TrainChange,
+        TrainInput,
+        TrainStatus,
+    )
     from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
-    from orchestrator.execution.messages import ClockInfo, FleetInfoRequest
-    from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.train.bookkeeping import (
         finish_cycle,
         held_hosts,
@@ -39,19 +51,7 @@ with workflow.unsafe.imports_passed_through():
         note_rollout_failures,
         require_phase,
     )
-    from orchestrator.train.spec import check_train_change
     from orchestrator.train.status import train_status
-    from orchestrator.train.types import (
-        ControlRequest,
-        DomainInput,
-        DomainProgress,
-        DomainResult,
-        PlanDomainRequest,
-        PlanDomainResult,
-        TrainChange,
-        TrainInput,
-        TrainStatus,
-    )
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
     from workflows.fleet_clock import clock_party, fleet_options

@@ -17,8 +17,7 @@ from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
-    from orchestrator.execution.messages import (
+    from orchestrator.contracts.messages import (
         AskRequest,
         AskResult,
         DrainStatus,
@@ -30,9 +29,10 @@ with workflow.unsafe.imports_passed_through():
         UpdateResult,
         VerifyResult,
     )
-    from orchestrator.train.types import DomainInput, DomainProgress, DomainResult
+    from orchestrator.contracts.train_types import DomainInput, DomainProgress, DomainResult
+    from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
+    from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
     from orchestrator.train.ui import domain_details
-    from orchestrator.ui_text import at_hour, job_wait, names, plural, versions
     from workflows.fleet_clock import aside, clock_party, fleet_options, sleep_until, spawn, wake
 
 

@@ -28,8 +28,8 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.errors import PERMANENT_KINDS
-    from orchestrator.execution.messages import (
+    from orchestrator.contracts.errors import PERMANENT_KINDS
+    from orchestrator.contracts.messages import (
         CLOCK_SIGNAL,
         AdvanceClockRequest,
         AdvanceClockResult,

@@ -14,9 +14,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from activities.arbiter_activities import ArbiterActivities
-from orchestrator.arbiter.types import AcquireRequest, Grant
-from orchestrator.errors import NO_ROOM
-from orchestrator.ops.types import ClusterPlanView
+from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
+from orchestrator.contracts.errors import NO_ROOM
+from orchestrator.contracts.ops_types import ClusterPlanView
 from orchestrator.planning.windows import at_fleet_hour, waiting_text
 from workflows.fleet_clock import fleet_hours_now
 from workflows.ops_wave import POLL_FLEET_HOURS, WaveSteps

@@ -29,8 +29,7 @@ from temporalio.exceptions import CancelledError
 
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
-from orchestrator.execution.drain import DrainTracker
-from orchestrator.execution.messages import (
+from orchestrator.contracts.messages import (
     AskRequest,
     AskResult,
     DrainStatus,
@@ -42,16 +41,17 @@ from orchestrator.execution.messages import (
     VerifyOutcome,
     VerifyResult,
 )
-from orchestrator.ops.types import (
+from orchestrator.contracts.ops_types import (
     ClusterOpInput,
     ClusterProgress,
     OpsRequest,
     TakenWave,
     VerifyRequest,
 )
+from orchestrator.contracts.search_attributes import TRAIN_PHASE
+from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
+from orchestrator.execution.drain import DrainTracker
 from orchestrator.ops.ui import cluster_details
-from orchestrator.search_attributes import TRAIN_PHASE
-from orchestrator.ui_text import at_hour, job_wait, names, plural, versions
 from workflows.fleet_clock import clock_party, fleet_hours_now, fleet_options, sleep_until
 from workflows.ops_wave_failures import WaveFailures
 

@@ -15,17 +15,17 @@ from temporalio import workflow
 
 from activities.fleet_activities import FleetActivities
 from activities.ops_activities import OpsActivities
-from orchestrator.execution.baseline import HealthBaseline
-from orchestrator.execution.messages import HostsRequest, UpdateResult, VerifyOutcome
-from orchestrator.ops.types import (
+from orchestrator.contracts.messages import HostsRequest, UpdateResult, VerifyOutcome
+from orchestrator.contracts.ops_types import (
     ClusterOpInput,
     ClusterProgress,
     RollbackRequest,
     TakenWave,
     VerifyRequest,
 )
+from orchestrator.contracts.ui_text import names, plural
+from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.planning.failure_gate import judge
-from orchestrator.ui_text import names, plural
 
 
 class WaveFailures:

@@ -16,11 +16,11 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.arbiter.types import ReleaseRequest
+    from orchestrator.contracts.arbiter_types import ReleaseRequest
+    from orchestrator.contracts.messages import ClockInfo, HostsRequest
+    from orchestrator.contracts.train_types import TrainInput
     from orchestrator.execution.cycle import next_look_hours
-    from orchestrator.execution.messages import ClockInfo, HostsRequest
     from orchestrator.train.bookkeeping import held_hosts
-    from orchestrator.train.types import TrainInput
     from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
     from workflows.history import history_full
     from workflows.train_windows import TrainWindows

@@ -19,7 +19,9 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.execution.messages import ClockInfo
+    from orchestrator.contracts.messages import ClockInfo
+    from orchestrator.contracts.schedule_window import Schedule
+    from orchestrator.contracts.train_types import TrainState
     from orchestrator.planning.windows import (
         WINDOW_WAITS,
         WindowState,
@@ -28,8 +30,6 @@ with workflow.unsafe.imports_passed_through():
         waiting_text,
         window_state,
     )
-    from orchestrator.schedule_window import Schedule
-    from orchestrator.train.types import TrainState
     from workflows.fleet_clock import clock_party, fleet_hours_now
 
 WINDOWS_PATCH = "train-schedule-windows"

@@ -1,12 +1,13 @@
 """What the Temporal UI shows for a cluster's capacity arbiter: who holds the budget, who waits.
 
-Pure: the workflow calls it whenever its ledger changes (markdown from ``orchestrator.ui_text``).
+Pure: the workflow calls it whenever its ledger changes (markdown from
+``orchestrator.contracts.ui_text``).
 """
 
 from __future__ import annotations
 
-from orchestrator.arbiter.types import ArbiterState
-from orchestrator.ui_text import bounded, item_list, names
+from orchestrator.contracts.arbiter_types import ArbiterState
+from orchestrator.contracts.ui_text import bounded, item_list, names
 
 #: Recent ledger lines shown under the table (the ``ledger`` query has the rest).
 LOG_SHOWN = 8

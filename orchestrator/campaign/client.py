@@ -28,12 +28,12 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.campaign.spec import CampaignSpec, campaign_workflow_id
-from orchestrator.campaign.types import CampaignControl, CampaignInput, CampaignStatus
 from orchestrator.campaign.ui import campaign_summary
-from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
-from orchestrator.update_retry import execute_update
-from orchestrator.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
+from orchestrator.contracts.campaign_spec import CampaignSpec, campaign_workflow_id
+from orchestrator.contracts.campaign_types import CampaignControl, CampaignInput, CampaignStatus
+from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
+from orchestrator.infra.update_retry import execute_update
+from orchestrator.infra.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
 
 #: The name ``workflows.campaign.Campaign`` is registered under.
 WORKFLOW_NAME = "Campaign"

@@ -7,7 +7,7 @@ finds them; their rule lives here, over plain data.
 
 from __future__ import annotations
 
-from orchestrator.campaign.types import CampaignState
+from orchestrator.contracts.campaign_types import CampaignState
 
 #: The top-level states each control is taken in.
 ALLOWED_STATES: dict[str, tuple[str, ...]] = {

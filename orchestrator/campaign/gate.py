@@ -16,7 +16,7 @@ gate line (the workflow asks the query and naps).
 
 from __future__ import annotations
 
-from orchestrator.campaign.types import (
+from orchestrator.contracts.campaign_types import (
     CampaignStatus,
     ClusterStage,
     PromAnswer,

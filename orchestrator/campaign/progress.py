@@ -9,8 +9,8 @@ are ``campaign.gate``'s.
 from __future__ import annotations
 
 from orchestrator.campaign import gate
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import (
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import (
     BlameResult,
     CampaignReport,
     CampaignState,
@@ -21,7 +21,7 @@ from orchestrator.campaign.types import (
     StagePlanModel,
     StageStatus,
 )
-from orchestrator.ops.types import OperationStatus
+from orchestrator.contracts.ops_types import OperationStatus
 
 
 def new_status(spec: CampaignSpec, plan: list[StagePlanModel]) -> CampaignStatus:

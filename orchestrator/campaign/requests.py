@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.campaign.gate import operation_max_failures
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import ClusterStage, StagePlanModel, TrainHandoff
-from orchestrator.models import UPPER_LAYER
-from orchestrator.ops.spec import OperationSpec, Scope
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import ClusterStage, StagePlanModel, TrainHandoff
+from orchestrator.contracts.models import UPPER_LAYER
+from orchestrator.contracts.ops_spec import OperationSpec, Scope
 
 
 def lower_targets(targets: dict[str, str]) -> dict[str, str]:

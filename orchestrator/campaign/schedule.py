@@ -1,7 +1,8 @@
 """A recurring campaign: ``trainctl campaign start --spec F --cron EXPR``, as a Temporal Schedule.
 
 The schedule's id is the campaign's (``campaign-<name>``); each run is a ``Campaign`` workflow
-whose id is that plus the instant it was due, with overlap SKIP (``orchestrator.schedules``), so
+whose id is that plus the instant it was due, with overlap SKIP (``orchestrator.infra.schedules``),
+so
 a weekly BMC refresh still rolling when the next week comes is skipped, never doubled. A run
 finds what earlier runs did already done (hosts at the targets), and rolls what is new.
 """
@@ -12,11 +13,11 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from orchestrator.campaign.client import WORKFLOW_NAME
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import CampaignInput
 from orchestrator.campaign.ui import campaign_summary
-from orchestrator.schedules import ScheduleView, create_schedule
-from orchestrator.search_attributes import TRAIN_CAMPAIGN
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import CampaignInput
+from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN
+from orchestrator.infra.schedules import ScheduleView, create_schedule
 
 #: The memo kind of a campaign's schedule.
 KIND = "campaign"

@@ -7,9 +7,9 @@ Markdown; pure functions the workflow and the client call.
 
 from __future__ import annotations
 
-from orchestrator.campaign.spec import CampaignSpec
-from orchestrator.campaign.types import CampaignState
-from orchestrator.ui_text import no_html
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import CampaignState
+from orchestrator.contracts.ui_text import no_html
 
 _STATE = {
     "running": "Running",

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from orchestrator.constants import HELD_STATES
+from orchestrator.contracts.backend import ClusterBackend
+from orchestrator.contracts.constants import HELD_STATES
 from orchestrator.execution.settle import quarantine_hosts
-from orchestrator.fleet.backend import ClusterBackend
 
 
 class HealthBaseline(BaseModel):

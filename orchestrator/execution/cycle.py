@@ -11,9 +11,9 @@ from collections import Counter
 from itertools import compress
 from operator import attrgetter
 
-from orchestrator.execution.messages import CycleCounts
-from orchestrator.fleet.backend import ClusterBackend
-from orchestrator.models import HostState
+from orchestrator.contracts.backend import ClusterBackend
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.models import HostState
 
 _STATE, _OWNER, _DUE = attrgetter("state"), attrgetter("owner"), attrgetter("due")
 #: How often (in fleet time) a train plans again when nothing wakes it: one value for the live

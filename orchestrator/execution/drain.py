@@ -16,17 +16,17 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.constants import HELD_STATES
-from orchestrator.execution import negotiation
-from orchestrator.execution.messages import (
+from orchestrator.contracts.backend import ClusterBackend, RefusalNote
+from orchestrator.contracts.constants import HELD_STATES
+from orchestrator.contracts.messages import (
     AskResult,
     DrainStatus,
     EvictResult,
     JobReply,
     JobWait,
 )
-from orchestrator.fleet.backend import ClusterBackend, RefusalNote
-from orchestrator.models import HostState
+from orchestrator.contracts.models import HostState
+from orchestrator.execution import negotiation
 from orchestrator.planning import train_plan
 
 #: Fleet hours treated as "now" when comparing instants (float noise of scaled clocks).

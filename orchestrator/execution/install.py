@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from orchestrator.constants import HELD_STATES, INSTALL_ATTEMPTS
-from orchestrator.execution.messages import UpdateResult
-from orchestrator.fleet.backend import ClusterBackend, InstallOutcome
-from orchestrator.updates import host_targets, maintenance_hours, pending_components
+from orchestrator.contracts.backend import ClusterBackend, InstallOutcome
+from orchestrator.contracts.constants import HELD_STATES, INSTALL_ATTEMPTS
+from orchestrator.contracts.messages import UpdateResult
+from orchestrator.contracts.updates import host_targets, maintenance_hours, pending_components
 
 
 def install_with_retries(

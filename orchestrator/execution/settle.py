@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from orchestrator.constants import HELD_STATES, UNTOUCHED_STATES
-from orchestrator.execution.messages import VerifyOutcome, VerifyResult
-from orchestrator.fleet.backend import ClusterBackend
-from orchestrator.models import HostState
+from orchestrator.contracts.backend import ClusterBackend
+from orchestrator.contracts.constants import HELD_STATES, UNTOUCHED_STATES
+from orchestrator.contracts.messages import VerifyOutcome, VerifyResult
+from orchestrator.contracts.models import HostState
 
 
 def _already_returned(b: ClusterBackend, name: str, owner: str) -> bool:

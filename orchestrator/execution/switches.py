@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.execution.messages import SwitchResult
-from orchestrator.fleet.backend import ClusterBackend
-from orchestrator.updates import PROFILES, REBOOT_HOURS
+from orchestrator.contracts.backend import ClusterBackend
+from orchestrator.contracts.messages import SwitchResult
+from orchestrator.contracts.updates import PROFILES, REBOOT_HOURS
 
 #: Fleet hours a rack switch update takes: install, then its reboot.
 SWITCH_HOURS = PROFILES["switch_firmware"].duration_hours + REBOOT_HOURS

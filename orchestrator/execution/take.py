@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
 
-from orchestrator.constants import HELD_STATES, PIGGYBACK_NOTE, UNTOUCHED_STATES
+from orchestrator.contracts.backend import ClusterBackend, PiggybackClaim
+from orchestrator.contracts.constants import HELD_STATES, PIGGYBACK_NOTE, UNTOUCHED_STATES
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.models import CapacityBudget
 from orchestrator.execution.cycle import cycle_counts, project_cycle_end
-from orchestrator.execution.messages import CycleCounts
 from orchestrator.execution.take_rack import take_rack
-from orchestrator.fleet.backend import ClusterBackend, PiggybackClaim
-from orchestrator.models import CapacityBudget
 from orchestrator.planning import train_plan
 from orchestrator.planning.rollout import (
     RolloutScope,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.fleet.backend import ClusterBackend
+from orchestrator.contracts.backend import ClusterBackend
 from orchestrator.planning.rack_plan import choose_rack
 
 

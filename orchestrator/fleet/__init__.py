@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from orchestrator.errors import NoFleet
-from orchestrator.fleet.backend import ClusterBackend, FleetBackend
+from orchestrator.contracts.backend import ClusterBackend, FleetBackend
+from orchestrator.contracts.errors import NoFleet
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
 
 FLEET_FILE = "fleet.db"
@@ -15,7 +15,7 @@ FLEET_FILE = "fleet.db"
 def fleet_path(home: Path | None = None, *, create: bool = True) -> Path:
     """``fleet.db`` under ``home`` (default ``TRAINCTL_HOME``, created unless ``create`` is
     False, for a command that only reads)."""
-    from orchestrator.paths import trainctl_home
+    from orchestrator.contracts.paths import trainctl_home
 
     return (home or trainctl_home(create=create)) / FLEET_FILE
 

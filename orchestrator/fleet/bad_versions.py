@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
+from orchestrator.contracts.models import Component, check_version
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
-from orchestrator.models import Component, check_version
 
 META_KEY = "bad_versions"
 

@@ -3,11 +3,11 @@ the discrete-event simulator runs, so both start from the very same hosts and jo
 
 from __future__ import annotations
 
+from orchestrator.contracts.models import HostState
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, HostRec
-from orchestrator.models import HostState
-from orchestrator.presets import INITIAL_VERSIONS, Preset
-from orchestrator.topology import Topology
+from orchestrator.fleet.presets import INITIAL_VERSIONS, Preset
+from orchestrator.fleet.topology import Topology
 
 
 def build_cluster(

@@ -32,7 +32,7 @@ from orchestrator.fleet.sim_scheduler import RESERVE_AFTER_HOURS
 from orchestrator.fleet.sim_switches import SwitchOps
 
 if TYPE_CHECKING:
-    from orchestrator.fleet.backend import ClusterBackend
+    from orchestrator.contracts.backend import ClusterBackend
 
 __all__ = [
     "QUARANTINE_TRIAGE_HOURS",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from orchestrator.updates import (  # noqa: F401  (re-exported: the fleet's view of updates)
+from orchestrator.contracts.updates import (  # noqa: F401  (re-exported: the fleet's view of updates)
     REBOOT_HOURS,
     VERIFY_HOURS,
     maintenance_hours,

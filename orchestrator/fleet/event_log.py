@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from orchestrator.fleet.backend import RecordEntry
+from orchestrator.contracts.backend import RecordEntry
 
 
 def append_events(conn: sqlite3.Connection, cluster: str, events: Iterable[RecordEntry]) -> None:

@@ -8,7 +8,7 @@ a value one accepts the others never refuse; errors name the field.
 
 from __future__ import annotations
 
-from orchestrator.constants import LOGICAL_CLOCK
+from orchestrator.contracts.constants import LOGICAL_CLOCK
 
 MAX_SPEED = LOGICAL_CLOCK  # stored speed meaning "every fleet-time wait is zero"
 

@@ -14,12 +14,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.contracts.models import UPPER_LAYER, HostState
+from orchestrator.contracts.views import ClusterSnapshot, JobView
+from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE
 from orchestrator.fleet.sim_index import JobTable, SimIndex
 from orchestrator.fleet.sim_records import ClusterState, Event, HostRec, JobRec
-from orchestrator.models import UPPER_LAYER, HostState
-from orchestrator.presets import INITIAL_SWITCH_FIRMWARE
-from orchestrator.topology import rack_switch
-from orchestrator.views import ClusterSnapshot, JobView
+from orchestrator.fleet.topology import rack_switch
 
 S = HostState
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.constants import INSTALL_ATTEMPTS
+from orchestrator.contracts.backend import Verification
+from orchestrator.contracts.constants import INSTALL_ATTEMPTS
 from orchestrator.fleet import dynamics as dyn
-from orchestrator.fleet.backend import Verification
 from orchestrator.fleet.sim_install import HostInstall
 
 

@@ -25,9 +25,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
-from orchestrator.models import HostState
-from orchestrator.views import HostView, JobView, is_due
+from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import HostView, JobView, is_due
 
 if TYPE_CHECKING:
     from orchestrator.fleet.sim_records import HostRec, JobRec

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from orchestrator.contracts.updates import host_targets
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
 from orchestrator.fleet.sim_records import HostRec
-from orchestrator.topology import rack_switch
-from orchestrator.updates import host_targets
+from orchestrator.fleet.topology import rack_switch
 
 
 class HostInstall(SimCore):

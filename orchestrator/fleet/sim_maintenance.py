@@ -1,7 +1,8 @@
 """The simulated cluster's maintenance operations: the changes of the fleet-backend Protocol.
 
 ``MaintenanceOps`` is what trains and operations do to hosts at fleet time ``now`` (see
-``orchestrator.fleet.backend.ClusterBackend``): record targets, cordon within the budget (checked
+``orchestrator.contracts.backend.ClusterBackend``): record targets, cordon within the budget
+(checked
 in the same transaction, counting every host out for any reason), drain, ask and evict jobs,
 prestage, install with seeded outcomes and bad builds (``dynamics.draw_update_outcome``, injected
 faults), roll back, verify (diagnostics, bus bandwidth, version manifest), return or release.
@@ -14,19 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestrator.constants import (
+from orchestrator.contracts.backend import InstallOutcome, JobAnswer, RefusalNote, Verification
+from orchestrator.contracts.constants import (
     NO_OWNER,
     PIGGYBACK_NOTE,
     REPAIR_OWNER,
     UNTOUCHED_STATES,
 )
-from orchestrator.errors import BadSpec
+from orchestrator.contracts.errors import BadSpec
+from orchestrator.contracts.models import HostState
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet import sim_negotiation
-from orchestrator.fleet.backend import InstallOutcome, JobAnswer, RefusalNote, Verification
 from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_scheduler import JobScheduler
-from orchestrator.models import HostState
 
 S = HostState
 

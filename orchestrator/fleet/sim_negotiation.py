@@ -24,8 +24,8 @@ accept an interruption, large synchronous jobs the ones that most often push bac
 
 from __future__ import annotations
 
+from orchestrator.contracts.backend import JobAnswer
 from orchestrator.fleet import dynamics as dyn
-from orchestrator.fleet.backend import JobAnswer
 from orchestrator.fleet.sim_records import JobRec
 
 BEHAVIOURS = ("go", "checkpoint", "finish", "refuse")

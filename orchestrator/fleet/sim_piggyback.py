@@ -21,10 +21,10 @@ On meta-24k (seeds 1-4) steering took job-aware's interruptions from 26, 6, 7, 1
 
 from __future__ import annotations
 
-from orchestrator.fleet.backend import PiggybackClaim
+from orchestrator.contracts.backend import PiggybackClaim
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import is_due
 from orchestrator.fleet.sim_maintenance import MaintenanceOps
-from orchestrator.models import HostState
-from orchestrator.views import is_due
 
 S = HostState
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.fleet.backend import RecordEntry
+from orchestrator.contracts.backend import RecordEntry
+from orchestrator.contracts.views import JobView, last_checkpoint, next_checkpoint
 from orchestrator.fleet.sim_index import HOST_WATCHED, JOB_WATCHED
-from orchestrator.views import JobView, last_checkpoint, next_checkpoint
 
 
 @dataclass

@@ -14,13 +14,13 @@ interrupts, and from the maintenance operations, which never bring a host back f
 
 from __future__ import annotations
 
-from orchestrator.constants import NO_OWNER, QUARANTINE_OWNER, REPAIR_OWNER
+from orchestrator.contracts.constants import NO_OWNER, QUARANTINE_OWNER, REPAIR_OWNER
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.updates import host_targets
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.sim_scheduler import JobScheduler
-from orchestrator.models import HostState
-from orchestrator.updates import host_targets
 
 S = HostState
 #: States in which a host is powered up and exposed to unexpected failures.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from orchestrator.contracts.models import GPUS_PER_HOST, HostState
+from orchestrator.contracts.views import is_due
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
 from orchestrator.fleet.sim_records import JobRec
-from orchestrator.models import GPUS_PER_HOST, HostState
-from orchestrator.views import is_due
 
 S = HostState
 RESERVE_AFTER_HOURS = 6.0

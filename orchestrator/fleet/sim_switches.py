@@ -9,9 +9,9 @@ stays in the fleet's ``switches`` table as built.
 
 from __future__ import annotations
 
+from orchestrator.contracts.models import HostState
 from orchestrator.fleet.sim_core import SimCore
-from orchestrator.models import HostState
-from orchestrator.topology import rack_switch
+from orchestrator.fleet.topology import rack_switch
 
 
 class SwitchOps(SimCore):

@@ -16,8 +16,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.errors import UnknownCluster
-from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
+from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
+from orchestrator.contracts.errors import UnknownCluster
 
 #: A party of a logical clock that was given its turn and has not waited again for this long
 #: (wall seconds) is taken for gone (its workflow crashed or ended without leaving) and dropped,

@@ -22,26 +22,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import FleetSchemaMismatch, NoFleet
+from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
+from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
 from orchestrator.fleet import sqlite_clock
-from orchestrator.fleet.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.fleet.event_log import read_events
 from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
 from orchestrator.fleet.fleet_id import new_fleet_id
+from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
 from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
 from orchestrator.fleet.sqlite_schema import _schema_version as schema_version
-from orchestrator.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
-from orchestrator.topology import Topology
+from orchestrator.fleet.topology import Topology
 
 
 class FleetUnreadable(NoFleet):
     """The fleet file is there but is not a usable fleet: truncated, scribbled, a directory.
 
-    A :class:`~orchestrator.errors.NoFleet` (permanent: retrying an activity cannot heal it);
+    A :class:`~orchestrator.contracts.errors.NoFleet` (permanent: retrying an activity cannot heal
+    it);
     the message names the file and says how to build a new fleet.
     """
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from orchestrator.errors import UnknownCluster
+from orchestrator.contracts.errors import UnknownCluster
 from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, HostRec, JobRec
 from orchestrator.fleet.event_log import append_events
-from orchestrator.presets import Preset
+from orchestrator.fleet.presets import Preset
 
 
 def load_cluster(conn: sqlite3.Connection, name: str, seed: int, preset: Preset) -> ClusterSim:

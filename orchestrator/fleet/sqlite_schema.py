@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from orchestrator.errors import FleetSchemaMismatch
+from orchestrator.contracts.errors import FleetSchemaMismatch
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

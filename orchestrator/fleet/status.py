@@ -7,8 +7,8 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
+from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
-from orchestrator.models import GPUS_PER_HOST
 
 
 def fleet_status(

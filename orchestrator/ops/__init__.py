@@ -4,7 +4,7 @@ Planning is in ``orchestrator.planning.ops_plan``. ``client`` is not re-exported
 importing the spec and messages do not import the Temporal client with them.
 """
 
-from orchestrator.ops.spec import (
+from orchestrator.contracts.ops_spec import (
     KINDS,
     DrainSpec,
     OperationSpec,

@@ -7,8 +7,10 @@ lives in this package rather than in the command line. The CLI parses options, c
 functions and prints what they return; anything else that drives operations calls the same ones.
 
 Every function takes a connected :class:`temporalio.client.Client` (made by
-:func:`orchestrator.client.connect`, which sets the pydantic data converter) and returns models of
-:mod:`orchestrator.ops.types`. The workflow is addressed by its registered name rather than by
+:func:`orchestrator.infra.client.connect`, which sets the pydantic data converter) and returns
+models of
+:mod:`orchestrator.contracts.ops_types`. The workflow is addressed by its registered name rather
+than by
 importing ``workflows``, which import this package's messages: no import runs up a layer.
 Input the caller must fix (an unknown id, a control the operation refuses) raises a
 ``ValueError`` subclass whose message names the field, as the specs do.
@@ -44,17 +46,22 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.ops.spec import OperationSpec, operation_id
-from orchestrator.ops.types import ControlAction, OpControl, OperationInput, OperationStatus
-from orchestrator.ops.ui import operation_summary
-from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-from orchestrator.update_retry import execute_update
-from orchestrator.worker_answers import (
+from orchestrator.contracts.ops_spec import OperationSpec, operation_id
+from orchestrator.contracts.ops_types import (
+    ControlAction,
+    OpControl,
+    OperationInput,
+    OperationStatus,
+)
+from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+from orchestrator.infra.update_retry import execute_update
+from orchestrator.infra.worker_answers import (
     QUERY_TIMEOUT,
     UPDATE_TIMEOUT,
     WorkerNotAnswering,
     not_answering,
 )
+from orchestrator.ops.ui import operation_summary
 
 #: The name ``workflows.bulk_operation.BulkOperation`` is registered under.
 WORKFLOW_NAME = "BulkOperation"
@@ -289,13 +296,13 @@ async def arbiter_grants(
     (an exclusive holder asking for its whole budget ``limits[cluster]``), asked by a query:
     nothing is granted. A cluster without a running arbiter grants the whole budget; one whose
     workers do not answer is None (not known)."""
-    from orchestrator.arbiter.share import would_grant
-    from orchestrator.arbiter.types import (
+    from orchestrator.contracts.arbiter_types import (
         AcquireRequest,
         ArbiterState,
         Grant,
         arbiter_workflow_id,
     )
+    from orchestrator.planning.arbiter_share import would_grant
 
     out: dict[str, int | None] = {}
     for cluster, limit in sorted(limits.items()):

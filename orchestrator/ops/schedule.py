@@ -3,7 +3,7 @@
 The schedule's id is the operation's (``ops-<request_id>``); each run is a ``BulkOperation``
 with ``scheduled`` set, so it names itself by its own workflow id (the schedule's id plus the
 instant it was due) and owns hosts and children apart from the other runs. Overlap SKIP (in
-``orchestrator.schedules``) keeps two runs from ever running side by side.
+``orchestrator.infra.schedules``) keeps two runs from ever running side by side.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from orchestrator.contracts.ops_spec import OperationSpec, operation_id
+from orchestrator.contracts.ops_types import OperationInput
+from orchestrator.contracts.search_attributes import TRAIN_CLUSTER
+from orchestrator.infra.schedules import ScheduleView, create_schedule
 from orchestrator.ops.client import WORKFLOW_NAME
-from orchestrator.ops.spec import OperationSpec, operation_id
-from orchestrator.ops.types import OperationInput
 from orchestrator.ops.ui import operation_summary
-from orchestrator.schedules import ScheduleView, create_schedule
-from orchestrator.search_attributes import TRAIN_CLUSTER
 
 #: The memo kind of an operation's schedule.
 KIND = "operation"

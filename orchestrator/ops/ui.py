@@ -3,16 +3,17 @@
 The operation's page answers "how far, which clusters, what failed"; a cluster's page answers
 "which wave, what does it wait for, and per host of the wave: phase and the job it waits for".
 Waves are numbered from 1 everywhere (plans, progress, failures). Markdown from
-:mod:`orchestrator.ui_text`, bounded for ``meta-24k`` waves; pure functions the workflows call.
+:mod:`orchestrator.contracts.ui_text`, bounded for ``meta-24k`` waves; pure functions the workflows
+call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.ops.spec import OperationSpec
-from orchestrator.ops.types import ClusterProgress, OperationStatus
-from orchestrator.ui_text import (
+from orchestrator.contracts.ops_spec import OperationSpec
+from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
+from orchestrator.contracts.ui_text import (
     bounded,
     explain_wait,
     host_list,

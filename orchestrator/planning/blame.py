@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from orchestrator.contracts.campaign_types import Blame
 
 
 @dataclass(frozen=True)
@@ -35,17 +35,6 @@ class HostOutcome:
     name: str
     versions: Mapping[str, str]
     passed: bool
-
-
-class Blame(BaseModel):
-    """One suspect, as campaign status shows it."""
-
-    component: str
-    version: str
-    campaign: str | None = None  # the rollout in flight that installs it, if any
-    failing: int  # failing hosts that carry it
-    passing: int  # passing hosts that carry it
-    score: float  # F1 of "carries it" as a predictor of "failed", in [0, 1]
 
 
 def rank_blame(

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from orchestrator.campaign.spec import CampaignSpec, Gates, resolve_count
+from orchestrator.contracts.campaign_spec import CampaignSpec, Gates, resolve_count
 
 
 @dataclass(frozen=True)

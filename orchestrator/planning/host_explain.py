@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.constants import HELD_STATES
-from orchestrator.models import HostState
-from orchestrator.views import JobView
+from orchestrator.contracts.constants import HELD_STATES
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import JobView
 
 
 class RecordEvent(Protocol):

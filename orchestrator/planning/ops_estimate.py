@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator import updates as dyn
-from orchestrator.models import GPUS_PER_HOST
-from orchestrator.ops.spec import OperationSpec
+from orchestrator.contracts import updates as dyn
+from orchestrator.contracts.models import GPUS_PER_HOST
+from orchestrator.contracts.ops_spec import OperationSpec
+from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.ops_result import Wave
 from orchestrator.planning.train_plan import drain_step
-from orchestrator.views import ClusterSnapshot, HostView
 
 
 @dataclass

@@ -15,10 +15,10 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from orchestrator.models import CapacityBudget, HostState
-from orchestrator.ops.spec import OperationSpec
+from orchestrator.contracts.models import CapacityBudget, HostState
+from orchestrator.contracts.ops_spec import OperationSpec
+from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.ops_estimate import estimate_waves
-from orchestrator.views import ClusterSnapshot, HostView
 
 IN_SERVICE = HostState.IN_SERVICE
 

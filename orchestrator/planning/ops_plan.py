@@ -35,14 +35,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.constants import NOT_MAINTENANCE_OWNERS
-from orchestrator.models import HostState
-from orchestrator.ops.spec import OperationSpec, operation_id
+from orchestrator.contracts.constants import NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.ops_spec import OperationSpec, operation_id
+from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.ops_estimate import Estimate, estimate_waves, maintenance_hours_by_host
 from orchestrator.planning.ops_packing import NoRoom, Packer, check_one_wave, pack_waves
 from orchestrator.planning.ops_result import ClusterPlan, Holder, OperationPlan, Wave
 from orchestrator.planning.ops_scope import ScopeFilter, classify
-from orchestrator.views import ClusterSnapshot, HostView
 
 __all__ = ["ClusterPlan", "Holder", "OperationPlan", "Wave", "holders_in", "plan_operation"]
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from orchestrator.models import HostState
-from orchestrator.ops.spec import OperationSpec, Scope
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.ops_spec import OperationSpec, Scope
+from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.scope_patterns import PatternField
-from orchestrator.views import ClusterSnapshot, HostView
 
 IN_SERVICE = HostState.IN_SERVICE
 _REPAIR_STATES = frozenset({HostState.QUARANTINED, HostState.IN_REPAIR})

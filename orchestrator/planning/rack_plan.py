@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.constants import NOT_MAINTENANCE_OWNERS
-from orchestrator.models import CapacityBudget, HostState
-from orchestrator.views import HostView, JobView
+from orchestrator.contracts.constants import NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.models import CapacityBudget, HostState
+from orchestrator.contracts.views import HostView, JobView
 
 IN_SERVICE = HostState.IN_SERVICE
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from orchestrator.models import UPPER_LAYER, HostState
+from orchestrator.contracts.models import UPPER_LAYER, HostState
 
 #: States of hosts the bad build may have taken out, which the campaign reclaims to roll back.
 RECLAIMABLE = (HostState.QUARANTINED, HostState.IN_REPAIR)

@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.models import HostState
-from orchestrator.views import HostView
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import HostView
 
 
 @dataclass(frozen=True)

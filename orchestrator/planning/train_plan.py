@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
 
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
-from orchestrator.models import HostState
-from orchestrator.views import HostView, JobView, last_checkpoint
+from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import HostView, JobView, last_checkpoint
 
 IN_SERVICE = HostState.IN_SERVICE
 _STATE, _DUE = attrgetter("state"), attrgetter("due")
 DRAINING = HostState.DRAINING
-POLICIES = ("job-aware", "rolling-serial", "drain-wait", "slurm-asap")
 
 #: job-aware: a job that ends within this many hours is waited for rather than evicted.
 END_WAIT_HOURS = 0.25

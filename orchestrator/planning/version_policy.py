@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from orchestrator.models import SKEWED_COMPONENTS, HostState
-from orchestrator.views import HostView
+from orchestrator.contracts.models import SKEWED_COMPONENTS, HostState
+from orchestrator.contracts.views import HostView
 
 #: Versions of one lower-layer component that may be in service in one cluster at once.
 DEFAULT_SKEW = 3

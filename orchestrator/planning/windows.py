@@ -1,6 +1,7 @@
 """Maintenance windows and blackouts, evaluated: is work allowed now, until when, or from when.
 
-Pure functions over a :class:`~orchestrator.schedule_window.Schedule` and a fleet datetime, so a
+Pure functions over a :class:`~orchestrator.contracts.schedule_window.Schedule` and a fleet
+datetime, so a
 workflow can turn the answer into timers deterministically and tests can check edges directly.
 Fleet datetimes are ``anchor + fleet hours`` (:func:`fleet_datetime`): at ``--speed 1`` that is
 wall-clock UTC.
@@ -16,8 +17,8 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from orchestrator.cron import Cron, next_fire, parse_cron, prev_fire
-from orchestrator.schedule_window import Schedule
+from orchestrator.contracts.cron import Cron, next_fire, parse_cron, prev_fire
+from orchestrator.contracts.schedule_window import Schedule
 
 __all__ = [
     "WindowState",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.models import CapacityBudget
+from orchestrator.contracts.models import CapacityBudget
 
 #: Failure buffer above the maintenance budget when ``--max-unavailable`` is left out: on
 #: meta-24k, failures, repairs and quarantines hold ~30 hosts on average (about 1% of 3,072),

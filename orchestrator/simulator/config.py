@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.models import CapacityBudget
-from orchestrator.presets import Preset
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.fleet.presets import Preset
 
 #: The simulated campaign: a new kernel, BIOS and NIC firmware, so every host has work pending.
 DEFAULT_TARGETS: dict[str, str] = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}

@@ -34,7 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.constants import HELD_STATES
+from orchestrator.contracts.constants import HELD_STATES
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.updates import host_targets, maintenance_hours, pending_components
 from orchestrator.execution.cycle import cycle_complete, next_look_hours
 from orchestrator.execution.drain import (
     RELEASE_POLICIES,
@@ -57,7 +59,6 @@ from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.sim_records import JobRec
-from orchestrator.models import HostState
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 from orchestrator.simulator.horizon import HorizonLog
@@ -69,7 +70,6 @@ from orchestrator.simulator.result import (
     maintenance_work_hours,
 )
 from orchestrator.simulator.tally import RunShape, Tally
-from orchestrator.updates import host_targets, maintenance_hours, pending_components
 
 ACTOR = "sim-train"
 #: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.

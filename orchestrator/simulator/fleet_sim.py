@@ -17,13 +17,13 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from orchestrator.fleet.build import build_cluster
-from orchestrator.presets import Preset
+from orchestrator.fleet.presets import Preset
+from orchestrator.fleet.topology import Topology
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate
 from orchestrator.simulator.policies import NONE
 from orchestrator.simulator.result import SimResult
 from orchestrator.simulator.yardstick import baseline_config, judged
-from orchestrator.topology import Topology
 
 #: Keys summed over clusters in the fleet totals.
 SUMMED = (

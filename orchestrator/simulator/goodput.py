@@ -19,8 +19,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
-from orchestrator.models import GPUS_PER_HOST
 
 #: ETTR buckets by job size in hosts: (name, smallest, largest).
 BUCKETS: tuple[tuple[str, int, float], ...] = (

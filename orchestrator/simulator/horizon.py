@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.cluster_sim import ClusterSim
-from orchestrator.models import GPUS_PER_HOST
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 

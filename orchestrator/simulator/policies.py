@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.planning.train_plan import POLICIES
+from orchestrator.contracts.train_spec import POLICIES
 
 
 @dataclass(frozen=True)

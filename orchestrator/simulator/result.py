@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.fleet.backend import ClusterBackend
-from orchestrator.updates import maintenance_hours, pending_components
+from orchestrator.contracts.backend import ClusterBackend
+from orchestrator.contracts.updates import maintenance_hours, pending_components
 
 
 def maintenance_work_hours(b: ClusterBackend, targets: Mapping[str, str]) -> float:

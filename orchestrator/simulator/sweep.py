@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.models import parse_duration_hours
+from orchestrator.contracts.models import parse_duration_hours
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.engine import simulate

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.contracts.models import GPUS_PER_HOST, HostState
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
-from orchestrator.models import GPUS_PER_HOST, HostState
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.result import (
     SimResult,

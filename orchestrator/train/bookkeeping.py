@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from orchestrator.train.types import RECENT_FAILURES, DomainProgress, DomainResult, TrainState
+from orchestrator.contracts.train_types import (
+    RECENT_FAILURES,
+    DomainProgress,
+    DomainResult,
+    TrainState,
+)
 
 
 def held_hosts(in_flight: Mapping[str, Sequence[str]]) -> list[str]:

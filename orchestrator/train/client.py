@@ -7,8 +7,10 @@ than in the command line. The CLI parses options, calls these functions and prin
 return; the demo calls the same ones.
 
 Every function takes a connected :class:`temporalio.client.Client` (made by
-:func:`orchestrator.client.connect`, which sets the pydantic data converter) and returns models of
-:mod:`orchestrator.train.types`. The workflow is addressed by its registered name rather than by
+:func:`orchestrator.infra.client.connect`, which sets the pydantic data converter) and returns
+models of
+:mod:`orchestrator.contracts.train_types`. The workflow is addressed by its registered name rather
+than by
 importing ``workflows``, which import this package's messages: no import runs up a layer.
 A change the train refuses raises :class:`TrainRefused` (a ``ValueError``: the caller's input);
 a train that is not there raises :class:`TrainNotFound`; a train whose workers do not answer
@@ -44,17 +46,17 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
-from orchestrator.train.spec import TrainSpec, train_workflow_id
-from orchestrator.train.types import ControlRequest, TrainChange, TrainInput, TrainStatus
-from orchestrator.train.ui import train_summary
-from orchestrator.update_retry import execute_update
-from orchestrator.worker_answers import (  # noqa: F401 (WorkerNotAnswering: re-exported)
+from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
+from orchestrator.contracts.train_spec import TrainSpec, train_workflow_id
+from orchestrator.contracts.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
+from orchestrator.infra.update_retry import execute_update
+from orchestrator.infra.worker_answers import (  # noqa: F401 (WorkerNotAnswering: re-exported)
     QUERY_TIMEOUT,
     UPDATE_TIMEOUT,
     WorkerNotAnswering,
     not_answering,
 )
+from orchestrator.train.ui import train_summary
 
 #: The name ``workflows.cluster_train.ClusterTrain`` is registered under.
 WORKFLOW_NAME = "ClusterTrain"

@@ -9,9 +9,9 @@ how rollouts merge.
 
 from __future__ import annotations
 
-from orchestrator.models import check_targets
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainChange
+from orchestrator.contracts.models import check_targets
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainChange
 
 #: The phases each control is taken in. Not a resume of a running train: it would reset the
 #: failure count, unasked. A second stop is no error while stopping (``stopped`` is refused

@@ -7,9 +7,9 @@ workflow and the workflow keeps only its steps. No command depends on it.
 
 from __future__ import annotations
 
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainState, TrainStatus
 from orchestrator.execution.cycle import project_cycle_end
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainState, TrainStatus
 
 
 def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> TrainStatus:

@@ -2,7 +2,8 @@
 
 A train's page answers "where is it, when will it be done, what is it waiting for, how much of
 the budget is out"; a domain's page answers, per host, "what phase, which job does it wait for
-and until when, what failed and why". Markdown from :mod:`orchestrator.ui_text`, bounded for
+and until when, what failed and why". Markdown from :mod:`orchestrator.contracts.ui_text`, bounded
+for
 ``meta-24k`` domains of thousands of hosts. Pure functions: the workflows call them.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestrator.execution.messages import CycleCounts
-from orchestrator.train.spec import TrainSpec
-from orchestrator.train.types import TrainState
-from orchestrator.ui_text import (
+from orchestrator.contracts.messages import CycleCounts
+from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainState
+from orchestrator.contracts.ui_text import (
     bounded,
     explain_wait,
     host_list,

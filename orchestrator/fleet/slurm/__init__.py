@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.errors import SlurmRefused
+from orchestrator.contracts.errors import SlurmRefused
 from orchestrator.fleet.slurm.backend import SlurmCluster
 from orchestrator.fleet.slurm.fleet import SlurmFleet
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import SlurmRefused
+from orchestrator.contracts.errors import SlurmRefused
 from orchestrator.fleet.slurm.holds import HoldOps
 from orchestrator.fleet.slurm.install import InstallOps
 from orchestrator.fleet.slurm.steering import SteeringOps
 
 if TYPE_CHECKING:
-    from orchestrator.fleet.backend import ClusterBackend
+    from orchestrator.contracts.backend import ClusterBackend
 
 
 class SlurmCluster(HoldOps, InstallOps, SteeringOps):

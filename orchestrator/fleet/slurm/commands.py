@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import (
+from orchestrator.contracts.errors import (
     PermanentError,
     SlurmPermissionDenied,
     SlurmUnknownObject,

@@ -17,7 +17,7 @@ import re
 import socket
 from pathlib import Path
 
-from orchestrator.errors import PermanentError, TemporaryError
+from orchestrator.contracts.errors import PermanentError, TemporaryError
 
 #: slurmctld's port when slurm.conf names none.
 DEFAULT_SLURMCTLD_PORT = 6817

@@ -3,7 +3,8 @@
 Slurm knows nodes, jobs and drains; it does not know how a site installs a BIOS or what proves a
 node healthy. The file names those commands, which partitions are trainctl's hosts, how failure
 domains follow from node names when there is no ``topology.conf``, and the versions the nodes
-carry when trainctl first records them. Loaded by ``orchestrator.specs`` (the one spec loader),
+carry when trainctl first records them. Loaded by ``orchestrator.contracts.specs`` (the one spec
+loader),
 so versions stay text and errors name the field.
 
 Commands are run by ``/bin/sh -c`` with ``{node}``, ``{component}`` and ``{version}`` replaced
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.models import parse_duration_hours
-from orchestrator.presets import INITIAL_VERSIONS
+from orchestrator.contracts.models import parse_duration_hours
+from orchestrator.fleet.presets import INITIAL_VERSIONS
 
 #: A hook's exit code for a failure worth retrying (sysexits' EX_TEMPFAIL).
 EX_TEMPFAIL = 75
@@ -130,6 +131,6 @@ def load_backend_config(path: Path | None) -> SlurmBackendConfig:
     """The config at ``path`` (None: every default); SpecError naming the field."""
     if path is None:
         return SlurmBackendConfig()
-    from orchestrator.specs import load_spec
+    from orchestrator.contracts.specs import load_spec
 
     return load_spec(path, SlurmBackendConfig, what="backend config")

@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
-from orchestrator.errors import UnknownCluster
-from orchestrator.fleet.backend import RecordEntry
+from orchestrator.contracts.backend import RecordEntry
+from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.errors import UnknownCluster
+from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import ClusterSnapshot, HostView, JobView, is_due
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.commands import SlurmCommands, SlurmNode
 from orchestrator.fleet.slurm.config import SlurmBackendConfig
 from orchestrator.fleet.slurm.jobs import RunningJob
-from orchestrator.models import HostState
-from orchestrator.views import ClusterSnapshot, HostView, JobView, is_due
 
 S = HostState
 #: Every drain reason trainctl sets starts with this; the owner follows it.

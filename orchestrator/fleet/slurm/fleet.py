@@ -18,17 +18,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import (
-    NoFleet,
-    PermanentError,
-    UnknownCluster,
-)
-from orchestrator.fleet.backend import (
+from orchestrator.contracts.backend import (
     ClockMember,
     ClockRelease,
     ClockTurn,
     RecordEntry,
 )
+from orchestrator.contracts.errors import (
+    NoFleet,
+    PermanentError,
+    UnknownCluster,
+)
+from orchestrator.contracts.models import HostState
 from orchestrator.fleet.event_log import append_events, read_events
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm import store
@@ -39,10 +40,9 @@ from orchestrator.fleet.slurm.config import (
 )
 from orchestrator.fleet.slurm.topology import failure_domains_of
 from orchestrator.fleet.sqlite_schema import migrate
-from orchestrator.models import HostState
 
 if TYPE_CHECKING:
-    from orchestrator.fleet.backend import FleetBackend
+    from orchestrator.contracts.backend import FleetBackend
 
 S = HostState
 

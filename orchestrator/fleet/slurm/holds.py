@@ -12,7 +12,12 @@ hand-offs that keep it drained for someone else (``quarantine``, ``hand_to_repai
 
 from __future__ import annotations
 
-from orchestrator.constants import NO_OWNER, QUARANTINE_OWNER, REPAIR_OWNER, UNTOUCHED_STATES
+from orchestrator.contracts.constants import (
+    NO_OWNER,
+    QUARANTINE_OWNER,
+    REPAIR_OWNER,
+    UNTOUCHED_STATES,
+)
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.core import S
 from orchestrator.fleet.slurm.job_ops import JobOps

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.fleet.backend import InstallOutcome
+from orchestrator.contracts.backend import InstallOutcome
+from orchestrator.contracts.updates import PROFILES, pending_components
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.config import EX_TEMPFAIL, render, run_site_command
 from orchestrator.fleet.slurm.core import S
 from orchestrator.fleet.slurm.verify import VerifyOps
-from orchestrator.updates import PROFILES, pending_components
 
 
 class InstallOps(VerifyOps):

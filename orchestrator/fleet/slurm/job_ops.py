@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.fleet.backend import JobAnswer, RefusalNote
+from orchestrator.contracts.backend import JobAnswer, RefusalNote
+from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.slurm.core import SlurmCore
-from orchestrator.models import GPUS_PER_HOST
 
 _EVICT = re.compile(r"(?:^|[\s,;])evict=(go|wait|refuse)(?=$|[\s,;])")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from orchestrator.contracts.views import JobView
 from orchestrator.fleet.slurm.commands import SlurmJob
-from orchestrator.views import JobView
 
 _CKPT = re.compile(r"(?:^|[\s,;])ckpt=(\S+?)(?=$|[\s,;])")
 
@@ -29,7 +29,7 @@ class RunningJob:
     state: str = "running"
 
     def view(self, now: float) -> JobView:
-        from orchestrator.views import last_checkpoint, next_checkpoint
+        from orchestrator.contracts.views import last_checkpoint, next_checkpoint
 
         interval = self.ckpt_hours or max(self.end_hours - self.start_hours, 1e-9)
         return JobView(
@@ -44,7 +44,7 @@ class RunningJob:
 
 def declared_checkpoint_hours(comment: str) -> float | None:
     """The checkpoint interval a job declares in its ``--comment`` (``ckpt=10m``), if any."""
-    from orchestrator.models import parse_duration_hours
+    from orchestrator.contracts.models import parse_duration_hours
 
     m = _CKPT.search(comment)
     if not m:

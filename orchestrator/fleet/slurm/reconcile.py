@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.constants import (
+from orchestrator.contracts.constants import (
     NO_OWNER,
     NOT_MAINTENANCE_OWNERS,
     QUARANTINE_OWNER,

@@ -10,9 +10,9 @@ state (``due_weighted``), so only changed nodes are updated.
 
 from __future__ import annotations
 
-from orchestrator.fleet.backend import PiggybackClaim
+from orchestrator.contracts.backend import PiggybackClaim
+from orchestrator.contracts.views import visited_since
 from orchestrator.fleet.slurm.core import SlurmCore
-from orchestrator.views import visited_since
 
 #: Node weights that steer jobs (``set_piggyback``): Slurm allocates the lowest weight first,
 #: and 1 is slurm.conf's default, which visited nodes keep.

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from orchestrator.errors import TemporaryError
-from orchestrator.fleet.backend import Verification
+from orchestrator.contracts.backend import Verification
+from orchestrator.contracts.errors import TemporaryError
 from orchestrator.fleet.slurm.config import render, run_site_command
 from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
 

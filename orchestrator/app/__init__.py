@@ -1,0 +1,1 @@
+"""The application on top: CLI, worker, demos, the dev server, metric watchers."""

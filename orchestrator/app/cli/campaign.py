@@ -1,0 +1,319 @@
+"""``trainctl campaign``: plan, start, inspect and steer campaigns.
+
+``plan`` is a dry run against the fleet: the stages resolved (which clusters, how many hosts,
+the gates), nothing started. ``start`` checks the same plan first, so a spec naming no cluster
+exits 2 naming the field before anything runs; with ``--wait`` it exits 0 when the campaign
+succeeded and 1 when it failed, was aborted or rolled back. ``status``, ``pause``, ``resume``
+and ``abort`` take ``--id`` (``campaign-<name>`` or the bare name) or ``--spec``. The Temporal
+calls are in ``orchestrator.campaign.client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.app.cli.common import (
+    BadInput,
+    cron_option,
+    emit,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+    reason_option,
+)
+from orchestrator.app.cli.connection import connection_options
+from orchestrator.app.cli.reach import connect_or_fail
+from orchestrator.app.worker import TASK_QUEUE
+from orchestrator.campaign.client import (
+    CampaignNotFound,
+    CampaignRefused,
+    campaign_status,
+    control_campaign,
+    resolve_id,
+    start_campaign,
+)
+from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
+from orchestrator.contracts.campaign_types import CampaignStatus
+from orchestrator.execution.target_checks import target_refusal
+from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
+
+address_option = connection_options
+spec_option = click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Campaign spec, YAML or JSON.",
+)
+id_option = click.option("--id", "campaign_id", help="campaign-<name> (or the name).")
+
+
+@click.group("campaign")
+def campaign() -> None:
+    """Roll one change over clusters in stages: canary, a cluster, the rest, with gates."""
+
+
+def _plan(spec: CampaignSpec) -> list[StagePlan]:
+    """The stages resolved, and the targets checked on every cluster they cover (a bad
+    version, or one version more in service than the skew window allows): exit 2 naming
+    ``targets.<component>`` before anything starts."""
+    fleet = open_fleet_or_fail()
+    try:
+        sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
+        try:
+            plans = plan_campaign(spec, sizes)
+        except ValueError as err:
+            raise BadInput(str(err)) from None
+        covered = sorted({c for p in plans for c in p.clusters})
+        refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
+    finally:
+        fleet.close()
+    if refused is not None:
+        raise BadInput(refused[1], field=refused[0])
+    return plans
+
+
+def _plan_json(spec: CampaignSpec, plans: list[StagePlan]) -> dict[str, Any]:
+    return {
+        "campaign_id": spec.workflow_id,
+        "targets": spec.targets,
+        "stages": [
+            {
+                "name": p.name,
+                "clusters": list(p.clusters),
+                "hosts": p.hosts_total,
+                "hosts_per_cluster": p.hosts_per_cluster,
+                "partial": p.partial,
+                "bake_hours": p.bake_hours,
+                "parallel": p.parallel,
+                "max_failures": failure_limit(p.gates, p.hosts_total),
+                "prometheus": p.gates.prometheus.query if p.gates.prometheus else None,
+            }
+            for p in plans
+        ],
+    }
+
+
+def _print_plan(obj: dict[str, Any]) -> None:
+    click.echo(f"{obj['campaign_id']}: " + ", ".join(f"{c} {v}" for c, v in obj["targets"].items()))
+    for s in obj["stages"]:
+        gate = "base-rate rule" if s["max_failures"] is None else f"<= {s['max_failures']} failed"
+        click.echo(
+            f"  {s['name']}: {', '.join(s['clusters']) or 'nothing left'} "
+            f"({s['hosts']} hosts, {s['parallel']} cluster(s) at a time), "
+            f"bake {s['bake_hours']:g}h, "
+            f"gate {gate}" + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
+        )
+
+
+def progress_line(st: CampaignStatus) -> str:
+    """One line of a waiting campaign's progress: its stage, hosts changed, failures."""
+    stage = next((s for s in st.stages if s.name == st.stage), None)
+    where = "starting" if stage is None else f"stage {stage.name} {stage.state}"
+    line = f"{st.campaign_id}: {st.state}, {where}"
+    if stage is not None:
+        line += f", {stage.hosts_changed} of {stage.hosts_planned} hosts changed"
+        line += f", {stage.failures} failed"
+        if stage.state == "baking" and stage.bake_remaining_hours:
+            line += f", bake {stage.bake_remaining_hours:.1f} h left"
+    return line + (f" ({st.reason})" if st.reason else "")
+
+
+def _progress_printer() -> Callable[[CampaignStatus], None]:
+    """Print each new progress line on stderr (stdout stays the final answer, JSON or not)."""
+    last = [""]
+
+    def show(st: CampaignStatus) -> None:
+        line = progress_line(st)
+        if line != last[0]:
+            click.echo(line, err=True)
+            last[0] = line
+
+    return show
+
+
+def _print_status(obj: dict[str, Any]) -> None:
+    click.echo(
+        f"{obj['campaign_id']}: {obj['state']} ({obj['reason'] or obj['stage']}); "
+        f"{obj['hosts_changed']} changed, {obj['hosts_quarantined']} quarantined, "
+        f"{obj['hosts_rolled_back']} rolled back"
+    )
+    for s in obj["stages"]:
+        limit = "-" if s["failure_limit"] is None else s["failure_limit"]
+        bake = s["bake_remaining_hours"]
+        click.echo(
+            f"  {s['name']}: {s['state']}, {s['hosts_changed']}/{s['hosts_planned']} changed, "
+            f"{s['failures']} failed (the gate allows at most {limit})"
+            + (f", bake {bake:g}h left" if bake else "")
+            + (f" ({s['reason']})" if s["reason"] else "")
+        )
+
+
+def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec | None, str]:
+    if spec_path is None and not campaign_id:
+        raise BadInput("id: give --id or --spec", field="id")
+    if spec_path is not None:
+        spec = load_campaign_spec(spec_path)
+        return spec, spec.workflow_id
+    return None, resolve_id(str(campaign_id))
+
+
+def _outcome(status: CampaignStatus, as_json: bool) -> None:
+    emit(status.model_dump(mode="json"), as_json, _print_status)
+    if status.state in ("failed", "aborted", "rolled_back") or status.held_on_blame:
+        raise click.exceptions.Exit(1)
+
+
+@campaign.command("plan")
+@click.option(
+    "--spec",
+    "spec_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Campaign spec, YAML or JSON.",
+)
+@json_option
+@handle_errors
+def plan(spec_path: Path, as_json: bool) -> None:
+    """Dry run: the stages resolved against the fleet; nothing starts."""
+    spec = load_campaign_spec(spec_path)
+    emit(_plan_json(spec, _plan(spec)), as_json, _print_plan)
+
+
+@campaign.command("start")
+@click.option(
+    "--spec",
+    "spec_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Campaign spec, YAML or JSON.",
+)
+@click.option("--wait", is_flag=True, help="Wait for the end: exit 0 succeeded, 1 otherwise.")
+@click.option("--task-queue", default=TASK_QUEUE, show_default=True, hidden=True)
+@cron_option
+@address_option
+@json_option
+@handle_errors
+def start(
+    spec_path: Path,
+    wait: bool,
+    task_queue: str,
+    cron: str | None,
+    address: str | None,
+    as_json: bool,
+) -> None:
+    """Start (or join) the campaign of a spec; with --cron, a Schedule that starts it each time."""
+    spec = load_campaign_spec(spec_path)
+    if cron is not None:
+        from orchestrator.infra.schedules import check_cron
+
+        cron = check_cron(cron)
+        if wait:
+            raise BadInput("wait: a recurring campaign (--cron) has no end to wait for")
+    _plan(spec)
+    if cron is not None:
+        _start_schedule(spec, cron, task_queue, address, as_json)
+        return
+
+    async def go() -> Any:
+        client = await connect_or_fail(address)
+        if wait:  # stdout stays the final answer; what it waits for goes to stderr
+            click.echo(f"{spec.workflow_id}: waiting for it to end", err=True)
+        return await start_campaign(
+            client, spec, task_queue=task_queue, wait=wait, on_progress=_progress_printer()
+        )
+
+    started = asyncio.run(go())
+    if started.status is not None:
+        _outcome(started.status, as_json)
+        return
+    emit(
+        started.model_dump(mode="json"),
+        as_json,
+        lambda o: click.echo(
+            f"{o['campaign_id']}: {'started' if o['started'] else 'already running'}"
+        ),
+    )
+
+
+def _start_schedule(
+    spec: CampaignSpec, cron: str, task_queue: str, address: str | None, as_json: bool
+) -> None:
+    from orchestrator.app.cli.schedule import print_schedule
+    from orchestrator.campaign.schedule import schedule_campaign
+    from orchestrator.infra.schedules import ScheduleExists
+
+    async def go() -> dict[str, Any]:
+        client = await connect_or_fail(address)
+        try:
+            view = await schedule_campaign(client, spec, cron=cron, task_queue=task_queue)
+        except ScheduleExists as err:
+            raise BadInput(str(err)) from None
+        return view.model_dump(mode="json")
+
+    emit(asyncio.run(go()), as_json, print_schedule)
+
+
+@campaign.command("status")
+@spec_option
+@id_option
+@address_option
+@json_option
+@handle_errors
+def status(
+    spec_path: Path | None, campaign_id: str | None, address: str | None, as_json: bool
+) -> None:
+    """Where a campaign stands: per stage and in total."""
+    _, cid = _load(spec_path, campaign_id)
+
+    async def go() -> CampaignStatus:
+        client = await connect_or_fail(address)
+        try:
+            return await campaign_status(client, cid)
+        except CampaignNotFound as err:
+            raise BadInput(str(err), field="id") from None
+
+    st = asyncio.run(go())
+    emit(st.model_dump(mode="json"), as_json, _print_status)
+
+
+def _control(action: str) -> click.Command:
+    @spec_option
+    @id_option
+    @reason_option
+    @address_option
+    @json_option
+    @handle_errors
+    def command(
+        spec_path: Path | None,
+        campaign_id: str | None,
+        reason: str,
+        address: str | None,
+        as_json: bool,
+    ) -> None:
+        _, cid = _load(spec_path, campaign_id)
+
+        async def go() -> CampaignStatus:
+            client = await connect_or_fail(address)
+            try:
+                return await control_campaign(client, cid, action, reason)  # type: ignore[arg-type]
+            except CampaignRefused as err:
+                raise BadInput(str(err), field="id") from None
+            except CampaignNotFound as err:
+                raise BadInput(str(err), field="id") from None
+
+        st = asyncio.run(go())
+        emit(st.model_dump(mode="json"), as_json, _print_status)
+
+    command.__doc__ = f"{action.capitalize()} a running campaign."
+    return click.command(action)(command)
+
+
+for _action in ("pause", "resume", "abort"):
+    campaign.add_command(_control(_action))
+
+COMMANDS = [campaign]

@@ -1,0 +1,175 @@
+"""``trainctl fleet``: create and inspect the simulated fleet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.app.cli.common import (
+    BadInput,
+    emit,
+    handle_errors,
+    json_option,
+    open_fleet_or_fail,
+)
+from orchestrator.app.cli.fleet_host import host
+from orchestrator.app.cli.fleet_replace import make_room
+from orchestrator.fleet import SqliteFleet, fleet_path
+from orchestrator.fleet.presets import PRESETS, get_preset
+from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
+from orchestrator.fleet.status import fleet_status
+
+
+@click.group("fleet")
+def fleet() -> None:
+    """Create and inspect the simulated GPU fleet under TRAINCTL_HOME."""
+
+
+@fleet.command("init")
+@click.option(
+    "--backend",
+    type=click.Choice(["sim", "slurm"]),
+    default="sim",
+    show_default=True,
+    help="The simulated fleet, or a real Slurm cluster (--slurm-conf).",
+)
+@click.option("--preset", default=None, help=f"Fleet shape (sim): {', '.join(PRESETS)}.")
+@click.option("--slurm-conf", default=None, help="slurm.conf of the cluster (slurm).")
+@click.option("--backend-config", default=None, help="Hooks, health command, naming (slurm).")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, MAX_SEED),
+    default=1,
+    show_default=True,
+    help="Seed of every random draw.",
+)
+@click.option(
+    "--speed",
+    default="3600",
+    show_default=True,
+    help=f"Fleet time per wall time, up to {MAX_SPEED_FACTOR:g}, or 'max' (no fleet-time wait).",
+)
+@click.option("--force", is_flag=True, help="Replace an existing fleet.")
+@json_option
+@handle_errors
+def init(
+    backend: str,
+    preset: str | None,
+    slurm_conf: str | None,
+    backend_config: str | None,
+    seed: int,
+    speed: str,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Build a fleet from a preset, or record a Slurm cluster (atomically: a failed init
+    leaves nothing behind)."""
+    if backend == "slurm":
+        from orchestrator.app.cli.fleet_slurm import init_slurm
+
+        init_slurm(slurm_conf, backend_config, force, as_json)
+        return
+    if preset is None:
+        raise BadInput("preset: required for the simulated fleet (--preset)", field="preset")
+    shape = get_preset(preset)
+    factor = parse_speed(speed)
+    path = fleet_path()
+    backup = make_room(path, force)  # never under a live worker; the old file kept aside
+    f = SqliteFleet.create(path, shape, seed, factor)
+    out = {
+        "path": str(path),
+        "backup": None if backup is None else str(backup),
+        "preset": shape.name,
+        "seed": seed,
+        "speed": speed,
+        "hosts_total": shape.hosts_total,
+        "gpus_total": shape.gpus_total,
+        "clusters": shape.clusters,
+    }
+    f.close()
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(
+            f"fleet {o['preset']}: {o['clusters']} cluster(s), {o['hosts_total']:,} hosts, "
+            f"{o['gpus_total']:,} GPUs at {o['path']}"
+            + (f" (the replaced fleet kept at {o['backup']})" if o["backup"] else "")
+        ),
+    )
+
+
+def _print_status(o: dict[str, Any]) -> None:
+    con = Console()
+    con.print(
+        f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
+        f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}"
+    )
+    t = Table("state", "hosts")
+    for state, n in o["states"].items():
+        t.add_row(state, f"{n:,}")
+    con.print(t)
+    v = Table("component", "versions (hosts)")
+    for comp, vers in o["versions"].items():
+        v.add_row(comp, ", ".join(f"{ver} ({n:,})" for ver, n in vers.items()))
+    con.print(v)
+
+
+@fleet.command("status")
+@click.option("--cluster", default=None, help="Only this cluster.")
+@json_option
+@handle_errors
+def status(cluster: str | None, as_json: bool) -> None:
+    """Hosts by state, versions per component, jobs and utilisation."""
+    f = open_fleet_or_fail(read_only=True)  # reads only: works on a read-only file
+    try:
+        emit(fleet_status(f, cluster), as_json, _print_status)
+    finally:
+        f.close()
+
+
+@fleet.command("inject-fault")
+@click.option("--cluster", required=True)
+@click.option("--component", required=True)
+@click.option("--version", "version", required=True)
+@click.option(
+    "--rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Probability that a host installing this build comes back bad.",
+)
+@json_option
+@handle_errors
+def inject_fault(cluster: str, component: str, version: str, rate: float, as_json: bool) -> None:
+    """Declare a bad build, so verification and halting can be exercised (tests, game days)."""
+    from orchestrator.contracts.models import Component, check_targets
+
+    if component not in {c.value for c in Component}:
+        known = ", ".join(c.value for c in Component)
+        raise BadInput(f"component: unknown component {component!r} (known: {known})")
+    try:
+        version = check_targets({component: version}, allow_upper=True)[component]
+    except ValueError as err:
+        raise BadInput(f"version: {err}", field="version") from None
+    f = open_fleet_or_fail()
+    try:
+        with f.cluster(cluster) as sim:
+            sim.inject_fault(component, version, rate, "operator")
+    finally:
+        f.close()
+    emit(
+        {"cluster": cluster, "component": component, "version": version, "rate": rate},
+        as_json,
+        lambda o: click.echo(
+            f"{o['component']}={o['version']} on {o['cluster']} now leaves hosts bad "
+            f"with p={o['rate']}"
+        ),
+    )
+
+
+fleet.add_command(host)
+
+COMMANDS = [fleet]

@@ -1,0 +1,383 @@
+"""The fleet-backend interface: what a real inventory plus job scheduler expose, in host terms.
+
+Everything above the fleet (activities, the execution core, the simulator) talks to a backend
+only through these Protocols; ``ClusterSim`` (the simulated fleet, persisted by ``SqliteFleet``)
+implements them, and a Slurm backend can implement them without knowing it. A ``ClusterBackend``
+is one cluster at one fleet instant: a ``FleetBackend`` hands one out per transaction
+(``cluster``), so a plan and the cordons it decides land together or not at all.
+
+Host reads return ``HostRecord``s (read-only attributes); changes go through the methods, each of
+which appends to the backend's append-only record (``record``), which the audit replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from orchestrator.contracts.views import ClusterSnapshot, JobView
+
+
+class HostRecord(Protocol):
+    """One host as the backend holds it (read-only for callers)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def rack(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def job_id(self) -> int | None: ...
+    @property
+    def versions(self) -> Mapping[str, str]: ...
+    @property
+    def last_visit(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class InstallOutcome:
+    """One install attempt: installed, failed (transiently or for good), and on which component."""
+
+    ok: bool
+    permanent: bool
+    failed_component: str | None
+    #: Fleet hours the install and reboot still take after this call returns; None: the
+    #: model's estimate (``updates.maintenance_hours``). A real backend whose install ran for
+    #: real says 0: the time has already passed.
+    duration_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class RefusalNote:
+    """A job said "not now" to a train that handed its hosts back rather than hold them: ask
+    it again at ``until_hours``; its ``refusals`` so far carry over to the next visit
+    (``execution.drain``). Dropped when the job ends or stops."""
+
+    until_hours: float
+    refusals: int
+
+
+@dataclass(frozen=True)
+class PiggybackClaim:
+    """A train's standing claim on freed due hosts, with the limits its plan was held to."""
+
+    owner: str
+    cycle_started_hours: float
+    max_held: int
+    """Hosts the owner may hold in all (its domain size within the arbiter's grant)."""
+    limit: int
+    maintenance: int | None = None
+    per_rack: int | None = None
+    per_zone: int | None = None
+    until_hours: float = 0.0
+    """Fleet hour the claim lapses (the train renews it each time it plans)."""
+    visited_first: bool = False
+    """Steer new jobs to hosts visited this cycle first, the longest job first, so that due
+    hosts are the ones left idle for maintenance (Slurm's node ``Weight`` does the same: jobs
+    go to the lowest weight first), and a job that will outlive the cycle lands on hosts it
+    need not be stopped for."""
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class Verification(NamedTuple):
+    """Hardware diagnostics, collective bandwidth against roofline, version manifest."""
+
+    passed: bool
+    reason: str
+    bus_bw: float
+
+
+@dataclass(frozen=True)
+class JobAnswer:
+    """A job's answer when asked before an eviction: ``go`` now, ``wait`` until ``until_hours``
+    (its next checkpoint or its end), or ``refuse`` (not now; the drain deadline still rules)."""
+
+    answer: str = "go"
+    until_hours: float | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    """One entry of a backend's append-only record of what was done and seen."""
+
+    t: float
+    actor: str
+    kind: str
+    host: str | None
+    detail: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ClockMember:
+    """One party of a cluster's logical clock (speed ``max``): a workflow that waits there.
+
+    ``parent`` is the party that started it (a train for its domains), ``owner`` the campaign
+    whose end removes it; among parties waiting for the same instant, lower ``rank`` goes first.
+    """
+
+    key: str
+    workflow_id: str
+    owner: str
+    parent: str | None = None
+    rank: int = 0
+
+
+@dataclass(frozen=True)
+class ClockRelease:
+    """A party whose wait a clock step ended: fleet time reached its target, and it is its turn."""
+
+    party: str
+    workflow_id: str
+    epoch: str
+    now: float
+
+
+@dataclass(frozen=True)
+class ClockTurn:
+    """What a party learns when it waits on a logical clock: the cluster's fleet hour, whether its
+    own wait is over, and which other parties this call released (the caller tells them)."""
+
+    now: float
+    released: bool
+    others: tuple[ClockRelease, ...] = ()
+
+
+class ClusterBackend(Protocol):
+    """One cluster at fleet hour ``now``: read hosts and jobs, act on hosts, append the record."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def now(self) -> float: ...
+
+    # ------------------------------------------------------------------ reads
+    def host_names(self) -> Sequence[str]:
+        """Every host of the cluster, in inventory order."""
+        ...
+
+    def host(self, name: str) -> HostRecord: ...
+
+    def job(self, job_id: int) -> JobView | None:
+        """A running job with its end and checkpoints as of ``now`` (None once it is gone)."""
+        ...
+
+    def out_of_service_count(self) -> int:
+        """Hosts out of service for any reason (maintenance, failure, repair, quarantine)."""
+        ...
+
+    def snapshot(self, cycle_started_hours: float | None = None) -> ClusterSnapshot:
+        """Plain data for the planners; with a cycle start, each host says whether it is due."""
+        ...
+
+    def recorded_targets(self) -> Mapping[str, str]:
+        """Versions recorded for the cluster: repaired hosts get them before they serve."""
+        ...
+
+    # ---------------------------------------------------------------- changes
+    def set_targets(self, targets: Mapping[str, str], actor: str) -> None: ...
+    def unset_targets(self, components: Sequence[str], actor: str) -> None: ...
+
+    def cordon(
+        self,
+        name: str,
+        owner: str,
+        actor: str,
+        limit: int,
+        per_rack: int | None = None,
+        per_zone: int | None = None,
+        maintenance: int | None = None,
+        piggyback: bool = False,
+    ) -> bool:
+        """Take a host out of scheduling for ``owner`` if the budget still allows it, checked in
+        the same transaction: at most ``limit`` hosts out for any reason (the floor) and, if
+        given, ``maintenance`` hosts held for planned work by every owner together."""
+        ...
+
+    def set_piggyback(self, claim: PiggybackClaim | None) -> None:
+        """Leave (None: withdraw) a train's standing claim: due hosts a job's end or failure
+        frees are cordoned for it, within the claim's limits, before any job is placed on them."""
+        ...
+
+    def rack_switches(self) -> Mapping[str, str]:
+        """rack -> the firmware of its rack switch."""
+        ...
+
+    def update_switch(self, rack: str, version: str, actor: str) -> str:
+        """Install ``version`` on ``rack``'s switch once every host below it is out of service
+        (``actor``'s free of jobs); '' when done, else why it was refused."""
+        ...
+
+    def start_drain(self, name: str, actor: str) -> None:
+        """Mark a cordoned host whose job still runs as draining (the scheduler places nothing)."""
+        ...
+
+    def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
+        """Ask a job's owner before evicting it at ``evict_at_hours``."""
+        ...
+
+    def note_refusal(self, job_id: int, note: RefusalNote) -> None:
+        """Remember that a running job refused and when to ask it again (until it ends or
+        stops); the planner leaves its hosts alone till then."""
+        ...
+
+    def refusal_notes(self) -> Mapping[int, RefusalNote]:
+        """job -> its standing refusal, for running jobs that refused a train."""
+        ...
+
+    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+        """Stop (requeue) a job so its cordoned hosts can be maintained; GPU-hours of work lost."""
+        ...
+
+    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
+        """Download packages a host lacks while it stays in service; changes no state."""
+        ...
+
+    def begin_update(self, name: str, actor: str) -> bool:
+        """Move a held host with no job into maintenance; False if it cannot be."""
+        ...
+
+    def begin_rollback(self, name: str, actor: str) -> bool:
+        """Reopen a host whose new versions failed, to reinstall its previous ones."""
+        ...
+
+    def set_reimage(self, name: str, versions: dict[str, str], actor: str) -> bool:
+        """Have a host out of service come back from repair on ``versions`` (under the
+        recorded targets); False if it is not out of service or this backend cannot."""
+        ...
+
+    def reclaim(self, name: str, actor: str, reason: str) -> bool:
+        """Take a host quarantined by a bad build (not by its own hardware) into ``actor``'s
+        maintenance, to roll it back; False if it is not such a host or this backend cannot."""
+        ...
+
+    def install(
+        self, name: str, targets: Mapping[str, str], actor: str, attempt: str
+    ) -> InstallOutcome:
+        """Install every pending component of ``targets`` in dependency order, one reboot."""
+        ...
+
+    def reboot(self, name: str, actor: str) -> None: ...
+
+    def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification: ...
+
+    def health_check(self, name: str, actor: str) -> Verification:
+        """Diagnostics and bandwidth of a held host before its change (recorded, no state
+        change), so a defect it already had is not blamed on the change."""
+        ...
+
+    def change_failure_rate(self, components: Iterable[str]) -> float:
+        """The fleet's base rate: the chance a change of ``components`` fails on a healthy host."""
+        ...
+
+    def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
+        """Uncordon a verified host; ``visit`` records a train's visit."""
+        ...
+
+    def release(self, name: str, actor: str) -> None:
+        """Uncordon a held host that was never touched (nothing to verify)."""
+        ...
+
+    def quarantine(self, name: str, actor: str, reason: str) -> None: ...
+
+    def hand_to_repair(self, name: str, actor: str, reason: str) -> None: ...
+
+    def close_owner(self, owner: str, actor: str, outcome: str = "") -> None:
+        """Record that ``owner`` ended (with ``outcome``: succeeded, failed, ...) and holds
+        nothing more."""
+        ...
+
+    def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
+        """Append an entry to the record (what was done or seen)."""
+        ...
+
+
+class FleetBackend(Protocol):
+    """A whole fleet: its clusters, its clock, one-transaction cluster sessions, its record."""
+
+    @property
+    def speed(self) -> float:
+        """Fleet hours per wall hour; 0.0 means a logical clock that callers advance."""
+        ...
+
+    @property
+    def anchor_wall(self) -> datetime: ...
+
+    def cluster_names(self) -> list[str]: ...
+
+    def installable_components(self) -> frozenset[str] | None:
+        """The components this backend can install (None: every one). A target outside them
+        is refused before anything starts (``hooks.<component>``), never found out on a node."""
+        ...
+
+    def hosts_in(self, cluster: str) -> int: ...
+
+    def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:
+        """Host -> (rack, zone), from the inventory (every cluster's when ``cluster`` is None)."""
+        ...
+
+    def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
+        """Fleet hours of ``cluster`` at the caller's ``wall`` (its workflow.now()). A scaled fleet
+        derives them from ``wall``; a logical (``max``) fleet keeps one clock per cluster."""
+        ...
+
+    def advance_clock(self, cluster: str, target_hours: float) -> float:
+        """Move ``cluster``'s logical clock forward to ``target_hours`` (never back); its hour."""
+        ...
+
+    def clock_wait(
+        self,
+        cluster: str,
+        party: ClockMember,
+        epoch: str,
+        target_hours: float | None,
+        children: Sequence[str] | None = None,
+        wakes: Sequence[str] = (),
+        wall: datetime | None = None,
+    ) -> ClockTurn:
+        """Register that ``party`` waits for ``target_hours`` (None: for nothing) on ``cluster``'s
+        logical clock, then step the clock: it moves to the earliest instant any party waits
+        for, one party's turn at a time, only once no party of the cluster is acting. Calling
+        again with the same ``epoch`` only asks whether that wait is over. ``children`` (when
+        given) is every party ``party`` started that still runs: the others leave, missing ones
+        join as acting; ``wakes`` names waiting parties whose wait ends at the current instant."""
+        ...
+
+    def clock_leave(
+        self,
+        cluster: str,
+        party: str | None = None,
+        owner: str | None = None,
+        wall: datetime | None = None,
+    ) -> tuple[ClockRelease, ...]:
+        """Remove a party (or every party of ``owner``) from ``cluster``'s logical clock and step
+        it; the parties that released, whom the caller tells."""
+        ...
+
+    def cluster(
+        self, name: str, wall: datetime | None = None
+    ) -> AbstractContextManager[ClusterBackend]:
+        """One cluster advanced to the caller's fleet time; changes commit on a clean exit."""
+        ...
+
+    def peek(self, name: str, wall: datetime | None = None) -> ClusterBackend:
+        """The cluster advanced to the caller's fleet time, read-only (nothing is written)."""
+        ...
+
+    def records(
+        self, since: int = 0, cluster: str | None = None
+    ) -> Iterator[tuple[int, RecordEntry, str]]:
+        """The append-only record in order: (sequence number, entry, cluster)."""
+        ...

@@ -1,0 +1,40 @@
+"""Names every layer shares: owners a host can have, the states that count as held, the queue.
+
+One place per concept, so a renamed owner or an added state cannot drift between the fleet, the
+planners, the execution core, the audit and the workflows.
+"""
+
+from __future__ import annotations
+
+from orchestrator.contracts.models import HostState
+
+#: The speed of a fleet whose clock is logical ("max"): fleet time moves only when a workflow
+#: that would wait advances it, so every fleet-time wait takes no wall time.
+LOGICAL_CLOCK = 0.0
+
+#: The task queue workers poll by default (one deployment of trainctl).
+TASK_QUEUE = "trainctl"
+
+#: Owner of a host nobody holds (in service).
+NO_OWNER = ""
+#: The repair pipeline: a failed host, or one triaged after quarantine.
+REPAIR_OWNER = "repair"
+#: A host quarantined with a reason, waiting for a person to triage it.
+QUARANTINE_OWNER = "quarantine"
+#: Owners that are not maintenance campaigns (trains, operations): they never hold budget slots
+#: of planned work and never hand a host over by ending.
+NOT_MAINTENANCE_OWNERS = frozenset({NO_OWNER, REPAIR_OWNER, QUARANTINE_OWNER})
+
+#: Reason suffix of a cordon the fleet made for a train's piggyback claim (``sim_piggyback``).
+PIGGYBACK_NOTE = "piggybacked: its job ended or failed"
+
+#: States of a host held for maintenance by a train or an operation.
+HELD_STATES = frozenset(
+    {HostState.CORDONED, HostState.DRAINING, HostState.IN_MAINTENANCE, HostState.VERIFYING}
+)
+#: States in which a held host has not been touched yet: giving it back needs no verification.
+UNTOUCHED_STATES = frozenset({HostState.CORDONED, HostState.DRAINING})
+
+#: Install attempts per host before a transient failure is taken for a broken host. Retries are
+#: immediate and cost no extra fleet time (the package is already staged).
+INSTALL_ATTEMPTS = 3
