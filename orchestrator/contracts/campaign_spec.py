@@ -245,8 +245,7 @@ class CampaignSpec(BaseModel):
     gates: Gates = Field(default_factory=Gates)
     train: TrainSettings = Field(default_factory=TrainSettings)
     #: Maintenance windows and blackouts (fleet time, ``orchestrator.contracts.schedule_window``):
-    # the
-    #: campaign's bulk operations start waves only inside them, and a train it starts keeps
+    #: the campaign's bulk operations start waves only inside them, and a train it starts keeps
     #: to them; a train already running on a cluster keeps its own schedule.
     schedule: Schedule | None = None
     #: When a stage fails and blame names one of this campaign's versions: ``rollback`` (the
