@@ -33,7 +33,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from orchestrator.lab.slurm_files import CLUSTER, lab_dir, short_dir, write_file, write_lab_files
+from orchestrator.lab.slurm_files import (
+    CLUSTER,
+    NAME_PATTERN,
+    lab_dir,
+    node_names,
+    short_dir,
+    write_bad_versions,
+    write_file,
+    write_lab_files,
+)
 from orchestrator.lab.slurm_processes import lab_processes, running_pid, stop
 
 #: Seconds ``up`` waits for the controller and every node to answer.
@@ -53,6 +62,10 @@ class LabInfo:
     backend_config: str
     controller_port: int
     node_ports: dict[str, int] = field(default_factory=dict)
+    #: The lab's name (its ClusterName); labs of other names run beside it.
+    name: str = CLUSTER
+    #: What its install hook fails on: (component, version, rate), as ``--bad-version`` said.
+    bad_versions: list[tuple[str, str, float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -71,10 +84,6 @@ def _free_ports(count: int) -> list[int]:
         for s in socks:
             s.close()
     return ports
-
-
-def _node_names(n: int) -> list[str]:
-    return [f"h{i:02d}" for i in range(1, n + 1)]
 
 
 def _env(d: Path) -> dict[str, str]:
@@ -128,10 +137,10 @@ def stop_controller(d: Path, timeout: float = 30.0) -> None:
     stop(d / "run" / "slurmctld.pid", d, timeout)
 
 
-def restart_controller(home: Path) -> None:
+def restart_controller(home: Path, name: str = CLUSTER) -> None:
     """Stop the lab's slurmctld and start it again (its saved state survives; features set by
     ``scontrol update`` do not, as on a real cluster)."""
-    d = lab_dir(home)
+    d = lab_dir(home, name)
     stop_controller(d)
     start_controller(d)
 
@@ -162,37 +171,74 @@ def wait_ready(d: Path, nodes: list[str], timeout: float = START_TIMEOUT_SECONDS
         time.sleep(0.5)
 
 
-def lab_running(home: Path) -> LabInfo | None:
-    """The lab running under ``home`` (its controller alive), or None."""
-    d = lab_dir(home)
+def _read_info(path: Path) -> LabInfo:
+    raw = json.loads(path.read_text())
+    raw["bad_versions"] = [tuple(b) for b in raw.get("bad_versions", [])]
+    return LabInfo(**raw)
+
+
+def lab_running(home: Path, name: str = CLUSTER) -> LabInfo | None:
+    """The lab ``name`` running under ``home`` (its controller alive), or None."""
+    d = lab_dir(home, name)
     info_path = d / "lab.json"
     if info_path.exists() and running_pid(d / "run" / "slurmctld.pid"):
-        return LabInfo(**json.loads(info_path.read_text()))
+        return _read_info(info_path)
     return None
 
 
-def lab_up(home: Path, nodes: int = 16) -> LabInfo:
-    """Start (or find running) the lab under ``home``; stops what it started if it fails."""
+def set_bad_versions(home: Path, name: str, bad: list[tuple[str, str, float]]) -> LabInfo:
+    """Tell a running lab's install hook which builds are bad, from its next install on."""
+    info = lab_running(home, name)
+    if info is None:
+        raise LabError(f"lab: no lab named {name} runs")
+    d = lab_dir(home, name)
+    write_bad_versions(d, bad)
+    info.bad_versions = list(bad)
+    write_file(d / "lab.json", json.dumps(info.to_json(), indent=1))
+    return info
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise ValueError(
+            f"name: {name!r} must be lower-case letters and digits, starting with a letter, "
+            "at most 16 (it is the Slurm ClusterName and the nodes' prefix)"
+        )
+    return name
+
+
+def lab_up(
+    home: Path,
+    nodes: int = 16,
+    name: str = CLUSTER,
+    bad_versions: list[tuple[str, str, float]] | None = None,
+) -> LabInfo:
+    """Start (or find running) the lab ``name`` under ``home``; stops what it started if it
+    fails. ``bad_versions``: builds its install hook fails on (component, version, rate)."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"nodes: must be from 1 to {MAX_NODES}")
-    d = lab_dir(home)
+    check_name(name)
+    d = lab_dir(home, name)
     info_path = d / "lab.json"
     if info_path.exists() and running_pid(d / "run" / "slurmctld.pid"):
-        return LabInfo(**json.loads(info_path.read_text()))
-    lab_down(home)
+        return _read_info(info_path)
+    lab_down(home, name)
     # a new lab: no jobs, drains or features of an old one
     shutil.rmtree(d / "state", ignore_errors=True)
     shutil.rmtree(short_dir(d), ignore_errors=True)
-    for name in ("jobcomp.txt", "versions.jsonl"):
-        (d / name).unlink(missing_ok=True)
+    for leftover in ("jobcomp.txt", "versions.jsonl"):
+        (d / leftover).unlink(missing_ok=True)
     (short_dir(d) / "spool").mkdir(parents=True, exist_ok=True)
     for sub in ("state", "run", "log"):
         (d / sub).mkdir(parents=True, exist_ok=True)
-    names = _node_names(nodes)
+    names = node_names(name, nodes)
     ports = _free_ports(nodes + 1)
     node_ports = dict(zip(names, ports[1:], strict=True))
-    config = write_lab_files(d, names, ports[0], node_ports)
-    info = LabInfo(str(d / "slurm.conf"), CLUSTER, names, str(config), ports[0], node_ports)
+    bad = list(bad_versions or [])
+    config = write_lab_files(d, names, ports[0], node_ports, name, bad)
+    info = LabInfo(
+        str(d / "slurm.conf"), name, names, str(config), ports[0], node_ports, name, bad
+    )
     try:
         _start_munge(d)
         start_controller(d)
@@ -201,15 +247,16 @@ def lab_up(home: Path, nodes: int = 16) -> LabInfo:
             start_node(d, n)
         wait_ready(d, names)
     except BaseException:
-        lab_down(home)
+        lab_down(home, name)
         raise
     write_file(info_path, json.dumps(info.to_json(), indent=1))
     return info
 
 
-def lab_down(home: Path) -> list[str]:
-    """Stop every process the lab started (slurmds, slurmctld, munged); what was stopped."""
-    d = lab_dir(home)
+def lab_down(home: Path, name: str = CLUSTER) -> list[str]:
+    """Stop every process the lab ``name`` started (slurmds, slurmctld, munged); what was
+    stopped. Other labs keep running."""
+    d = lab_dir(home, name)
     stopped = []
     run = d / "run"
     if run.is_dir() and running_pid(run / "slurmctld.pid"):
@@ -247,10 +294,10 @@ def _cancel_jobs(d: Path, timeout: float = 15.0) -> None:
         time.sleep(0.3)
 
 
-def lab_versions(home: Path) -> dict[str, dict[str, str]]:
+def lab_versions(home: Path, name: str = CLUSTER) -> dict[str, dict[str, str]]:
     """What the lab's hook recorded: node -> component -> version (latest install wins)."""
     out: dict[str, dict[str, str]] = {}
-    path = lab_dir(home) / "versions.jsonl"
+    path = lab_dir(home, name) / "versions.jsonl"
     if path.exists():
         for line in path.read_text().splitlines():
             rec = json.loads(line)

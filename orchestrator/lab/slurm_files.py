@@ -11,15 +11,53 @@ sockets live in a short directory of their own (``short_dir``).
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from pathlib import Path
 
 LAB_DIR = "slurm-lab"
+#: The default lab's name: its ClusterName, and its nodes are h01, h02, ...
 CLUSTER = "lab"
+#: A lab's name is its Slurm ClusterName and its nodes' prefix: short, lower case, no dots.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,15}$")
+#: The file the install hook reads on every call: one ``COMPONENT VERSION RATE`` per line.
+BAD_VERSIONS_FILE = "bad-versions.txt"
 
 
-def lab_dir(home: Path) -> Path:
-    return home / LAB_DIR
+def lab_dir(home: Path, name: str = CLUSTER) -> Path:
+    """``TRAINCTL_HOME/slurm-lab`` for the default lab, ``slurm-lab-NAME`` for another, so
+    several labs (several Slurm clusters of one fleet) run side by side."""
+    return home / (LAB_DIR if name == CLUSTER else f"{LAB_DIR}-{name}")
+
+
+def node_names(name: str, count: int) -> list[str]:
+    """The default lab's nodes are ``h01``...; another lab's carry its name (``b01``...), so
+    two labs in one fleet never share a host name."""
+    prefix = "h" if name == CLUSTER else name
+    return [f"{prefix}{i:02d}" for i in range(1, count + 1)]
+
+
+def parse_bad_version(text: str) -> tuple[str, str, float]:
+    """``COMPONENT=VERSION[:RATE]`` (rate 1.0 when left out) -> (component, version, rate);
+    ValueError naming the field ``bad_version`` otherwise. Versions stay text as written."""
+    component, sep, rest = text.partition("=")
+    version, _, rate_text = rest.partition(":")
+    if not sep or not component.strip() or not version.strip():
+        raise ValueError(f"bad_version: {text!r} is not COMPONENT=VERSION[:RATE]")
+    if any(c.isspace() for c in component + version):
+        raise ValueError(f"bad_version: {text!r} has a space")
+    try:
+        rate = float(rate_text) if rate_text else 1.0
+    except ValueError:
+        raise ValueError(f"bad_version: rate {rate_text!r} is not a number") from None
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"bad_version: rate {rate_text!r} must be in (0, 1]")
+    return component, version, rate
+
+
+def write_bad_versions(d: Path, bad: list[tuple[str, str, float]]) -> None:
+    """What the hook fails on from its next call (the hook reads the file each time)."""
+    write_file(d / BAD_VERSIONS_FILE, "".join(f"{c} {v} {r:g}\n" for c, v, r in bad))
 
 
 def short_dir(d: Path) -> Path:
@@ -35,10 +73,12 @@ def write_file(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def slurm_conf_text(d: Path, nodes: list[str], ctl_port: int, ports: dict[str, int]) -> str:
+def slurm_conf_text(
+    d: Path, nodes: list[str], ctl_port: int, ports: dict[str, int], name: str = CLUSTER
+) -> str:
     """The lab's ``slurm.conf``: one controller and ``nodes`` slurmds on loopback ports."""
     lines = [
-        f"ClusterName={CLUSTER}",
+        f"ClusterName={name}",
         "SlurmctldHost=localhost",
         f"SlurmctldPort={ctl_port}",
         "SlurmUser=root",
@@ -105,7 +145,18 @@ setsid bash -c '
 """
 
 _HOOK = """#!/bin/bash
-# Install hook of the trainctl lab: record that NODE now carries COMPONENT=VERSION.
+# Install hook of the trainctl lab: record that NODE now carries COMPONENT=VERSION, unless the
+# lab was told that version is a bad build (bad-versions.txt: COMPONENT VERSION RATE). A bad
+# build fails on a fixed share RATE of the nodes, chosen by a hash of node and version, so a
+# rerun fails on the same nodes.
+while read -r comp ver rate; do
+    [ "$comp" = "$2" ] && [ "$ver" = "$3" ] || continue
+    pick=$(printf '%s %s %s' "$1" "$2" "$3" | cksum | cut -d' ' -f1)
+    if awk -v p="$pick" -v r="$rate" 'BEGIN {{ exit !((p % 10000) / 10000 < r) }}'; then
+        echo "lab: $2=$3 is a bad build (failed on $1)" >&2
+        exit 1
+    fi
+done < <(cat {lab}/bad-versions.txt 2>/dev/null)
 printf '{{"node": "%s", "component": "%s", "version": "%s"}}\\n' "$1" "$2" "$3" \\
     >>{lab}/versions.jsonl
 """
@@ -117,9 +168,18 @@ pid=$(cat {lab}/run/slurmd.$1.pid 2>/dev/null) && kill -0 "$pid" 2>/dev/null \\
 """
 
 
-def write_lab_files(d: Path, nodes: list[str], ctl_port: int, ports: dict[str, int]) -> Path:
-    """Write the lab's ``slurm.conf``, scripts and backend config; the backend config's path."""
-    write_file(d / "slurm.conf", slurm_conf_text(d, nodes, ctl_port, ports))
+def write_lab_files(
+    d: Path,
+    nodes: list[str],
+    ctl_port: int,
+    ports: dict[str, int],
+    name: str = CLUSTER,
+    bad: list[tuple[str, str, float]] | None = None,
+) -> Path:
+    """Write the lab's ``slurm.conf``, scripts, bad versions and backend config; the backend
+    config's path."""
+    write_file(d / "slurm.conf", slurm_conf_text(d, nodes, ctl_port, ports, name))
+    write_bad_versions(d, bad or [])
     write_file(d / "reboot.sh", _REBOOT.format(lab=d), 0o755)
     write_file(d / "hook.sh", _HOOK.format(lab=d), 0o755)
     write_file(d / "health.sh", _HEALTH.format(lab=d), 0o755)
@@ -135,9 +195,14 @@ def write_lab_files(d: Path, nodes: list[str], ctl_port: int, ports: dict[str, i
 
 
 __all__ = [
+    "BAD_VERSIONS_FILE",
     "CLUSTER",
     "LAB_DIR",
+    "NAME_PATTERN",
     "lab_dir",
+    "node_names",
+    "parse_bad_version",
+    "write_bad_versions",
     "short_dir",
     "slurm_conf_text",
     "write_file",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from orchestrator.app.cli.common import BadInput, emit, handle_errors, json_option
+from orchestrator.lab.slurm_files import CLUSTER
 
 
 @click.group("lab")
@@ -17,31 +20,69 @@ def slurm() -> None:
     """A Slurm cluster on loopback: one slurmctld, one slurmd per node, a private munged."""
 
 
+def _name_option(f: Any) -> Any:
+    return click.option(
+        "--name",
+        default=CLUSTER,
+        show_default=True,
+        help="The lab's name: its Slurm ClusterName and its nodes' prefix. Labs of different "
+        "names run side by side (several Slurm clusters of one fleet).",
+    )(f)
+
+
+def _checked_name(name: str) -> str:
+    from orchestrator.lab.slurm import check_name
+
+    try:
+        return check_name(name)
+    except ValueError as err:
+        raise BadInput(str(err), field="name") from None
+
+
 @slurm.command("up")
+@_name_option
 @click.option(
     "--nodes",
     type=click.IntRange(1, 64),
     default=None,
     help="Nodes of a new lab (default 16); a running lab of another size is refused.",
 )
+@click.option(
+    "--bad-version",
+    "bad_versions",
+    multiple=True,
+    metavar="COMPONENT=VERSION[:RATE]",
+    help="A build the lab's install hook fails on, on a share RATE of the nodes (1.0 when left "
+    "out), to roll a bad build out and catch it. Repeatable; on a running lab it replaces "
+    "the list from the next install on.",
+)
 @json_option
 @handle_errors
-def up(nodes: int | None, as_json: bool) -> None:
+def up(name: str, nodes: int | None, bad_versions: tuple[str, ...], as_json: bool) -> None:
     """Start the lab (or report the one running, saying so): prints slurm_conf, cluster and
     nodes. Asking for another size than the running lab's is refused (exit 2, field nodes):
     `lab slurm down` first."""
     from orchestrator.contracts.paths import trainctl_home
-    from orchestrator.lab.slurm import lab_running, lab_up
+    from orchestrator.lab.slurm import lab_running, lab_up, set_bad_versions
+    from orchestrator.lab.slurm_files import parse_bad_version
 
+    name = _checked_name(name)
+    try:
+        bad = [parse_bad_version(b) for b in bad_versions]
+    except ValueError as err:
+        raise BadInput(str(err), field="bad_version") from None
     home = trainctl_home()
-    running = lab_running(home)
+    running = lab_running(home, name)
     if running is not None and nodes is not None and nodes != len(running.nodes):
         raise BadInput(
             f"nodes: a lab of {len(running.nodes)} nodes already runs; `trainctl lab slurm "
-            f"down` first to start one of {nodes}",
+            f"down{_named(name)}` first to start one of {nodes}",
             field="nodes",
         )
-    info = running if running is not None else lab_up(home, nodes or 16)
+    if running is None:
+        info = lab_up(home, nodes or 16, name, bad)
+    else:
+        info = set_bad_versions(home, name, bad) if bad_versions else running
     emit(
         {**info.to_json(), "already_running": running is not None},
         as_json,
@@ -49,21 +90,31 @@ def up(nodes: int | None, as_json: bool) -> None:
             f"Slurm lab {o['cluster']}: {len(o['nodes'])} nodes"
             + (" (already running)" if o["already_running"] else "")
             + f", SLURM_CONF={o['slurm_conf']}\n"
-            f"  trainctl fleet init --backend slurm --slurm-conf {o['slurm_conf']} "
+            + "".join(
+                f"  bad build: {c}={v} fails on {r:.0%} of the nodes\n"
+                for c, v, r in o["bad_versions"]
+            )
+            + f"  trainctl fleet init --backend slurm --slurm-conf {o['slurm_conf']} "
             f"--backend-config {o['backend_config']}"
         ),
     )
 
 
+def _named(name: str) -> str:
+    return "" if name == CLUSTER else f" --name {name}"
+
+
 @slurm.command("down")
+@_name_option
 @json_option
 @handle_errors
-def down(as_json: bool) -> None:
-    """Stop exactly what `up` started (its daemons and the jobs they ran)."""
+def down(name: str, as_json: bool) -> None:
+    """Stop exactly what `up` started (its daemons and the jobs they ran); other labs keep
+    running."""
     from orchestrator.contracts.paths import trainctl_home
     from orchestrator.lab.slurm import lab_down
 
-    stopped = lab_down(trainctl_home())
+    stopped = lab_down(trainctl_home(), _checked_name(name))
     emit(
         {"stopped": stopped},
         as_json,
