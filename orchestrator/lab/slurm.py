@@ -66,6 +66,8 @@ class LabInfo:
     name: str = CLUSTER
     #: What its install hook fails on: (component, version, rate), as ``--bad-version`` said.
     bad_versions: list[tuple[str, str, float]] = field(default_factory=list)
+    #: Leaf switches of its ``topology.conf`` (0: none, racks then come from node names).
+    racks: int = 0
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -212,11 +214,15 @@ def lab_up(
     nodes: int = 16,
     name: str = CLUSTER,
     bad_versions: list[tuple[str, str, float]] | None = None,
+    racks: int = 0,
 ) -> LabInfo:
     """Start (or find running) the lab ``name`` under ``home``; stops what it started if it
-    fails. ``bad_versions``: builds its install hook fails on (component, version, rate)."""
+    fails. ``bad_versions``: builds its install hook fails on (component, version, rate);
+    ``racks``: split the nodes into that many racks of one zone in a ``topology.conf``."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"nodes: must be from 1 to {MAX_NODES}")
+    if not 0 <= racks <= nodes:
+        raise ValueError(f"racks: must be from 0 to the {nodes} nodes")
     check_name(name)
     d = lab_dir(home, name)
     info_path = d / "lab.json"
@@ -235,9 +241,9 @@ def lab_up(
     ports = _free_ports(nodes + 1)
     node_ports = dict(zip(names, ports[1:], strict=True))
     bad = list(bad_versions or [])
-    config = write_lab_files(d, names, ports[0], node_ports, name, bad)
+    config = write_lab_files(d, names, ports[0], node_ports, name, bad, racks)
     info = LabInfo(
-        str(d / "slurm.conf"), name, names, str(config), ports[0], node_ports, name, bad
+        str(d / "slurm.conf"), name, names, str(config), ports[0], node_ports, name, bad, racks
     )
     try:
         _start_munge(d)

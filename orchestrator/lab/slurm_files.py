@@ -73,10 +73,29 @@ def write_file(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
+def topology_conf_text(nodes: list[str], racks: int) -> str:
+    """``topology.conf`` (``topology/tree``) splitting ``nodes`` into ``racks`` leaf switches
+    (``rack1``...) of consecutive nodes under one zone switch (``zone1``): what a real
+    cluster's network looks like to Slurm, and where trainctl reads racks and zones from."""
+    size = -(-len(nodes) // racks)
+    groups = [nodes[i : i + size] for i in range(0, len(nodes), size)]
+    lines = [f"SwitchName=rack{i} Nodes={','.join(g)}" for i, g in enumerate(groups, 1)]
+    lines.append(
+        f"SwitchName=zone1 Switches={','.join(f'rack{i}' for i in range(1, len(groups) + 1))}"
+    )
+    return "\n".join(lines) + "\n"
+
+
 def slurm_conf_text(
-    d: Path, nodes: list[str], ctl_port: int, ports: dict[str, int], name: str = CLUSTER
+    d: Path,
+    nodes: list[str],
+    ctl_port: int,
+    ports: dict[str, int],
+    name: str = CLUSTER,
+    racks: int = 0,
 ) -> str:
-    """The lab's ``slurm.conf``: one controller and ``nodes`` slurmds on loopback ports."""
+    """The lab's ``slurm.conf``: one controller and ``nodes`` slurmds on loopback ports (with
+    ``racks``, the tree topology of ``topology.conf``)."""
     lines = [
         f"ClusterName={name}",
         "SlurmctldHost=localhost",
@@ -112,6 +131,8 @@ def slurm_conf_text(
         f"JobCompLoc={d / 'jobcomp.txt'}",
         "SlurmctldParameters=enable_configless",
     ]
+    if racks:
+        lines.append("TopologyPlugin=topology/tree")
     for n in nodes:
         lines.append(
             f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[n]} "
@@ -175,10 +196,16 @@ def write_lab_files(
     ports: dict[str, int],
     name: str = CLUSTER,
     bad: list[tuple[str, str, float]] | None = None,
+    racks: int = 0,
 ) -> Path:
-    """Write the lab's ``slurm.conf``, scripts, bad versions and backend config; the backend
-    config's path."""
-    write_file(d / "slurm.conf", slurm_conf_text(d, nodes, ctl_port, ports, name))
+    """Write the lab's ``slurm.conf`` (and ``topology.conf`` with ``racks``), scripts, bad
+    versions and backend config; the backend config's path."""
+    write_file(d / "slurm.conf", slurm_conf_text(d, nodes, ctl_port, ports, name, racks))
+    topology = d / "topology.conf"
+    if racks:
+        write_file(topology, topology_conf_text(nodes, racks))
+    else:
+        topology.unlink(missing_ok=True)
     write_bad_versions(d, bad or [])
     write_file(d / "reboot.sh", _REBOOT.format(lab=d), 0o755)
     write_file(d / "hook.sh", _HOOK.format(lab=d), 0o755)
@@ -205,6 +232,7 @@ __all__ = [
     "write_bad_versions",
     "short_dir",
     "slurm_conf_text",
+    "topology_conf_text",
     "write_file",
     "write_lab_files",
 ]

@@ -56,9 +56,19 @@ def _checked_name(name: str) -> str:
     "out), to roll a bad build out and catch it. Repeatable; on a running lab it replaces "
     "the list from the next install on.",
 )
+@click.option(
+    "--racks",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    help="Split a new lab's nodes into this many racks (leaf switches of one zone) in a "
+    "topology.conf (topology/tree), which trainctl reads racks and zones from.",
+)
 @json_option
 @handle_errors
-def up(name: str, nodes: int | None, bad_versions: tuple[str, ...], as_json: bool) -> None:
+def up(
+    name: str, nodes: int | None, bad_versions: tuple[str, ...], racks: int, as_json: bool
+) -> None:
     """Start the lab (or report the one running, saying so): prints slurm_conf, cluster and
     nodes. Asking for another size than the running lab's is refused (exit 2, field nodes):
     `lab slurm down` first."""
@@ -80,7 +90,9 @@ def up(name: str, nodes: int | None, bad_versions: tuple[str, ...], as_json: boo
             field="nodes",
         )
     if running is None:
-        info = lab_up(home, nodes or 16, name, bad)
+        if racks > (nodes or 16):
+            raise BadInput(f"racks: {racks} racks of {nodes or 16} nodes", field="racks")
+        info = lab_up(home, nodes or 16, name, bad, racks)
     else:
         info = set_bad_versions(home, name, bad) if bad_versions else running
     emit(
