@@ -110,7 +110,7 @@ def test_a_steering_claim_weights_due_nodes_so_slurm_places_jobs_on_visited_ones
         assert _weights(lab2) == {"h01": 1, "h02": 1}
         with fleet.cluster("lab") as b:
             b.hosts["h02"].last_visit = b.now  # h02 was visited this cycle, h01 is due
-            b.dirty.add("h02")
+            b.dirty_hosts.add("h02")
             claim = PiggybackClaim(OWNER, b.now - 1.0, 2, 2, until_hours=b.now + 2.0)
             b.set_piggyback(replace(claim, visited_first=True))
         assert _weights(lab2) == {"h01": DUE_WEIGHT, "h02": DEFAULT_WEIGHT}

@@ -1,8 +1,10 @@
 """The simulated cluster's shared core: its records, its clock, its event log and its reads.
 
-``SimCore`` is what every part of ``ClusterSim`` builds on: the hosts, jobs and cluster state it
-holds, the dirty sets ``SqliteFleet`` saves, the one way a host changes state (``_set_state``,
-which logs it) and the read-only views of the ``ClusterBackend`` Protocol. It is separate so that
+``SimCore`` is what every part of ``ClusterSim`` builds on: the host ledger both backends share
+(``ledger.HostLedger``: the records, the append-only record, ``_set_state`` and the changes that
+do not depend on how jobs run), with what the simulation adds: the jobs and cluster state it
+holds, the dirty sets ``SqliteFleet`` saves, the incremental index the ledger's counts and views
+are read from, and the simulated clock. It is separate so that
 the scheduler (``sim_scheduler``), the failure and repair model (``sim_repair``) and the
 maintenance operations (``sim_maintenance``) each see the same small base and nothing of one
 another's internals beyond what they call.
@@ -11,20 +13,21 @@ another's internals beyond what they call.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from orchestrator.contracts.models import UPPER_LAYER, HostState
-from orchestrator.contracts.views import ClusterSnapshot, JobView
+from orchestrator.contracts.views import HostView, JobView
+from orchestrator.fleet.ledger import HostLedger
+from orchestrator.fleet.ledger_rules import Load
 from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE
 from orchestrator.fleet.sim_index import JobTable, SimIndex
-from orchestrator.fleet.sim_records import ClusterState, Event, HostRec, JobRec
+from orchestrator.fleet.sim_records import ClusterState, HostRec, JobRec
 from orchestrator.fleet.topology import rack_switch
 
 S = HostState
 
 
-class SimCore:
+class SimCore(HostLedger):
     """One cluster's hosts and jobs at fleet time ``now``, with the record of every change."""
 
     def __init__(
@@ -37,18 +40,14 @@ class SimCore:
         max_job_hosts: int,
         target_utilisation: float,
     ) -> None:
-        self.name = name
+        super().__init__(name, hosts)
         self.seed = seed
-        self.hosts = {h.name: h for h in hosts}
-        self.order = [h.name for h in hosts]
         #: counters, sets and heaps every record write keeps current (``sim_index``)
         self._index = SimIndex(hosts)
         self.jobs: dict[int, JobRec] = JobTable(self._index, jobs)
         self.state = state
         self.max_job_hosts = max_job_hosts
         self.target_utilisation = target_utilisation
-        self.events: list[Event] = []
-        self.dirty_hosts: set[str] = set()
         self.dirty_jobs: set[int] = set()
         self.freed: list[str] = []  # hosts jobs left since the scheduler last placed (piggyback)
         self._racks: dict[str, list[str]] = defaultdict(list)
@@ -60,24 +59,26 @@ class SimCore:
         }
         self.dirty_switches: set[str] = set()
 
-    # ------------------------------------------------------------------ clock
+    # ------------------------------------------------- the ledger's hooks
     @property
     def now(self) -> float:
         return self.state.now
 
-    # ------------------------------------------------------------- internals
-    def _log(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
-        self.events.append(Event(self.now, actor, kind, host, detail))
+    def recorded_targets(self) -> Mapping[str, str]:
+        return self.state.targets
 
-    def _set_state(
-        self, h: HostRec, state: str, actor: str, reason: str = "", **extra: Any
-    ) -> None:
-        if h.state == state and h.reason == reason:
-            return
-        self._log(actor, "host_state", h.name, before=h.state, after=state, reason=reason, **extra)
-        h.state = state
-        h.reason = reason
-        self.dirty_hosts.add(h.name)
+    def _put_targets(self, targets: dict[str, str]) -> None:
+        self.state.targets = targets
+
+    def _job_views(self) -> dict[int, JobView]:
+        return self._index.job_views(self.now)
+
+    def _host_views(self, cycle_started_hours: float | None) -> tuple[HostView, ...]:
+        return self._index.views_for(self.hosts, cycle_started_hours)
+
+    def _load(self, h: HostRec) -> Load:
+        index = self._index  # hosts out of service, in all and by rack and zone (sim_index)
+        return Load(index.down, index.down_rack[h.rack], index.down_zone[h.zone], index.planned)
 
     # ------------------------------------------------------ read-only views
     def out_of_service(self) -> list[HostRec]:
@@ -86,12 +87,13 @@ class SimCore:
     def out_of_service_count(self) -> int:
         return self._index.down
 
+    def planned_count(self) -> int:
+        """Hosts held for planned work (trains, operations, campaigns), whoever holds them."""
+        return self._index.planned
+
     def busy_count(self) -> int:
         """Hosts running a job."""
         return self._index.busy
-
-    def host_names(self) -> Sequence[str]:
-        return self.order
 
     def host(self, name: str) -> HostRec:
         return self.hosts[name]
@@ -103,19 +105,6 @@ class SimCore:
     def job_of(self, name: str) -> JobRec | None:
         jid = self.hosts[name].job_id
         return None if jid is None else self.jobs[jid]
-
-    def recorded_targets(self) -> Mapping[str, str]:
-        return self.state.targets
-
-    def snapshot(self, cycle_started_hours: float | None = None) -> ClusterSnapshot:
-        """Plain views in inventory order; ``due`` as ``views.is_due`` says for that cycle."""
-        hosts = self._index.views_for(self.hosts, cycle_started_hours)
-        now = self.now
-        jobs = self._index.job_views(now)
-        return ClusterSnapshot(self.name, now, len(hosts), hosts, jobs, dict(self.state.targets))
-
-    def record(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
-        self._log(actor, kind, host, **detail)
 
     def rack_hosts(self, rack: str) -> list[str]:
         return self._racks[rack]

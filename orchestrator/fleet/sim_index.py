@@ -25,9 +25,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.contracts.constants import HELD_STATES
 from orchestrator.contracts.models import HostState
-from orchestrator.contracts.views import HostView, JobView, is_due
+from orchestrator.contracts.views import HostView, JobView
+from orchestrator.fleet.ledger_rules import holds_planned_work, host_view
 
 if TYPE_CHECKING:
     from orchestrator.fleet.sim_records import HostRec, JobRec
@@ -81,7 +82,7 @@ class SimIndex:
             self.down_zone[h.zone] += sign
             if h.state in HELD_STATES:
                 self.held_by[h.owner] += sign
-                if h.owner not in NOT_MAINTENANCE_OWNERS:
+                if holds_planned_work(h.state, h.owner):
                     self.planned += sign
         if h.job_id is not None:
             self.busy += sign
@@ -129,19 +130,7 @@ class SimIndex:
             todo = self.dirty
         views, order = self.views, self.order
         for i in todo:
-            h = hosts[order[i]]
-            views[i] = HostView(
-                h.name,
-                h.rack,
-                h.zone,
-                str(h.state),
-                h.owner,
-                h.job_id,
-                cycle is not None and is_due(h, cycle),
-                h.versions,
-                h.last_visit,
-                h.last_boot,
-            )
+            views[i] = host_view(hosts[order[i]], cycle)
         self.dirty = set()
         self.view_tuple = tuple(views)  # type: ignore[arg-type]  # every slot built above
         return self.view_tuple

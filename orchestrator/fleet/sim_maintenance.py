@@ -1,30 +1,23 @@
 """The simulated cluster's maintenance operations: the changes of the fleet-backend Protocol.
 
 ``MaintenanceOps`` is what trains and operations do to hosts at fleet time ``now`` (see
-``orchestrator.contracts.backend.ClusterBackend``): record targets, cordon within the budget
-(checked
-in the same transaction, counting every host out for any reason), drain, ask and evict jobs,
-prestage, install with seeded outcomes and bad builds (``dynamics.draw_update_outcome``, injected
-faults), roll back, verify (diagnostics, bus bandwidth, version manifest), return or release.
-Quarantine and hand-over to repair live with the repair pipeline (``sim_repair``). It is separate
+``orchestrator.contracts.backend.ClusterBackend``) that depends on the simulation: ask and evict
+jobs (through the scheduler), install with seeded outcomes and bad builds
+(``dynamics.draw_update_outcome``, injected faults), reclaim, verify (diagnostics, bus
+bandwidth, version manifest). What both backends do alike (targets, the budget-checked cordon,
+drain, begin an update or a rollback, prestage, return, release) is the host ledger's
+(``ledger.HostLedger``). Quarantine and hand-over to repair live with the repair pipeline (``sim_repair``). It is separate
 from the scheduler and the failure model, which run on their own as fleet time passes; these run
 only when a caller asks, and stop jobs only through the scheduler's ``_interrupt``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from orchestrator.contracts.backend import InstallOutcome, JobAnswer, RefusalNote, Verification
-from orchestrator.contracts.constants import (
-    NO_OWNER,
-    PIGGYBACK_NOTE,
-    REPAIR_OWNER,
-    UNTOUCHED_STATES,
-)
 from orchestrator.contracts.errors import BadSpec
 from orchestrator.contracts.models import HostState
-from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet import sim_negotiation
 from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_scheduler import JobScheduler
@@ -34,89 +27,6 @@ S = HostState
 
 class MaintenanceOps(JobScheduler, HostInstall):
     """Host maintenance on one cluster, each change logged and marked dirty."""
-
-    def set_targets(self, targets: Mapping[str, str], actor: str) -> None:
-        merged = {**self.state.targets, **targets}
-        if merged != self.state.targets:
-            self.state.targets = merged
-            self._log(actor, "targets", None, targets=merged)
-
-    def cordon(
-        self,
-        name: str,
-        owner: str,
-        actor: str,
-        limit: int,
-        per_rack: int | None = None,
-        per_zone: int | None = None,
-        maintenance: int | None = None,
-        piggyback: bool = False,
-    ) -> bool:
-        """Take a host out of scheduling for ``owner``, only if the budget still allows it.
-
-        The budget is checked here, in the same transaction as the change, so a failure that
-        landed since planning is respected: ``limit`` (the floor) counts every host out of
-        service for any reason, ``maintenance`` the hosts held for planned work by every owner
-        (``planned_count``). ``piggyback`` marks a host taken as a job's end or failure freed it.
-        """
-        h = self.hosts[name]
-        if h.state != S.IN_SERVICE:
-            return False
-        index = self._index  # hosts out of service, in all and by rack and zone (sim_index)
-        if index.down + 1 > limit:
-            return False
-        if maintenance is not None and index.planned + 1 > maintenance:
-            return False
-        if per_rack is not None and index.down_rack[h.rack] + 1 > per_rack:
-            return False
-        if per_zone is not None and index.down_zone[h.zone] + 1 > per_zone:
-            return False
-        h.owner, h.verified = owner, False
-        self._set_state(
-            h,
-            S.CORDONED,
-            actor,
-            f"maintenance by {owner}" + (f" ({PIGGYBACK_NOTE})" if piggyback else ""),
-            owner=owner,
-            limit=limit,
-            per_rack=per_rack,
-            per_zone=per_zone,
-            **({} if maintenance is None else {"maintenance": maintenance}),
-            **({"piggyback": True} if piggyback else {}),
-        )
-        return True
-
-    def planned_count(self) -> int:
-        """Hosts held for planned work (trains, operations, campaigns), whoever holds them."""
-        return self._index.planned
-
-    def unset_targets(self, components: Sequence[str], actor: str) -> None:
-        """Forget recorded targets (an operation that stopped stops pushing its versions)."""
-        kept = {c: v for c, v in self.state.targets.items() if c not in components}
-        if kept != self.state.targets:
-            self.state.targets = kept
-            self._log(actor, "targets", None, targets=kept)
-
-    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
-        """Download the packages a host lacks while it stays in service; changes no state."""
-        comps = dyn.pending_components(self.hosts[name].versions, targets)
-        if comps:
-            self._log(actor, "prestaged", name, components={c: targets[c] for c in comps})
-        return comps
-
-    def begin_rollback(self, name: str, actor: str) -> bool:
-        """Reopen a host whose new versions failed, to reinstall its previous ones.
-
-        Reinstalling the previous software removes what the failed install left behind (the
-        defect it drew), which is the point of a rollback; the reinstall draws its own outcome.
-        """
-        h = self.hosts[name]
-        if h.state not in (S.IN_MAINTENANCE, S.VERIFYING) or h.job_id is not None:
-            return False
-        h.defect, h.verified = None, False
-        self.dirty_hosts.add(name)
-        self._set_state(h, S.IN_MAINTENANCE, actor, "rolling back")
-        return True
 
     def reclaim(self, name: str, actor: str, reason: str) -> bool:
         """Take a host out of quarantine (or out of the repair its triage sent it to) into
@@ -146,10 +56,7 @@ class MaintenanceOps(JobScheduler, HostInstall):
         piggyback claim, if any, ends with it)."""
         if self.state.piggyback.get("owner") == owner:
             self.state.piggyback = {}
-        if outcome:
-            self._log(actor, "owner_closed", None, owner=owner, outcome=outcome)
-        else:
-            self._log(actor, "owner_closed", None, owner=owner)
+        super().close_owner(owner, actor, outcome)
 
     def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
         """The job's owner answers as its behaviour says (``sim_negotiation``); a job no longer
@@ -173,24 +80,12 @@ class MaintenanceOps(JobScheduler, HostInstall):
             int(j): RefusalNote(float(v[0]), int(v[1])) for j, v in self.state.job_refusals.items()
         }
 
-    def start_drain(self, name: str, actor: str) -> None:
-        h = self.hosts[name]
-        if h.state == S.CORDONED and h.job_id is not None:
-            self._set_state(h, S.DRAINING, actor, "waiting for job")
-
     def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
         """Interrupt a job so its cordoned hosts can be maintained; return GPU-hours lost."""
         job = self.jobs[job_id]
         if job.state != "running":
             return 0.0
         return self._interrupt(job, cause=f"maintenance:{actor}", actor=actor, as_of=as_of)
-
-    def begin_update(self, name: str, actor: str) -> bool:
-        h = self.hosts[name]
-        if h.state not in (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE) or h.job_id is not None:
-            return False
-        self._set_state(h, S.IN_MAINTENANCE, actor, "applying updates")
-        return True
 
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str
@@ -219,21 +114,3 @@ class MaintenanceOps(JobScheduler, HostInstall):
         self.dirty_hosts.add(name)
         self._log(actor, "verified", name, passed=ok, reason=why, bus_bw=round(bw, 3))
         return Verification(ok, why, bw)
-
-    def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
-        """Put a verified host back into service; ``visit`` marks it visited by a train."""
-        h = self.hosts[name]
-        if not h.verified or h.state != S.VERIFYING:
-            return False
-        h.owner = NO_OWNER
-        if visit:
-            h.last_visit = self.now
-        self._set_state(h, S.IN_SERVICE, actor, "returned after verification", verified=True)
-        return True
-
-    def release(self, name: str, actor: str) -> None:
-        """Give back a cordoned host that was never touched (a cancelled or aborted visit)."""
-        h = self.hosts[name]
-        if h.state in UNTOUCHED_STATES and h.owner != REPAIR_OWNER:
-            h.owner = NO_OWNER
-            self._set_state(h, S.IN_SERVICE, actor, "released untouched", verified=True)

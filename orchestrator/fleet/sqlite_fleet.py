@@ -14,7 +14,6 @@ in ``sqlite_schema``, a cluster's rows in ``sqlite_rows``, the logical clocks' t
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,10 +29,11 @@ from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.fleet.event_log import read_events
 from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
 from orchestrator.fleet.fleet_id import new_fleet_id
+from orchestrator.fleet.ledger_files import connect, create_file
 from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
-from orchestrator.fleet.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
+from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION, migrate
 from orchestrator.fleet.sqlite_schema import _schema_version as schema_version
 from orchestrator.fleet.topology import Topology
 
@@ -57,14 +57,6 @@ class FleetUnreadable(NoFleet):
 #: SQLite errors that say nothing about the file's contents (the caller may retry or must fix
 #: the file system); every other DatabaseError at open means a damaged or foreign file.
 _NOT_DAMAGE = ("locked", "busy", "readonly", "read-only", "unable to open", "disk is full", "I/O")
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=120, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=120000")
-    return conn
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
@@ -105,14 +97,14 @@ class SqliteFleet:
         self.path = path
         self.read_only = read_only
         try:
-            self.conn = _connect_read_only(path) if read_only else _connect(path)
+            self.conn = _connect_read_only(path) if read_only else connect(path)
         except sqlite3.DatabaseError as err:
             if any(word in str(err) for word in _NOT_DAMAGE):
                 raise
             raise FleetUnreadable(path, str(err)) from None
         try:
             if read_only and schema_version(self.conn) < SCHEMA_VERSION:
-                writer = _connect(path)  # an old file is migrated once, by whoever opens it
+                writer = connect(path)  # an old file is migrated once, by whoever opens it
                 try:
                     migrate(writer, path)
                 finally:
@@ -167,22 +159,17 @@ class SqliteFleet:
             speed = parse_speed(speed)
         if path.is_dir():
             raise ValueError(f"fleet: {path} is a directory")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.unlink(missing_ok=True)
-        try:
-            conn = sqlite3.connect(tmp, isolation_level=None)
-            conn.executescript(SCHEMA)
-            conn.execute("BEGIN")
-            wall = wall or datetime.now(UTC)
-            meta = {
-                "seed": seed,
-                "preset": preset.name,
-                "speed": speed,
-                "anchor_wall": wall.isoformat(),
-                "schema_version": SCHEMA_VERSION,
-                FLEET_ID_KEY: new_fleet_id(),
-            }
+        wall = wall or datetime.now(UTC)
+        meta = {
+            "seed": seed,
+            "preset": preset.name,
+            "speed": speed,
+            "anchor_wall": wall.isoformat(),
+            "schema_version": SCHEMA_VERSION,
+            FLEET_ID_KEY: new_fleet_id(),
+        }
+
+        def fill(conn: sqlite3.Connection) -> None:
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()]
             )
@@ -194,14 +181,8 @@ class SqliteFleet:
             for cluster in preset.cluster_names():
                 save_cluster(conn, build_cluster(preset, seed, cluster, topo), new=True)
                 conn.execute("INSERT INTO clocks VALUES (?, 0.0)", (cluster,))
-            conn.execute("COMMIT")
-            conn.close()
-            os.replace(tmp, path)
-            for suffix in ("-wal", "-shm"):
-                Path(str(path) + suffix).unlink(missing_ok=True)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+
+        create_file(path, fill)
         return cls(path)
 
     # -------------------------------------------------------------------- clock

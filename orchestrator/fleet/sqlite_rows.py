@@ -2,7 +2,8 @@
 
 The in-memory cluster (``cluster_sim``) knows nothing of SQLite; the store (``sqlite_fleet``)
 knows nothing of a cluster's fields. This module is the one place that maps each to the other:
-the cluster's state as JSON in ``clusters``, one row per host and live job, the rack switches'
+the cluster's state as JSON in ``clusters``, one row per host (``ledger_rows``, the table's one
+reader and writer) and live job, the rack switches'
 firmware, and the events the cluster appended. Saving writes only what the cluster marked dirty,
 so a transaction that touched three hosts writes three host rows.
 """
@@ -13,8 +14,9 @@ import json
 import sqlite3
 
 from orchestrator.contracts.errors import UnknownCluster
-from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, HostRec, JobRec
+from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, JobRec
 from orchestrator.fleet.event_log import append_events
+from orchestrator.fleet.ledger_rows import load_hosts, save_hosts
 from orchestrator.fleet.presets import Preset
 
 
@@ -24,27 +26,7 @@ def load_cluster(conn: sqlite3.Connection, name: str, seed: int, preset: Preset)
     if row is None:
         raise UnknownCluster(f"cluster: unknown cluster {name!r}", field="cluster")
     state = ClusterState(**json.loads(row[0]))
-    hosts = [
-        HostRec(
-            r[0],
-            r[2],
-            r[3],
-            r[4],
-            json.loads(r[5]),
-            r[6],
-            r[7],
-            r[8],
-            r[9],
-            r[10],
-            r[11],
-            bool(r[12]),
-            r[13],
-            r[14],
-        )
-        # By name (= topology order): INSERT OR REPLACE gives a saved row a new rowid, so
-        # rowid order would depend on which transactions touched which hosts.
-        for r in conn.execute("SELECT * FROM hosts WHERE cluster=? ORDER BY name", (name,))
-    ]
+    hosts = load_hosts(conn, name)
     jobs = {
         r[1]: JobRec(r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11])
         for r in conn.execute(
@@ -93,29 +75,7 @@ def save_cluster(conn: sqlite3.Connection, sim: ClusterSim, new: bool = False) -
         ),
     )
     names = sim.order if new else sorted(sim.dirty_hosts)
-    conn.executemany(
-        "INSERT OR REPLACE INTO hosts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [
-            (
-                h.name,
-                sim.name,
-                h.zone,
-                h.rack,
-                str(h.state),
-                json.dumps(h.versions),
-                h.job_id,
-                h.reason,
-                h.owner,
-                h.repair_until,
-                h.defect,
-                h.last_visit,
-                int(h.verified),
-                h.updates,
-                h.last_boot,
-            )
-            for h in (sim.hosts[n] for n in names)
-        ],
-    )
+    save_hosts(conn, sim.name, (sim.hosts[n] for n in names))
     job_ids = list(sim.jobs) if new else sorted(sim.dirty_jobs)
     conn.executemany(
         "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -31,6 +31,8 @@ from orchestrator.contracts.errors import (
 )
 from orchestrator.contracts.models import HostState
 from orchestrator.fleet.event_log import append_events, read_events
+from orchestrator.fleet.ledger_files import connect
+from orchestrator.fleet.ledger_rows import load_hosts, save_hosts
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm import store
 from orchestrator.fleet.slurm.backend import SlurmCluster
@@ -66,7 +68,7 @@ class SlurmFleet:
         if not path.exists():
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
         self.path = path
-        self.conn = store.connect(path)
+        self.conn = connect(path)
         migrate(self.conn, path)
         meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("backend") != store.BACKEND:
@@ -185,7 +187,7 @@ class SlurmFleet:
             name,
             self.fleet_time(datetime.now(UTC)),
             self.anchor_wall.timestamp(),
-            store.load_hosts(self.conn, name),
+            load_hosts(self.conn, name),
             store.load_state(self.conn, name),
             self.commands,
             self.config,
@@ -203,7 +205,7 @@ class SlurmFleet:
         try:
             b = self._session(name, wall, writable=True)
             yield b
-            store.save_hosts(self.conn, name, [b.hosts[n] for n in sorted(b.dirty)])
+            save_hosts(self.conn, name, [b.hosts[n] for n in sorted(b.dirty_hosts)])
             store.save_state(self.conn, name, b.state)
             append_events(self.conn, name, b.events)
         except BaseException:

@@ -14,34 +14,11 @@ from orchestrator.contracts.backend import InstallOutcome
 from orchestrator.contracts.updates import PROFILES, pending_components
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.config import EX_TEMPFAIL, render, run_site_command
-from orchestrator.fleet.slurm.core import S
 from orchestrator.fleet.slurm.verify import VerifyOps
 
 
 class InstallOps(VerifyOps):
     """Prestage, begin an update or a rollback, and install."""
-
-    def prestage(self, name: str, targets: Mapping[str, str], actor: str) -> list[str]:
-        comps = pending_components(self.host(name).versions, targets)
-        if comps:
-            self._log(actor, "prestaged", name, components={c: targets[c] for c in comps})
-        return comps
-
-    def begin_update(self, name: str, actor: str) -> bool:
-        h = self.host(name)
-        if h.state not in (S.CORDONED, S.DRAINING, S.IN_MAINTENANCE) or h.job_id is not None:
-            return False
-        self._set_state(h, S.IN_MAINTENANCE, actor, "applying updates")
-        return True
-
-    def begin_rollback(self, name: str, actor: str) -> bool:
-        h = self.host(name)
-        if h.state not in (S.IN_MAINTENANCE, S.VERIFYING) or h.job_id is not None:
-            return False
-        h.verified = False
-        self.dirty.add(name)
-        self._set_state(h, S.IN_MAINTENANCE, actor, "rolling back")
-        return True
 
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str
@@ -50,7 +27,7 @@ class InstallOps(VerifyOps):
         h = self.host(name)
         comps = pending_components(h.versions, targets)
         h.updates += 1
-        self.dirty.add(name)
+        self.dirty_hosts.add(name)
         done: list[str] = []
         for c in comps:
             hook = self.config.hook_for(c)

@@ -80,7 +80,7 @@ class JobOps(SlurmCore):
         for n in j.slurm.nodes:
             if n in self.hosts and self.hosts[n].job_id == job_id:
                 self.hosts[n].job_id = None
-                self.dirty.add(n)
+                self.dirty_hosts.add(n)
         del self.jobs[job_id]
         return lost
 

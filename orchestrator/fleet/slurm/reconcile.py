@@ -23,6 +23,7 @@ from orchestrator.contracts.constants import (
     QUARANTINE_OWNER,
     REPAIR_OWNER,
 )
+from orchestrator.fleet.ledger_rules import holds_planned_work
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.commands import SlurmNode
 from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
@@ -62,7 +63,7 @@ class Reconciler(SlurmCore):
             job = on_node.get(name)
             if h.job_id != job:
                 h.job_id = job
-                self.dirty.add(name)
+                self.dirty_hosts.add(name)
             node = nodes.get(name)
             if node is not None:
                 self._reconcile(h, node)
@@ -72,7 +73,7 @@ class Reconciler(SlurmCore):
         return h.owner in (QUARANTINE_OWNER, REPAIR_OWNER)
 
     def _reconcile(self, h: HostRec, node: SlurmNode) -> None:
-        if self._held(h):
+        if holds_planned_work(h.state, h.owner):
             if not node.out_of_service and self.writable:
                 # Held by trainctl, yet Slurm schedules on it: the drain was lost. Drain again.
                 self.cmd.drain(h.name, self._reason(h.owner, "maintenance"))

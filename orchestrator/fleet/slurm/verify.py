@@ -89,7 +89,7 @@ class VerifyOps(SlurmCore):
             if v.passed and wrong:
                 v = Verification(False, "version manifest mismatch: " + ",".join(wrong), 1.0)
         h.verified = v.passed
-        self.dirty.add(name)
+        self.dirty_hosts.add(name)
         self._log(actor, "verified", name, passed=v.passed, reason=v.reason, bus_bw=v.bus_bw)
         return v
 

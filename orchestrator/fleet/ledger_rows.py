@@ -1,0 +1,95 @@
+"""The one reader and writer of the ``hosts`` table, for both backends.
+
+Every fleet file keeps its host records in the same table (``sqlite_schema.SCHEMA``), whichever
+backend runs the jobs: the simulated fleet (``sqlite_rows``) and the Slurm record
+(``slurm.store``) load and save them here, by column name, so a column added later is added in
+one place. A field a backend never sets (a Slurm node's ``repair_until``, ``defect``) is stored
+as the record holds it (NULL).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+
+from orchestrator.fleet.sim_records import HostRec
+
+#: The ``hosts`` table's columns, in the order of ``SCHEMA``.
+HOST_COLUMNS = (
+    "name",
+    "cluster",
+    "zone",
+    "rack",
+    "state",
+    "versions",
+    "job_id",
+    "reason",
+    "owner",
+    "repair_until",
+    "defect",
+    "last_visit",
+    "verified",
+    "updates",
+    "last_boot",
+)
+_SELECT = f"SELECT {', '.join(HOST_COLUMNS)} FROM hosts WHERE cluster=? ORDER BY name"
+_UPSERT = (
+    f"INSERT OR REPLACE INTO hosts ({', '.join(HOST_COLUMNS)}) "
+    f"VALUES ({','.join('?' * len(HOST_COLUMNS))})"
+)
+
+
+def load_hosts(conn: sqlite3.Connection, cluster: str) -> list[HostRec]:
+    """Every host record of ``cluster``, by name (= topology order: INSERT OR REPLACE gives a
+    saved row a new rowid, so rowid order would depend on which transactions touched which
+    hosts)."""
+    return [
+        HostRec(
+            name=r[0],
+            zone=r[2],
+            rack=r[3],
+            state=r[4],
+            versions=json.loads(r[5]),
+            job_id=r[6],
+            reason=r[7],
+            owner=r[8],
+            repair_until=r[9],
+            defect=r[10],
+            last_visit=r[11],
+            verified=bool(r[12]),
+            updates=r[13],
+            last_boot=r[14],
+        )
+        for r in conn.execute(_SELECT, (cluster,))
+    ]
+
+
+def save_hosts(conn: sqlite3.Connection, cluster: str, hosts: Iterable[HostRec]) -> None:
+    """Write ``hosts`` of ``cluster`` (each row whole); the caller's transaction commits it."""
+    conn.executemany(
+        _UPSERT,
+        [
+            (
+                h.name,
+                cluster,
+                h.zone,
+                h.rack,
+                str(h.state),
+                json.dumps(h.versions),
+                h.job_id,
+                h.reason,
+                h.owner,
+                h.repair_until,
+                h.defect,
+                h.last_visit,
+                int(h.verified),
+                h.updates,
+                h.last_boot,
+            )
+            for h in hosts
+        ],
+    )
+
+
+__all__ = ["HOST_COLUMNS", "load_hosts", "save_hosts"]
