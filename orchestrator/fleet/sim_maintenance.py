@@ -6,9 +6,10 @@ jobs (through the scheduler), install with seeded outcomes and bad builds
 (``dynamics.draw_update_outcome``, injected faults), reclaim, verify (diagnostics, bus
 bandwidth, version manifest). What both backends do alike (targets, the budget-checked cordon,
 drain, begin an update or a rollback, prestage, return, release) is the host ledger's
-(``ledger.HostLedger``). Quarantine and hand-over to repair live with the repair pipeline (``sim_repair``). It is separate
-from the scheduler and the failure model, which run on their own as fleet time passes; these run
-only when a caller asks, and stop jobs only through the scheduler's ``_interrupt``.
+(``ledger.HostLedger``). Quarantine and hand-over to repair live with the repair pipeline
+(``sim_repair``). It is separate from the scheduler and the failure model, which run on their
+own as fleet time passes; these run only when a caller asks, and stop jobs only through the
+scheduler's ``_interrupt``.
 """
 
 from __future__ import annotations
