@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.train_types import DomainInput, DomainProgress, DomainResult
     from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
+    from orchestrator.execution import drain_sequence as ds
     from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
     from orchestrator.train.ui import domain_details
     from workflows.fleet_clock import aside, clock_party, fleet_options, sleep_until, spawn, wake
@@ -91,119 +92,29 @@ class DomainMaintenance:
         self._mark(inp.hosts, "cordoned", "cordoned; looking at its jobs")
         self._show()
         result = DomainResult(domain_id=inp.domain_id)
-        pending = list(inp.hosts)
         tasks: list[asyncio.Task[None]] = []
-        tracker: DrainTracker | None = None  # made at the first look, with the real deadline
         # A switch_firmware target makes this a rack visit: the whole rack drains before its
         # switch is updated, then its hosts are updated and verified (a new step: patched).
         rack = "switch_firmware" in inp.targets and workflow.patched("rack-switch")
-        drained: list[str] = []
+        # The tracker is made at the first look, with the real deadline.
+        seq = ds.DrainSequence(list(inp.hosts), together=rack)
         try:
-            while pending:
-                status: DrainStatus = await workflow.execute_activity_method(
-                    FleetActivities.drain_status,
-                    self._req(
-                        inp, pending, deadline_hours=tracker.deadline_hours if tracker else 0.0
-                    ),
-                    summary=f"drain check of {plural(len(pending), 'host')} of {inp.cluster}",
-                    **fleet_options(),
-                )
-                now = status.fleet_hours
-                if tracker is None:
-                    # Asking jobs first is a new step: histories from before it replay without.
-                    talks = inp.negotiate and workflow.patched("job-negotiation")
-                    # Handing a refusing job's hosts back is a new step too.
-                    release = (
-                        talks
-                        and inp.policy in RELEASE_POLICIES
-                        and workflow.patched("refusal-release")
-                    )
-                    tracker = DrainTracker(
-                        now + inp.max_wait_hours,
-                        negotiate=talks,
-                        max_refusals=inp.max_refusals,
-                        release=release,
-                    )
-                    continue  # ask again with the real deadline
-                for host, why in status.lost.items():
-                    result.lost_to_repair[host] = why
-                    self._mark([host], "in repair", f"left for repair: {why}")
-                # A job already asked: its hosts show what it answered and when it is really
-                # evicted (the negotiation's time, not the bare deadline rule's).
-                answered = tracker.describe() if tracker.negotiate else {}
-                for w in status.waits:
-                    said = answered.get(str(w.job_id))
-                    note = f"job {w.job_id} {said}" if said else None
-                    self._mark(
-                        w.hosts, "draining", note or job_wait(w.job_id, w.action, w.at_hours, now)
-                    )
-                for host in list(status.lost) + status.ready:
-                    pending.remove(host)
-                if status.ready and rack:
-                    drained += status.ready
-                    self._mark(status.ready, "drained", "free of jobs; waiting for its rack")
-                elif status.ready:
-                    tasks.append(spawn(inp.clock, self._maintain(inp, status.ready, result)))
-                decision = tracker.decide(status.waits, now)
-                if decision.release:
-                    await self._release_refused(inp, decision.release, pending, result)
-                    continue
-                if decision.evict:
-                    self.phase = "evicting"
-                    for w in status.waits:
-                        if w.job_id in decision.evict:
-                            self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
-                    self._show()
-                    res = await workflow.execute_activity_method(
-                        FleetActivities.evict_jobs,
-                        EvictRequest(
-                            cluster=inp.cluster,
-                            owner=inp.owner,
-                            job_ids=decision.evict,
-                            wall=workflow.now(),
-                            scheduled_hours=decision.scheduled_hours,
-                        ),
-                        summary=f"evict job {names([str(j) for j in decision.evict])}",
-                        **fleet_options(),
-                    )
-                    result.jobs_interrupted += res.interrupted
-                    result.lost_gpu_hours += res.lost_gpu_hours
-                    continue
-                if decision.ask:
-                    self.phase = "asking jobs"
-                    asked: AskResult = await workflow.execute_activity_method(
-                        FleetActivities.ask_jobs,
-                        AskRequest(
-                            cluster=inp.cluster,
-                            owner=inp.owner,
-                            wall=workflow.now(),
-                            planned=decision.ask,
-                            deadline_hours=tracker.deadline_hours,
-                            max_refusals=tracker.max_refusals,
-                            refusals={
-                                j: t.refusals for j, t in tracker.talks.items() if j in decision.ask
-                            },
-                            finals={j: f for j, f in tracker.finals.items() if j in decision.ask},
-                            release=tracker.release,
-                        ),
-                        **fleet_options(),
-                    )
-                    tracker.heard(asked.answers, decision.ask, asked.fleet_hours)
-                    await self._show_talks(inp, tracker, status.waits)
-                    continue
-                if decision.wake_at_hours is not None:
-                    self.phase = "draining"
-                    self.waiting = {
-                        str(w.job_id): f"{w.action} at fleet hour {w.at_hours:.2f}"
-                        for w in status.waits
-                    }
-                    self.waiting.update(tracker.describe())
-                    self._show()
-                    await sleep_until(inp.clock, decision.wake_at_hours, now)
+            while not isinstance(cmd := seq.next(), ds.Drained):
+                if isinstance(cmd, ds.Look):
+                    await self._look(inp, seq, cmd, result)
+                elif isinstance(cmd, ds.Install):
+                    if rack:
+                        await self._update_switches(inp, cmd.hosts)
+                    tasks.append(spawn(inp.clock, self._maintain(inp, cmd.hosts, result)))
+                elif isinstance(cmd, ds.Release):
+                    await self._release_refused(inp, cmd, result)
+                elif isinstance(cmd, ds.Evict):
+                    await self._evict(inp, seq, cmd, result)
+                elif isinstance(cmd, ds.Ask):
+                    await self._ask(inp, seq, cmd)
+                else:
+                    await self._wait(inp, seq, cmd)
             self.waiting = {}
-            if drained:
-                await self._update_switches(inp, drained)
-                tasks.append(spawn(inp.clock, self._maintain(inp, drained, result)))
             await aside(inp.clock, asyncio.gather(*tasks))
         except (asyncio.CancelledError, CancelledError):
             self.phase = "cancelled: handing hosts back"
@@ -237,26 +148,37 @@ class DomainMaintenance:
             until = at_hour(done, upd.fleet_hours)
             self._mark(upd.updated, "installing", f"install and reboot until {until}")
         self._show()
-        if upd.failed:
-            q: VerifyResult = await workflow.execute_activity_method(
-                FleetActivities.quarantine_hosts,
-                self._req(inp, sorted(upd.failed), reason="update failed"),
-                summary=f"quarantine {names(sorted(upd.failed), 3)}: update failed",
-                **fleet_options(),
-            )
-            result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
-            result.outcomes += [False] * len(q.quarantined)
-            await self._tell_parent(inp, [False] * len(q.quarantined))
-        if not upd.updated:
-            return
-        await sleep_until(inp.clock, upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
+        for step in ds.maintain_steps(upd):
+            if isinstance(step, ds.Quarantine):
+                await self._quarantine(inp, step, upd, result)
+            elif isinstance(step, ds.WaitUntil):
+                await sleep_until(inp.clock, step.at_hours, step.now)
+            elif isinstance(step, ds.Verify):
+                await self._verify(inp, step.hosts, result)
+
+    async def _quarantine(
+        self, inp: DomainInput, step: ds.Quarantine, upd: UpdateResult, result: DomainResult
+    ) -> None:
+        hosts = sorted(step.hosts)
+        q: VerifyResult = await workflow.execute_activity_method(
+            FleetActivities.quarantine_hosts,
+            self._req(inp, hosts, reason=step.reason),
+            summary=f"quarantine {names(hosts, 3)}: {step.reason}",
+            **fleet_options(),
+        )
+        result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
+        result.outcomes += [False] * len(q.quarantined)
+        await self._tell_parent(inp, [False] * len(q.quarantined))
+
+    async def _verify(self, inp: DomainInput, hosts: list[str], result: DomainResult) -> None:
+        """Verify the installed hosts; return those that pass, quarantine the others."""
         self.phase = "verifying"
-        self._mark(upd.updated, "verifying", "diagnostics, bandwidth and version checks")
+        self._mark(hosts, "verifying", "diagnostics, bandwidth and version checks")
         self._show()
         ver: VerifyResult = await workflow.execute_activity_method(
             FleetActivities.verify_and_return,
-            self._req(inp, upd.updated),
-            summary=f"verify {plural(len(upd.updated), 'host')} and return those that pass",
+            self._req(inp, hosts),
+            summary=f"verify {plural(len(hosts), 'host')} and return those that pass",
             **fleet_options(),
         )
         self._mark(ver.returned, "returned", "verified, back in service")
@@ -321,28 +243,116 @@ class DomainMaintenance:
                 "domain_progress", DomainProgress(domain_id=inp.domain_id, negotiations=talks)
             )
 
+    async def _look(
+        self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Look, result: DomainResult
+    ) -> None:
+        """One look at the drain; what it says goes into ``seq`` (and the UI)."""
+        status: DrainStatus = await workflow.execute_activity_method(
+            FleetActivities.drain_status,
+            self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
+            summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
+            **fleet_options(),
+        )
+        now = status.fleet_hours
+        tracker = seq.tracker
+        if tracker is None:
+            # Asking jobs first is a new step: histories from before it replay without.
+            talks = inp.negotiate and workflow.patched("job-negotiation")
+            # Handing a refusing job's hosts back is a new step too.
+            release = (
+                talks and inp.policy in RELEASE_POLICIES and workflow.patched("refusal-release")
+            )
+            seq.looked(status)  # the first look only sets the deadline: look again with it
+            seq.begin(
+                DrainTracker(
+                    now + inp.max_wait_hours,
+                    negotiate=talks,
+                    max_refusals=inp.max_refusals,
+                    release=release,
+                )
+            )
+            return
+        for host, why in status.lost.items():
+            result.lost_to_repair[host] = why
+            self._mark([host], "in repair", f"left for repair: {why}")
+        # A job already asked: its hosts show what it answered and when it is really
+        # evicted (the negotiation's time, not the bare deadline rule's).
+        answered = tracker.describe() if tracker.negotiate else {}
+        for w in status.waits:
+            said = answered.get(str(w.job_id))
+            note = f"job {w.job_id} {said}" if said else None
+            self._mark(w.hosts, "draining", note or job_wait(w.job_id, w.action, w.at_hours, now))
+        if status.ready and seq.together:
+            self._mark(status.ready, "drained", "free of jobs; waiting for its rack")
+        seq.looked(status)
+
+    async def _wait(self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.WaitUntil) -> None:
+        self.phase = "draining"
+        self.waiting = {
+            str(w.job_id): f"{w.action} at fleet hour {w.at_hours:.2f}" for w in seq.waits
+        }
+        self.waiting.update(seq.tracker.describe() if seq.tracker else {})
+        self._show()
+        await sleep_until(inp.clock, cmd.at_hours, cmd.now)
+
+    async def _evict(
+        self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Evict, result: DomainResult
+    ) -> None:
+        self.phase = "evicting"
+        for w in seq.waits:
+            if w.job_id in cmd.job_ids:
+                self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
+        self._show()
+        res = await workflow.execute_activity_method(
+            FleetActivities.evict_jobs,
+            EvictRequest(
+                cluster=inp.cluster,
+                owner=inp.owner,
+                job_ids=cmd.job_ids,
+                wall=workflow.now(),
+                scheduled_hours=cmd.scheduled_hours,
+            ),
+            summary=f"evict job {names([str(j) for j in cmd.job_ids])}",
+            **fleet_options(),
+        )
+        result.jobs_interrupted += res.interrupted
+        result.lost_gpu_hours += res.lost_gpu_hours
+
+    async def _ask(self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Ask) -> None:
+        self.phase = "asking jobs"
+        asked: AskResult = await workflow.execute_activity_method(
+            FleetActivities.ask_jobs,
+            AskRequest(
+                cluster=inp.cluster,
+                owner=inp.owner,
+                wall=workflow.now(),
+                planned=cmd.planned,
+                deadline_hours=cmd.deadline_hours,
+                max_refusals=cmd.max_refusals,
+                refusals=cmd.refusals,
+                finals=cmd.finals,
+                release=cmd.release,
+            ),
+            **fleet_options(),
+        )
+        seq.heard(cmd, asked)
+        assert seq.tracker is not None
+        await self._show_talks(inp, seq.tracker, seq.waits)
+
     async def _release_refused(
-        self,
-        inp: DomainInput,
-        refused: dict[int, list[str]],
-        pending: list[str],
-        result: DomainResult,
+        self, inp: DomainInput, cmd: ds.Release, result: DomainResult
     ) -> None:
         """Hand the hosts of jobs that said "not now" back untouched (no visit): the budget
         goes to hosts that can be drained now; the train takes them again once the job may be
         asked again (``DrainTracker.release``). The train is told: it has room to plan."""
-        hosts = [h for job_hosts in refused.values() for h in job_hosts if h in pending]
-        if not hosts:
-            return
+        hosts = cmd.hosts
         back: VerifyResult = await workflow.execute_activity_method(
             FleetActivities.release_hosts,
             self._req(inp, hosts),
             summary=f"hand back {plural(len(hosts), 'host')} of job "
-            f"{names([str(j) for j in sorted(refused)])}: not now",
+            f"{names([str(j) for j in sorted(cmd.jobs)])}: not now",
             **fleet_options(),
         )
-        for h in hosts:
-            pending.remove(h)
         self._mark(hosts, "released", "its job said not now: handed back, asked again later")
         self._show()
         result.released += back.returned

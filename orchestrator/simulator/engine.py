@@ -1,11 +1,10 @@
 """Discrete-event simulator: one maintenance train over a ``ClusterSim`` in virtual fleet time.
 
 It runs the live train's own steps, not a model of them: the same execution core
-(``orchestrator.execution``: ``take_domain`` to plan and cordon, ``drain_status`` and
-``DrainTracker`` to drain, ``install_hosts`` to install with retries, ``verify_and_settle``,
-``cycle_complete`` and the halting rule) over the same fleet model the SQLite backend persists,
-in the same order as ``ClusterTrain`` and ``DomainMaintenance`` call them. What it adds is a
-virtual clock and a heap of the train's own future instants:
+(``orchestrator.execution``: ``take_domain`` to plan and cordon, the one drain sequence
+``drain_sequence`` to drain, install, verify and settle, interpreted by ``sim_domains`` as
+``DomainMaintenance`` interprets it, ``cycle_complete`` and the halting rule) over the same fleet
+model the SQLite backend persists. What it adds is a virtual clock and a heap of instants:
 
 - a domain looks at its drain again at the instant its ``DrainTracker`` asked to be woken;
 - a batch of hosts is verified once its install time (the longest of the batch) has passed;
@@ -31,30 +30,14 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.contracts.constants import HELD_STATES
 from orchestrator.contracts.models import HostState
-from orchestrator.contracts.updates import host_targets, maintenance_hours, pending_components
 from orchestrator.execution.cycle import cycle_complete, next_look_hours
-from orchestrator.execution.drain import (
-    RELEASE_POLICIES,
-    DrainTracker,
-    ask_jobs,
-    drain_status,
-    evict_jobs,
-)
+from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
+from orchestrator.execution.drain_sequence import DrainSequence
 from orchestrator.execution.halting import BadBuildRule, Counters, HaltRule
-from orchestrator.execution.install import install_hosts
-from orchestrator.execution.settle import (
-    hand_back,
-    quarantine_hosts,
-    return_hosts,
-    settle_hosts,
-    verify_hosts,
-)
-from orchestrator.execution.switches import update_rack_switches
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
@@ -69,12 +52,9 @@ from orchestrator.simulator.result import (
     lower_bound_hours,
     maintenance_work_hours,
 )
+from orchestrator.simulator.sim_domains import ACTOR, Domain, DomainSteps
 from orchestrator.simulator.tally import RunShape, Tally
 
-ACTOR = "sim-train"
-#: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
-SWITCH_ATTEMPTS = 4
-SWITCH_RETRY_HOURS = 0.25
 #: The id of ``SimConfig.pin_job``'s job (apart from the trace's, which count from 0).
 PINNED_JOB = 1_000_000_000
 S = HostState
@@ -91,34 +71,7 @@ __all__ = [
 ]
 
 
-@dataclass
-class _Batch:
-    """Hosts of a domain installed together, verified together once the install time passed."""
-
-    hosts: list[str]
-    token: int
-    targets: dict[str, str] | None = None
-
-
-@dataclass
-class _Domain:
-    """One ``DomainMaintenance``: hosts still draining, batches in maintenance, verified hosts
-    held back (lockstep baselines only)."""
-
-    id: int
-    hosts: list[str]
-    pending: list[str]
-    tracker: DrainTracker
-    batches: dict[int, _Batch] = field(default_factory=dict)
-    held: list[str] = field(default_factory=list)
-    wake_token: int = 0
-    #: rack visits: drained hosts waiting for the whole rack, then for its switch
-    drained: list[str] = field(default_factory=list)
-    switch_tries: int = 0
-    switching: bool = False
-
-
-class Engine:
+class Engine(DomainSteps):
     """Runs one campaign; see the module docstring for when the train acts."""
 
     def __init__(self, sim: ClusterSim, cfg: SimConfig) -> None:
@@ -150,7 +103,7 @@ class Engine:
         )
         self.halt_counts = Counters()
         self.halted: str | None = None
-        self.domains: dict[int, _Domain] = {}
+        self.domains: dict[int, Domain] = {}
         self.domains_run = 0
         self.heap: list[tuple[float, int, str, Any, int]] = []
         self.seq = 0
@@ -242,30 +195,6 @@ class Engine:
         self.tally.accrue(dt, held, waiting, self.floor - self.limit, self.limit)
         if self.goodput is not None and dt > 0 and self.domains:
             self._accrue_goodput(dt, held)
-
-    def _accrue_goodput(self, dt: float, held: int) -> None:
-        """The train's hosts over ``dt``: installing or verifying (the work; hidden in idle
-        when no queued job could have used them), and held idle in a draining domain."""
-        hosts = self.sim.hosts
-        working = sum(len(b.hosts) for d in self.domains.values() for b in d.batches.values())
-        idle_waiting = held + sum(
-            1
-            for d in self.domains.values()
-            for name in [*d.pending, *d.drained]
-            if hosts[name].job_id is None and hosts[name].owner == ACTOR
-        )
-        # Given back, they would run what the queue holds that fits, within the room the
-        # scheduler's target utilisation leaves (it starts nothing past it), idle hosts first.
-        sim = self.sim
-        free = len(sim._index.free)
-        room = max(0.0, sim.target_utilisation * len(sim.order) - sim._index.busy)
-        fitting = sum(
-            size for size in (sim.jobs[j].size for j in sim.state.queue) if size <= free + working
-        )
-        usable = min(float(fitting), room) - free
-        hidden = working - min(float(working), max(0.0, usable))
-        assert self.goodput is not None
-        self.goodput.accrue(dt, working, hidden, idle_waiting)
 
     def _instant(self) -> None:
         now = self.sim.now
@@ -370,17 +299,15 @@ class Engine:
         self._absorb()
         if taken.hosts:
             self.domains_run += 1
-            d = _Domain(
-                self.domains_run,
-                list(taken.hosts),
-                list(taken.hosts),
-                DrainTracker(
-                    sim.now + cfg.max_wait_hours,
-                    negotiate=cfg.negotiate,
-                    max_refusals=cfg.max_refusals,
-                    release=self.release,
-                ),
+            tracker = DrainTracker(
+                sim.now + cfg.max_wait_hours,
+                negotiate=cfg.negotiate,
+                max_refusals=cfg.max_refusals,
+                release=self.release,
             )
+            rack = "switch_firmware" in cfg.targets  # the switch first, once all are drained
+            seq = DrainSequence(list(taken.hosts), tracker, together=rack)
+            d = Domain(self.domains_run, list(taken.hosts), seq)
             self.domains[d.id] = d
             self._look(d)
         elif cycle_complete(taken.counts, len(self.domains)):
@@ -413,160 +340,6 @@ class Engine:
         target = next_look_hours(self.sim.now, retry_at)
         self.tick_token = self._token()
         self._push(target, "tick", None, self.tick_token)
-
-    def _count(self, outcomes: list[bool]) -> None:
-        """``ClusterTrain._count_outcomes``: outcomes into the halting rule; the train wakes."""
-        why = self.halt_rule.fold(self.halt_counts, outcomes)
-        if why is not None and self.halted is None:
-            self.halted = why
-        self.wake = True
-
-    # --------------------------------------------------------------- a domain
-    def _look(self, d: _Domain) -> None:
-        """``DomainMaintenance``'s drain loop at one instant: start the ready hosts, evict what
-        is due (and look again), else sleep until the tracker's wake-up."""
-        sim, cfg = self.sim, self.cfg
-        while d.pending:
-            st = drain_status(self._tx(), ACTOR, d.pending, d.tracker.deadline_hours, cfg.policy)
-            for host in [*st.lost, *st.ready]:
-                d.pending.remove(host)
-            if st.ready and "switch_firmware" in cfg.targets:
-                d.drained += st.ready  # a rack visit: the switch first, once all are drained
-            elif st.ready:
-                self._maintain(d, st.ready)
-            decision = d.tracker.decide(st.waits, sim.now)
-            if decision.release:  # refused: back to service untouched, asked again later
-                back = [h for hosts in decision.release.values() for h in hosts]
-                hand_back(self._tx(), ACTOR, back, {}, visit=False)
-                for host in back:
-                    d.pending.remove(host)
-                    d.hosts.remove(host)
-                self.tally.released += len(back)
-                self.wake = True  # as the live domain tells its train: room to plan again
-                self._absorb()
-                continue
-            if decision.evict:
-                evict_jobs(self._tx(), ACTOR, decision.evict, decision.scheduled_hours)
-                self._absorb()
-                continue
-            if decision.ask:
-                t = d.tracker
-                refusals = {j: t.talks[j].refusals for j in decision.ask if j in t.talks}
-                finals = {j: f for j, f in t.finals.items() if j in decision.ask}
-                asked = ask_jobs(
-                    self._tx(),
-                    ACTOR,
-                    decision.ask,
-                    t.deadline_hours,
-                    t.max_refusals,
-                    refusals,
-                    finals,
-                    t.release,
-                )
-                t.heard(asked.answers, decision.ask, sim.now)
-                self._absorb()
-                continue
-            if decision.wake_at_hours is not None:
-                d.wake_token = self._token()
-                self._push(decision.wake_at_hours, "drain", d.id, d.wake_token)
-            break
-        if not d.pending and d.drained and not d.switching:
-            d.switching = True
-            self._switch(d.id, 0)
-        self._end_if_done(d)
-
-    def _switch(self, domain_id: int, token: int) -> None:
-        """``DomainMaintenance._update_switches``: update the drained rack's switch, then (its
-        install and reboot waited out) maintain its hosts; retried a few times if refused."""
-        d = self.domains.get(domain_id)
-        if d is None or not d.drained:
-            return
-        if token == 1:  # the switch's install and reboot are over
-            hosts, d.drained = d.drained, []
-            self._maintain(d, hosts)
-            self._end_if_done(d)
-            return
-        sw = update_rack_switches(self._tx(), ACTOR, d.drained, self.cfg.targets["switch_firmware"])
-        self._absorb()
-        if sw.done or d.switch_tries + 1 >= SWITCH_ATTEMPTS:
-            if not sw.done:  # as the live domain: its hosts get their own updates only
-                d.drained, hosts = [], d.drained
-                self._maintain(d, hosts, switch=False)
-                self._end_if_done(d)
-                return
-            self._push(self.sim.now + sw.duration_hours, "switch", d.id, 1)
-            return
-        d.switch_tries += 1
-        self._push(self.sim.now + SWITCH_RETRY_HOURS, "switch", d.id, 0)
-
-    def _maintain(self, d: _Domain, hosts: list[str], switch: bool = True) -> None:
-        """``DomainMaintenance._maintain``: install now, verify when the install time passed
-        (``switch`` False: a rack switch that could not be updated is not checked)."""
-        sim, cfg = self.sim, self.cfg
-        targets = cfg.targets if switch else host_targets(cfg.targets)
-        if self.horizon is not None:
-            wanted = host_targets(targets)
-            need = {
-                h: maintenance_hours(pending_components(sim.hosts[h].versions, wanted))
-                for h in hosts
-            }
-        upd = install_hosts(self._tx(), ACTOR, {h: targets for h in hosts})
-        if self.horizon is not None:
-            self.horizon.work_host_hours += sum(need[h] for h in upd.updated)
-        if upd.failed:
-            # As the live domain does: one reason for the batch (the record has the detail).
-            q = quarantine_hosts(sim, ACTOR, {h: "update failed" for h in upd.failed})
-            self._quarantined(list(q.quarantined))
-            self._count([False] * len(q.quarantined))
-        if upd.updated:
-            token = self._token()
-            d.batches[token] = _Batch(upd.updated, token, targets)
-            self._push(sim.now + upd.duration_hours, "done", d.id, token)
-
-    def _batch_done(self, domain_id: int, token: int) -> None:
-        """Verify a batch whose install time passed; settle it (lockstep: hold the passed)."""
-        d = self.domains.get(domain_id)
-        if d is None or token not in d.batches:
-            return
-        batch = d.batches.pop(token)
-        sim, cfg = self.sim, self.cfg
-        ver = verify_hosts(self._tx(), ACTOR, batch.hosts, batch.targets or cfg.targets)
-        if self.spec.lockstep:
-            settled = settle_hosts(sim, ACTOR, [], ver.failed, visit=True)
-            d.held += ver.passed
-        else:
-            settled = settle_hosts(sim, ACTOR, ver.passed, ver.failed, visit=True)
-            self._returned(settled.returned)
-        self._quarantined(list(settled.quarantined))
-        outcomes = [h in ver.passed for h in sorted([*ver.passed, *ver.failed])]
-        self._count(outcomes)
-        self._end_if_done(d)
-
-    def _end_if_done(self, d: _Domain) -> None:
-        if d.pending or d.batches or d.drained:
-            return
-        if d.held:  # lockstep: the whole domain goes back together
-            back = return_hosts(self.sim, ACTOR, d.held, visit=True)
-            self._returned(back.passed)
-            d.held = []
-        del self.domains[d.id]
-        self.wake = True  # the child ended: the train looks again
-        self.sim.advance(self.sim.now)  # the scheduler sees returned hosts before the train
-        self._absorb()
-
-    def _returned(self, hosts: list[str]) -> None:
-        self.tally.returned(hosts, self.sim.now - self.cycle_started)
-        if self.horizon is not None:
-            self.horizon.visited(hosts, self.sim.now)
-        if hosts:
-            self.sim.advance(self.sim.now)
-            self._absorb()
-
-    def _quarantined(self, hosts: list[str]) -> None:
-        for name in hosts:
-            if self.sim.hosts[name].state == S.QUARANTINED:
-                self.tally.quarantined.add(name)
-        self._absorb()
 
     # ------------------------------------------------------------- figures
     def _record(self) -> None:
