@@ -43,7 +43,6 @@ from orchestrator.contracts.models import CapacityBudget, HostState
 from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.execution.target_checks import target_refusal
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.planning.campaign_plan import plan_campaign
 from orchestrator.telemetry import metrics
 from orchestrator.train.client import (
@@ -82,12 +81,11 @@ class CampaignActivities(CampaignFailureActivities):
             plans = plan_campaign(req.spec, sizes)
         except ValueError as err:
             raise as_application_error(BadSpec(str(err))) from None
-        if isinstance(fleet, SqliteFleet):  # the fleet that keeps the list of bad versions
-            spec = req.spec
-            covered = sorted({c for p in plans for c in p.clusters})
-            refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
-            if refused is not None:
-                raise as_application_error(BadSpec(refused[1], field=refused[0]))
+        spec = req.spec  # bad versions (every backend keeps the list) and the skew window
+        covered = sorted({c for p in plans for c in p.clusters})
+        refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
+        if refused is not None:
+            raise as_application_error(BadSpec(refused[1], field=refused[0]))
         first = next((c for p in plans for c in p.clusters), None)
         rate = (
             self.peek(first, datetime.now(UTC)).change_failure_rate(req.spec.targets)
@@ -327,8 +325,7 @@ class CampaignActivities(CampaignFailureActivities):
         fleet = self.fleet
         if fleet.speed != LOGICAL_CLOCK:
             return fleet.fleet_time(cluster=req.cluster)
-        parties = getattr(fleet, "clock_parties", None)
-        if parties is not None and parties(req.cluster):
+        if fleet.clock_parties(req.cluster):
             return fleet.fleet_time(cluster=req.cluster)
         return fleet.advance_clock(req.cluster, req.target_hours)
 

@@ -33,7 +33,6 @@ from orchestrator.contracts.models import HostState
 from orchestrator.execution import settle
 from orchestrator.execution.install import install_hosts
 from orchestrator.fleet.bad_versions import active_bad, mark_bad
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.planning.blame import HostOutcome, rank_blame, verifications
 from orchestrator.planning.rollback import Install, plan_rollback, previous_versions
 
@@ -48,8 +47,7 @@ class CampaignFailureActivities(FleetAccess):
     client: Client
 
     def _bad(self) -> list[tuple[str, str, str]]:
-        fleet = self.fleet
-        return active_bad(fleet) if isinstance(fleet, SqliteFleet) else []
+        return active_bad(self.fleet)
 
     @activity.defn(name="campaign_blame")
     async def blame(self, req: BlameRequest) -> BlameResult:
@@ -118,15 +116,13 @@ class CampaignFailureActivities(FleetAccess):
         if top is None or top.campaign != req.campaign or top.score < BLAME_MARK_SCORE:
             return out
         out.blamed = {top.component: top.version}
-        fleet = self.fleet
-        if isinstance(fleet, SqliteFleet):  # the fleet store keeps the list of bad versions
-            why = (
-                f"campaign {req.campaign}, stage {req.stage}: {top.failing} of "
-                f"{top.failing + top.passing} hosts carrying it failed (blame score {top.score})"
-            )
-            _, new = mark_bad(fleet, top.component, top.version, why, f"campaign-{req.campaign}")
-            if new:
-                out.marked.append(f"{top.component}={top.version}")
+        why = (  # every backend's store keeps the list of bad versions
+            f"campaign {req.campaign}, stage {req.stage}: {top.failing} of "
+            f"{top.failing + top.passing} hosts carrying it failed (blame score {top.score})"
+        )
+        _, new = mark_bad(self.fleet, top.component, top.version, why, f"campaign-{req.campaign}")
+        if new:
+            out.marked.append(f"{top.component}={top.version}")
         return out
 
     @activity.defn(name="campaign_rollback_plan")

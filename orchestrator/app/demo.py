@@ -32,7 +32,7 @@ from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.paths import trainctl_home
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainStatus
-from orchestrator.fleet import SqliteFleet, fleet_path
+from orchestrator.fleet import create_fleet, fleet_path, open_backend
 from orchestrator.fleet.presets import get_preset
 from orchestrator.infra.client import connect
 from orchestrator.infra.connection import ConnectionOptions
@@ -139,7 +139,7 @@ async def run_demo(
         if why:
             raise ValueError(why)
     path = fleet_path()
-    SqliteFleet.create(path, shape, seed, speed).close()
+    create_fleet(path, shape, seed, speed).close()
     home = trainctl_home()
     db = home / "demo-temporal.db"
     db.unlink(missing_ok=True)
@@ -155,7 +155,7 @@ async def run_demo(
             statuses = await asyncio.gather(
                 *(_run_train(client, s.cluster, until_cycle, on_status, interrupt) for s in specs)
             )
-    fleet = SqliteFleet(path)
+    fleet = open_backend(path)
     try:
         report = audit(fleet)
         hours = {s.cluster: fleet.fleet_time(cluster=s.cluster) for s in specs}

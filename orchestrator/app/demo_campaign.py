@@ -34,7 +34,7 @@ from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import FINAL_STATES, CampaignStatus
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.paths import trainctl_home
-from orchestrator.fleet import SqliteFleet, fleet_path
+from orchestrator.fleet import create_fleet, fleet_path, open_backend
 from orchestrator.fleet.presets import get_preset
 from orchestrator.infra.client import connect
 from orchestrator.infra.connection import ConnectionOptions
@@ -66,7 +66,7 @@ async def run_campaign_demo(
     started = time.monotonic()
     spec = CampaignSpec.model_validate(DEMO_CAMPAIGN)
     path = fleet_path()
-    SqliteFleet.create(path, get_preset(preset), seed, speed).close()
+    create_fleet(path, get_preset(preset), seed, speed).close()
     db = trainctl_home() / "demo-temporal.db"
     db.unlink(missing_ok=True)
     config = DevServerConfig(port=free_port(port), ui_port=free_port(ui_port), db_filename=db)
@@ -84,7 +84,7 @@ async def run_campaign_demo(
                     if status.state in FINAL_STATES:
                         break
             status = await final_status(campaign_handle(client, spec.workflow_id))
-    fleet = SqliteFleet(path)
+    fleet = open_backend(path)
     try:
         report = audit(fleet)
     finally:

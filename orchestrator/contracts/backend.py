@@ -1,8 +1,9 @@
 """The fleet-backend interface: what a real inventory plus job scheduler expose, in host terms.
 
 Everything above the fleet (activities, the execution core, the simulator) talks to a backend
-only through these Protocols; ``ClusterSim`` (the simulated fleet, persisted by ``SqliteFleet``)
-implements them, and a Slurm backend can implement them without knowing it. A ``ClusterBackend``
+only through these Protocols (``open_fleet`` returns a ``FleetBackend``): ``ClusterSim`` (the
+simulated fleet, persisted by ``SqliteFleet``) and ``SlurmCluster`` (``SlurmFleet``) implement
+them, over the one host ledger they share (``fleet.ledger``). A ``ClusterBackend``
 is one cluster at one fleet instant: a ``FleetBackend`` hands one out per transaction
 (``cluster``), so a plan and the cordons it decides land together or not at all.
 
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
+from orchestrator.contracts.bad_versions import BadVersion
 from orchestrator.contracts.views import ClusterSnapshot, JobView
 
 
@@ -303,13 +305,73 @@ class ClusterBackend(Protocol):
         """Append an entry to the record (what was done or seen)."""
         ...
 
+    def inject_fault(self, component: str, version: str, rate: float, actor: str) -> None:
+        """Make ``component=version`` a bad build that leaves hosts bad with ``rate`` (tests,
+        game days); a backend that runs real builds refuses (a permanent error)."""
+        ...
+
+
+class FleetShape(Protocol):
+    """What callers read of a fleet's shape (the simulated fleet's preset; Slurm's own)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def clusters(self) -> int: ...
+    @property
+    def hosts_per_cluster(self) -> int: ...
+    @property
+    def hosts_per_rack(self) -> int: ...
+
 
 class FleetBackend(Protocol):
-    """A whole fleet: its clusters, its clock, one-transaction cluster sessions, its record."""
+    """A whole fleet: its clusters, its clock, one-transaction cluster sessions, its record,
+    the shape and settings the command line shows, and the fleet-wide list of bad versions."""
 
     @property
     def speed(self) -> float:
         """Fleet hours per wall hour; 0.0 means a logical clock that callers advance."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """The seed a simulated fleet draws from (0 for a real one)."""
+        ...
+
+    @property
+    def preset(self) -> FleetShape: ...
+
+    @property
+    def read_only(self) -> bool:
+        """Opened only to read: sessions must ``peek``, never write."""
+        ...
+
+    def close(self) -> None: ...
+
+    def get_meta(self) -> dict[str, str]:
+        """The fleet file's settings (``fleet_id``, ``backend``, ...)."""
+        ...
+
+    def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
+        """Switch firmware per switch kind: version -> switches (empty if none is managed)."""
+        ...
+
+    def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
+        """The parties of ``cluster``'s logical clock, in turn order (none at scaled speeds)."""
+        ...
+
+    def bad_versions(self, include_cleared: bool = False) -> list[BadVersion]:
+        """Versions marked bad fleet-wide, oldest mark first (cleared ones too if asked)."""
+        ...
+
+    def mark_bad(
+        self, component: str, version: str, reason: str, by: str
+    ) -> tuple[BadVersion, bool]:
+        """Mark ``component=version`` bad; (its entry, True if it was not bad already)."""
+        ...
+
+    def clear_bad(self, component: str, version: str, reason: str, by: str) -> BadVersion:
+        """Clear ``component=version``; LookupError if it is not marked bad."""
         ...
 
     @property

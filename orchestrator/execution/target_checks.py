@@ -11,12 +11,11 @@ from collections.abc import Iterable, Mapping
 
 from orchestrator.contracts.backend import FleetBackend
 from orchestrator.fleet.bad_versions import active_bad
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
 from orchestrator.planning.version_policy import bad_version_refusal, skew_refusal
 
 
 def target_refusal(
-    fleet: SqliteFleet,
+    fleet: FleetBackend,
     clusters: Iterable[str],
     targets: Mapping[str, str],
     skew: Mapping[str, int] | None = None,
@@ -44,7 +43,7 @@ def target_refusal(
 
 
 def supersedes_refusal(
-    fleet: FleetBackend | SqliteFleet, clusters: list[str], supersedes: Mapping[str, str]
+    fleet: FleetBackend, clusters: list[str], supersedes: Mapping[str, str]
 ) -> tuple[str, str] | None:
     """``supersedes.<component>`` when nothing runs the version it names: no host of the
     clusters carries it and no cluster records it as a target (a typo would otherwise
@@ -65,7 +64,7 @@ def supersedes_refusal(
 
 
 def hook_refusal(
-    fleet: FleetBackend | SqliteFleet, clusters: Iterable[str], targets: Mapping[str, str]
+    fleet: FleetBackend, clusters: Iterable[str], targets: Mapping[str, str]
 ) -> tuple[str, str] | None:
     """``hooks.<component>`` when the backend cannot install a target some host still needs
     (a Slurm backend config without its hook): refused before any node is touched."""
@@ -88,11 +87,11 @@ def hook_refusal(
     return None
 
 
-def held_on_bad_version(fleet: object, targets: Mapping[str, str]) -> str:
+def held_on_bad_version(fleet: FleetBackend, targets: Mapping[str, str]) -> str:
     """Why work installing ``targets`` must hold now (one was marked bad since it started), or
-    ''. Trains and operations ask before each new domain or wave; a fleet without the list
-    (another backend's store) never holds."""
-    if not targets or not isinstance(fleet, SqliteFleet):
+    ''. Trains and operations ask before each new domain or wave (every backend's store keeps
+    the list)."""
+    if not targets:
         return ""
     found = bad_version_refusal(targets, active_bad(fleet))
     if found is None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING
 
 from orchestrator.contracts.backend import ClusterBackend, FleetBackend
 from orchestrator.contracts.errors import NoFleet
+from orchestrator.fleet.presets import Preset
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
+
+if TYPE_CHECKING:
+    from orchestrator.fleet.slurm.config import SlurmBackendConfig
 
 FLEET_FILE = "fleet.db"
 
@@ -20,12 +25,11 @@ def fleet_path(home: Path | None = None, *, create: bool = True) -> Path:
     return (home or trainctl_home(create=create)) / FLEET_FILE
 
 
-def open_fleet(home: Path | None = None, *, read_only: bool = False) -> SqliteFleet:
+def open_fleet(home: Path | None = None, *, read_only: bool = False) -> FleetBackend:
     """The fleet under ``TRAINCTL_HOME``; FileNotFoundError if none was initialised.
 
-    A fleet initialised with ``--backend slurm`` opens as a ``SlurmFleet``, which offers what
-    the command line reads of the simulated fleet (``preset``, ``seed``, ``events``, cluster
-    sessions with ``hosts`` and ``jobs``), so every command works on either unchanged.
+    A fleet initialised with ``--backend slurm`` opens as the Slurm backend; either way the
+    caller sees only the ``FleetBackend`` Protocol, so every command works on either unchanged.
     ``read_only``: a command that only reads, which must work on a read-only or immutable
     file and never creates ``TRAINCTL_HOME``.
     """
@@ -33,8 +37,24 @@ def open_fleet(home: Path | None = None, *, read_only: bool = False) -> SqliteFl
     if _is_slurm(path):
         from orchestrator.fleet.slurm import SlurmFleet
 
-        return cast(SqliteFleet, SlurmFleet(path))
+        return SlurmFleet(path)
     return SqliteFleet(path, read_only=read_only)
+
+
+def create_fleet(
+    path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None
+) -> FleetBackend:
+    """Build a simulated fleet from ``preset`` at ``path`` (atomically) and open it."""
+    return SqliteFleet.create(path, preset, seed, speed, wall)
+
+
+def create_slurm_fleet(
+    path: Path, slurm_conf: Path, config: SlurmBackendConfig, config_path: Path | None = None
+) -> FleetBackend:
+    """Record every node of the configured partitions of a Slurm cluster at ``path``."""
+    from orchestrator.fleet.slurm import SlurmFleet
+
+    return SlurmFleet.create(path, slurm_conf, config, config_path)
 
 
 def _is_slurm(path: Path) -> bool:
@@ -60,6 +80,8 @@ __all__ = [
     "ClusterBackend",
     "FleetBackend",
     "SqliteFleet",
+    "create_fleet",
+    "create_slurm_fleet",
     "fleet_path",
     "open_backend",
     "open_fleet",

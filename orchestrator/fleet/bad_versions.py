@@ -1,42 +1,23 @@
 """Versions known to be bad, fleet-wide: marked by blame or by an operator, cleared by one.
 
-Kept in the fleet file (its ``meta`` table, key ``bad_versions``, one JSON document), so every
-worker, every CLI and every backend sharing the fleet store reads the same list, and changes
-are transactions like every other fleet change. A cleared version keeps its entry, with who
-cleared it and why, so ``trainctl versions list --all`` tells the whole story.
+Kept in the fleet file (its ``meta`` table, key ``bad_versions``, one JSON document) whichever
+backend the fleet runs on, so every worker, every CLI and every backend sharing the fleet store
+reads the same list, and changes are transactions like every other fleet change. The store side
+(``read_bad``, ``store_mark``, ``store_clear``, on a connection) is what both fleets'
+``FleetBackend.bad_versions``/``mark_bad``/``clear_bad`` run (``ledger_store``); callers use
+those, or the helpers below, which take any ``FleetBackend``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, Field
-
+from orchestrator.contracts.backend import FleetBackend
+from orchestrator.contracts.bad_versions import BadVersion, BadVersions
 from orchestrator.contracts.models import Component, check_version
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
 
 META_KEY = "bad_versions"
-
-
-class BadVersion(BaseModel):
-    """One version marked bad (and, once cleared, who cleared it and why)."""
-
-    component: str
-    version: str
-    reason: str
-    marked_by: str
-    marked_at: datetime
-    cleared_by: str | None = None
-    cleared_at: datetime | None = None
-    cleared_reason: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.cleared_at is None
-
-
-class BadVersions(BaseModel):
-    entries: list[BadVersion] = Field(default_factory=list)
 
 
 def parse_pair(text: str, field: str = "version") -> tuple[str, str]:
@@ -49,39 +30,26 @@ def parse_pair(text: str, field: str = "version") -> tuple[str, str]:
     return comp, check_version(field, version)
 
 
-def _read(fleet: SqliteFleet) -> BadVersions:
-    raw = fleet.get_meta().get(META_KEY)
-    return BadVersions.model_validate_json(raw) if raw else BadVersions()
+# ------------------------------------------------------------------ the store
+def read_bad(conn: sqlite3.Connection) -> BadVersions:
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (META_KEY,)).fetchone()
+    return BadVersions.model_validate_json(row[0]) if row and row[0] else BadVersions()
 
 
-def _write(fleet: SqliteFleet, doc: BadVersions) -> None:
-    fleet.conn.execute(
-        "INSERT OR REPLACE INTO meta VALUES (?, ?)", (META_KEY, doc.model_dump_json())
-    )
+def _write(conn: sqlite3.Connection, doc: BadVersions) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (META_KEY, doc.model_dump_json()))
 
 
-def list_bad(fleet: SqliteFleet, include_cleared: bool = False) -> list[BadVersion]:
-    """Bad versions, oldest mark first (cleared ones too with ``include_cleared``)."""
-    return [e for e in _read(fleet).entries if include_cleared or e.active]
-
-
-def active_bad(fleet: SqliteFleet) -> list[tuple[str, str, str]]:
-    """(component, version, why) of every version bad now: what the version policy reads."""
-    return [
-        (e.component, e.version, f"{e.reason}; marked by {e.marked_by}") for e in list_bad(fleet)
-    ]
-
-
-def mark_bad(
-    fleet: SqliteFleet, component: str, version: str, reason: str, by: str
+def store_mark(
+    conn: sqlite3.Connection, component: str, version: str, reason: str, by: str
 ) -> tuple[BadVersion, bool]:
     """Mark ``component=version`` bad; (its entry, True if it was not bad already)."""
-    fleet.conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        doc = _read(fleet)
+        doc = read_bad(conn)
         for e in doc.entries:
             if e.active and (e.component, e.version) == (component, version):
-                fleet.conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 return e, False
         entry = BadVersion(
             component=component,
@@ -91,19 +59,21 @@ def mark_bad(
             marked_at=datetime.now(UTC),
         )
         doc.entries.append(entry)
-        _write(fleet, doc)
+        _write(conn, doc)
     except BaseException:
-        fleet.conn.execute("ROLLBACK")
+        conn.execute("ROLLBACK")
         raise
-    fleet.conn.execute("COMMIT")
+    conn.execute("COMMIT")
     return entry, True
 
 
-def clear_bad(fleet: SqliteFleet, component: str, version: str, reason: str, by: str) -> BadVersion:
+def store_clear(
+    conn: sqlite3.Connection, component: str, version: str, reason: str, by: str
+) -> BadVersion:
     """Clear ``component=version``; LookupError if it is not marked bad."""
-    fleet.conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        doc = _read(fleet)
+        doc = read_bad(conn)
         found = next(
             (
                 e
@@ -115,9 +85,52 @@ def clear_bad(fleet: SqliteFleet, component: str, version: str, reason: str, by:
         if found is None:
             raise LookupError(f"version: {component}={version} is not marked bad")
         found.cleared_by, found.cleared_at, found.cleared_reason = by, datetime.now(UTC), reason
-        _write(fleet, doc)
+        _write(conn, doc)
     except BaseException:
-        fleet.conn.execute("ROLLBACK")
+        conn.execute("ROLLBACK")
         raise
-    fleet.conn.execute("COMMIT")
+    conn.execute("COMMIT")
     return found
+
+
+# ------------------------------------------------------------- for any fleet
+def list_bad(fleet: FleetBackend, include_cleared: bool = False) -> list[BadVersion]:
+    """Bad versions, oldest mark first (cleared ones too with ``include_cleared``)."""
+    return fleet.bad_versions(include_cleared)
+
+
+def active_bad(fleet: FleetBackend) -> list[tuple[str, str, str]]:
+    """(component, version, why) of every version bad now: what the version policy reads."""
+    return [
+        (e.component, e.version, f"{e.reason}; marked by {e.marked_by}")
+        for e in fleet.bad_versions()
+    ]
+
+
+def mark_bad(
+    fleet: FleetBackend, component: str, version: str, reason: str, by: str
+) -> tuple[BadVersion, bool]:
+    """Mark ``component=version`` bad; (its entry, True if it was not bad already)."""
+    return fleet.mark_bad(component, version, reason, by)
+
+
+def clear_bad(
+    fleet: FleetBackend, component: str, version: str, reason: str, by: str
+) -> BadVersion:
+    """Clear ``component=version``; LookupError if it is not marked bad."""
+    return fleet.clear_bad(component, version, reason, by)
+
+
+__all__ = [
+    "META_KEY",
+    "BadVersion",
+    "BadVersions",
+    "active_bad",
+    "clear_bad",
+    "list_bad",
+    "mark_bad",
+    "parse_pair",
+    "read_bad",
+    "store_clear",
+    "store_mark",
+]

@@ -25,11 +25,11 @@ from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
 from orchestrator.fleet import sqlite_clock
 from orchestrator.fleet.build import build_cluster
-from orchestrator.fleet.cluster_sim import ClusterSim, Event
-from orchestrator.fleet.event_log import read_events
+from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
 from orchestrator.fleet.fleet_id import new_fleet_id
 from orchestrator.fleet.ledger_files import connect, create_file
+from orchestrator.fleet.ledger_store import LedgerStore
 from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
@@ -81,7 +81,7 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     raise last
 
 
-class SqliteFleet:
+class SqliteFleet(LedgerStore):
     """A simulated GPU fleet in one SQLite file, shared by every process on the machine.
 
     ``read_only``: for commands that only read (``fleet status``): the file is opened so that
@@ -133,9 +133,6 @@ class SqliteFleet:
             why = f"meta {err.args[0]!r} is missing" if isinstance(err, KeyError) else str(err)
             raise FleetUnreadable(path, why) from None
         self._topology: Topology | None = None
-
-    def close(self) -> None:
-        self.conn.close()
 
     @property
     def topology(self) -> Topology:
@@ -287,29 +284,6 @@ class SqliteFleet:
     def installable_components(self) -> frozenset[str] | None:
         return None  # the simulated fleet installs every component
 
-    def hosts_in(self, cluster: str) -> int:
-        row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
-        return int(row[0])
-
-    def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:
-        sql = "SELECT name, rack, zone FROM hosts"
-        args: tuple[str, ...] = ()
-        if cluster is not None:
-            sql, args = sql + " WHERE cluster = ?", (cluster,)
-        return {name: (rack, zone) for name, rack, zone in self.conn.execute(sql, args)}
-
-    def records(
-        self, since: int = 0, cluster: str | None = None
-    ) -> Iterator[tuple[int, Event, str]]:
-        """The backend interface's name for the event log (``events``)."""
-        return self.events(since, cluster)
-
-    def events(
-        self, since: int = 0, cluster: str | None = None
-    ) -> Iterator[tuple[int, Event, str]]:
-        """The append-only event log in order: (seq, event, cluster)."""
-        return read_events(self.conn, since, cluster)
-
     def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
         """Switch firmware per switch kind (rack, spine, aggregation): version -> switches."""
         sql = "SELECT tier, firmware, COUNT(*) FROM switches"
@@ -320,6 +294,3 @@ class SqliteFleet:
         for tier, firmware, n in self.conn.execute(sql + " GROUP BY tier, firmware", args):
             out.setdefault(tier, {})[firmware] = n
         return {t: dict(sorted(v.items(), key=lambda kv: -kv[1])) for t, v in sorted(out.items())}
-
-    def get_meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())

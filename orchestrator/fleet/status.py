@@ -7,12 +7,12 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
+from orchestrator.contracts.backend import FleetBackend
 from orchestrator.contracts.models import GPUS_PER_HOST
-from orchestrator.fleet.sqlite_fleet import SqliteFleet
 
 
 def fleet_status(
-    fleet: SqliteFleet, cluster: str | None = None, wall: datetime | None = None
+    fleet: FleetBackend, cluster: str | None = None, wall: datetime | None = None
 ) -> dict[str, Any]:
     """Advance the selected clusters to now and count hosts, GPUs, states, versions and jobs.
 
@@ -29,19 +29,20 @@ def fleet_status(
     jobs_running = busy = hosts_total = 0
     per_cluster: dict[str, dict[str, int]] = {}
     now = 0.0
-    read_only = getattr(fleet, "read_only", False)  # opened to read only: peek, write nothing
+    read_only = fleet.read_only  # opened to read only: peek, write nothing
     for name in names:
-        with nullcontext(fleet.peek(name, wall)) if read_only else fleet.cluster(name, wall) as sim:
-            now = sim.now
-            c_states = Counter(str(h.state) for h in sim.hosts.values())
+        with nullcontext(fleet.peek(name, wall)) if read_only else fleet.cluster(name, wall) as b:
+            now = b.now
+            hosts = [b.host(n) for n in b.host_names()]
+            c_states = Counter(str(h.state) for h in hosts)
             states.update(c_states)
-            for h in sim.hosts.values():
+            for h in hosts:
                 for comp, ver in h.versions.items():
                     versions[comp][ver] += 1
                 busy += h.job_id is not None
-            jobs_running += sum(1 for j in sim.jobs.values() if j.state == "running")
-            hosts_total += len(sim.hosts)
-            per_cluster[name] = {"hosts": len(sim.hosts), **c_states}
+            jobs_running += len(b.snapshot().jobs)
+            hosts_total += len(hosts)
+            per_cluster[name] = {"hosts": len(hosts), **c_states}
     switch_versions = fleet.switch_versions(None if cluster is None else names[0])
     return {
         "fleet_id": fleet.get_meta().get("fleet_id"),

@@ -29,7 +29,7 @@ import click
 import pydantic
 
 if TYPE_CHECKING:
-    from orchestrator.fleet import SqliteFleet
+    from orchestrator.contracts.backend import FleetBackend
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -319,7 +319,7 @@ def fail(message: str, field: str | None = None) -> NoReturn:
     raise OperationFailed(message, field=field)
 
 
-def open_fleet_or_fail(read_only: bool = False) -> SqliteFleet:
+def open_fleet_or_fail(read_only: bool = False) -> FleetBackend:
     """The fleet under TRAINCTL_HOME, or exit 1 naming ``fleet`` (none, or not a usable one).
 
     ``read_only`` for a command that only reads: it works on a read-only or immutable file and

@@ -17,7 +17,7 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.fleet_host import host
 from orchestrator.app.cli.fleet_replace import make_room
-from orchestrator.fleet import SqliteFleet, fleet_path
+from orchestrator.fleet import create_fleet, fleet_path
 from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
 from orchestrator.fleet.status import fleet_status
@@ -78,7 +78,7 @@ def init(
     factor = parse_speed(speed)
     path = fleet_path()
     backup = make_room(path, force)  # never under a live worker; the old file kept aside
-    f = SqliteFleet.create(path, shape, seed, factor)
+    f = create_fleet(path, shape, seed, factor)
     out = {
         "path": str(path),
         "backup": None if backup is None else str(backup),

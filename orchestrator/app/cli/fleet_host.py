@@ -27,7 +27,7 @@ from orchestrator.app.cli.common import (
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import try_connect
 from orchestrator.contracts.backend import ClusterBackend, FleetBackend
-from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
+from orchestrator.fleet.ledger_rules import holds_planned_work
 from orchestrator.planning.host_explain import (
     KINDS,
     Coverage,
@@ -47,21 +47,15 @@ BEHIND_SHOWN = 10
 
 
 def _bad_versions(fleet: FleetBackend) -> dict[tuple[str, str], str]:
-    from orchestrator.fleet import SqliteFleet
     from orchestrator.fleet.bad_versions import active_bad
 
-    if not isinstance(fleet, SqliteFleet):  # the list lives in the simulated fleet's store
-        return {}
     return {(c, v): why for c, v, why in active_bad(fleet)}
 
 
 def _counts(b: ClusterBackend) -> tuple[int, int]:
     """(hosts out of service, hosts held for planned work by anyone) of the cluster."""
-    planned = 0
-    for n in b.host_names():
-        h = b.host(n)
-        if h.state in HELD_STATES and h.owner not in NOT_MAINTENANCE_OWNERS:
-            planned += 1
+    hosts = (b.host(n) for n in b.host_names())
+    planned = sum(1 for h in hosts if holds_planned_work(h.state, h.owner))
     return b.out_of_service_count(), planned
 
 

@@ -15,8 +15,7 @@ def init_slurm(
 ) -> None:
     """Read the cluster's nodes through Slurm and record them with the config's versions."""
     from orchestrator.contracts.specs import SpecError
-    from orchestrator.fleet import fleet_path
-    from orchestrator.fleet.slurm import SlurmFleet
+    from orchestrator.fleet import create_slurm_fleet, fleet_path
     from orchestrator.fleet.slurm.conf_check import ControllerNotAnswering, check_conf, read_conf
     from orchestrator.fleet.slurm.config import load_backend_config
 
@@ -43,15 +42,16 @@ def init_slurm(
         raise OperationFailed(str(err), field="slurm_conf") from None
     path = fleet_path()
     backup = make_room(path, force)  # never under a live worker; the old file kept aside
-    fleet = SlurmFleet.create(path, conf, config, cfg_path)
+    fleet = create_slurm_fleet(path, conf, config, cfg_path)
     try:
+        (cluster,) = fleet.cluster_names()  # a Slurm fleet records one cluster
         out = {
             "path": str(path),
             "backup": None if backup is None else str(backup),
             "backend": "slurm",
             "slurm_conf": str(conf.resolve()),
-            "cluster": fleet.cluster_name,
-            "hosts_total": fleet.hosts_in(fleet.cluster_name),
+            "cluster": cluster,
+            "hosts_total": fleet.hosts_in(cluster),
             "speed": fleet.speed,
         }
     finally:

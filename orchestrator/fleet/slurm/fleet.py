@@ -16,13 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.contracts.backend import (
     ClockMember,
     ClockRelease,
     ClockTurn,
-    RecordEntry,
 )
 from orchestrator.contracts.errors import (
     NoFleet,
@@ -30,9 +29,10 @@ from orchestrator.contracts.errors import (
     UnknownCluster,
 )
 from orchestrator.contracts.models import HostState
-from orchestrator.fleet.event_log import append_events, read_events
+from orchestrator.fleet.event_log import append_events
 from orchestrator.fleet.ledger_files import connect
 from orchestrator.fleet.ledger_rows import load_hosts, save_hosts
+from orchestrator.fleet.ledger_store import LedgerStore
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm import store
 from orchestrator.fleet.slurm.backend import SlurmCluster
@@ -59,10 +59,11 @@ class SlurmShape:
     clusters: int = 1
 
 
-class SlurmFleet:
+class SlurmFleet(LedgerStore):
     """A Slurm cluster as a ``FleetBackend``: Slurm for nodes and jobs, SQLite for the record."""
 
     speed = 1.0  # fleet time is wall time
+    read_only = False  # a session reads Slurm and reconciles the record: always writable
 
     def __init__(self, path: Path) -> None:
         if not path.exists():
@@ -85,9 +86,6 @@ class SlurmFleet:
         self.preset = SlurmShape(
             "slurm", self.hosts_in(self.cluster_name), max(racks.values(), default=1)
         )
-
-    def close(self) -> None:
-        self.conn.close()
 
     @classmethod
     def create(
@@ -140,16 +138,6 @@ class SlurmFleet:
     def _require(self, cluster: str) -> None:
         if cluster != self.cluster_name:
             raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
-
-    def hosts_in(self, cluster: str) -> int:
-        row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
-        return int(row[0])
-
-    def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:
-        sql, args = "SELECT name, rack, zone FROM hosts", ()
-        if cluster is not None:
-            sql, args = sql + " WHERE cluster = ?", (cluster,)  # type: ignore[assignment]
-        return {n: (r, z) for n, r, z in self.conn.execute(sql, args)}
 
     # ------------------------------------------------------------------ clock
     def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
@@ -220,23 +208,13 @@ class SlurmFleet:
         finally:
             self.conn.execute("ROLLBACK")
 
-    # ----------------------------------------------------------------- record
-    def records(
-        self, since: int = 0, cluster: str | None = None
-    ) -> Iterator[tuple[int, RecordEntry, str]]:
-        return self.events(since, cluster)
-
-    def events(
-        self, since: int = 0, cluster: str | None = None
-    ) -> Iterator[tuple[int, RecordEntry, str]]:
-        return read_events(self.conn, since, cluster)
-
-    def get_meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-
     def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
         """Slurm knows no switch firmware: none to report (``fleet status``)."""
         return {}
+
+    def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
+        """Fleet time is wall time: no logical clock, no parties."""
+        return []
 
 
 def cluster_name_of(slurm_conf: Path) -> str:
