@@ -1,9 +1,9 @@
 """The fleet-backend interface: what a real inventory plus job scheduler expose, in host terms.
 
 Everything above the fleet (activities, the execution core, the simulator) talks to a backend
-only through these Protocols (``open_fleet`` returns a ``FleetBackend``): ``ClusterSim`` (the
-simulated fleet, persisted by ``SqliteFleet``) and ``SlurmCluster`` (``SlurmFleet``) implement
-them, over the one host ledger they share (``fleet.ledger``). A ``ClusterBackend``
+only through these Protocols (``open_fleet`` returns a ``FleetBackend``): the simulated fleet and
+the Slurm backend implement them, over the one host ledger they share (``fleet.ledger``). The
+plain values they pass live in ``backend_types``. A ``ClusterBackend``
 is one cluster at one fleet instant: a ``FleetBackend`` hands one out per transaction
 (``cluster``), so a plan and the cordons it decides land together or not at all.
 
@@ -15,10 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
+from orchestrator.contracts.backend_types import (
+    ClockMember,
+    ClockRelease,
+    ClockTurn,
+    InstallOutcome,
+    JobAnswer,
+    PiggybackClaim,
+    RecordEntry,
+    RefusalNote,
+    Verification,
+)
 from orchestrator.contracts.bad_versions import BadVersion
 from orchestrator.contracts.views import ClusterSnapshot, JobView
 
@@ -44,117 +54,6 @@ class HostRecord(Protocol):
     def versions(self) -> Mapping[str, str]: ...
     @property
     def last_visit(self) -> float | None: ...
-
-
-@dataclass(frozen=True)
-class InstallOutcome:
-    """One install attempt: installed, failed (transiently or for good), and on which component."""
-
-    ok: bool
-    permanent: bool
-    failed_component: str | None
-    #: Fleet hours the install and reboot still take after this call returns; None: the
-    #: model's estimate (``updates.maintenance_hours``). A real backend whose install ran for
-    #: real says 0: the time has already passed.
-    duration_hours: float | None = None
-
-
-@dataclass(frozen=True)
-class RefusalNote:
-    """A job said "not now" to a train that handed its hosts back rather than hold them: ask
-    it again at ``until_hours``; its ``refusals`` so far carry over to the next visit
-    (``execution.drain``). Dropped when the job ends or stops."""
-
-    until_hours: float
-    refusals: int
-
-
-@dataclass(frozen=True)
-class PiggybackClaim:
-    """A train's standing claim on freed due hosts, with the limits its plan was held to."""
-
-    owner: str
-    cycle_started_hours: float
-    max_held: int
-    """Hosts the owner may hold in all (its domain size within the arbiter's grant)."""
-    limit: int
-    maintenance: int | None = None
-    per_rack: int | None = None
-    per_zone: int | None = None
-    until_hours: float = 0.0
-    """Fleet hour the claim lapses (the train renews it each time it plans)."""
-    visited_first: bool = False
-    """Steer new jobs to hosts visited this cycle first, the longest job first, so that due
-    hosts are the ones left idle for maintenance (Slurm's node ``Weight`` does the same: jobs
-    go to the lowest weight first), and a job that will outlive the cycle lands on hosts it
-    need not be stopped for."""
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-class Verification(NamedTuple):
-    """Hardware diagnostics, collective bandwidth against roofline, version manifest."""
-
-    passed: bool
-    reason: str
-    bus_bw: float
-
-
-@dataclass(frozen=True)
-class JobAnswer:
-    """A job's answer when asked before an eviction: ``go`` now, ``wait`` until ``until_hours``
-    (its next checkpoint or its end), or ``refuse`` (not now; the drain deadline still rules)."""
-
-    answer: str = "go"
-    until_hours: float | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class RecordEntry:
-    """One entry of a backend's append-only record of what was done and seen."""
-
-    t: float
-    actor: str
-    kind: str
-    host: str | None
-    detail: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ClockMember:
-    """One party of a cluster's logical clock (speed ``max``): a workflow that waits there.
-
-    ``parent`` is the party that started it (a train for its domains), ``owner`` the campaign
-    whose end removes it; among parties waiting for the same instant, lower ``rank`` goes first.
-    """
-
-    key: str
-    workflow_id: str
-    owner: str
-    parent: str | None = None
-    rank: int = 0
-
-
-@dataclass(frozen=True)
-class ClockRelease:
-    """A party whose wait a clock step ended: fleet time reached its target, and it is its turn."""
-
-    party: str
-    workflow_id: str
-    epoch: str
-    now: float
-
-
-@dataclass(frozen=True)
-class ClockTurn:
-    """What a party learns when it waits on a logical clock: the cluster's fleet hour, whether its
-    own wait is over, and which other parties this call released (the caller tells them)."""
-
-    now: float
-    released: bool
-    others: tuple[ClockRelease, ...] = ()
 
 
 class ClusterBackend(Protocol):
@@ -443,3 +342,21 @@ class FleetBackend(Protocol):
     ) -> Iterator[tuple[int, RecordEntry, str]]:
         """The append-only record in order: (sequence number, entry, cluster)."""
         ...
+
+
+__all__ = [
+    "BadVersion",
+    "ClockMember",
+    "ClockRelease",
+    "ClockTurn",
+    "ClusterBackend",
+    "FleetBackend",
+    "FleetShape",
+    "HostRecord",
+    "InstallOutcome",
+    "JobAnswer",
+    "PiggybackClaim",
+    "RecordEntry",
+    "RefusalNote",
+    "Verification",
+]
