@@ -41,6 +41,7 @@ from orchestrator.contracts.ops_types import (
 from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution import baseline, install, settle
 from orchestrator.execution.baseline import HealthBaseline
+from orchestrator.execution.drain import refusing_hosts
 from orchestrator.execution.target_checks import held_on_bad_version, hook_refusal
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
 from orchestrator.telemetry import metrics
@@ -127,6 +128,7 @@ class OpsActivities(FleetAccess):
             hosts_in_scope=c.hosts_in_scope,
             already_done=c.already_done,
             deferred=c.deferred,
+            deferred_hosts=list(plan.deferred),
             waves_left=len(plan.waves),
             next_wave=len(plan.waves[0].hosts) if plan.waves else 0,
             estimated_hours=plan.estimated_duration_hours,
@@ -202,7 +204,14 @@ class OpsActivities(FleetAccess):
                     f"{o} still holds {n} hosts" for o, n in sorted(others.items())
                 )
                 return out
-            wave = plan.waves[0].hosts if plan.waves else []
+            # A job that refused a drain keeps its hosts until it may be asked again: they wait
+            # for a later wave (``DrainTracker.release``), the rest goes now.
+            later = refusing_hosts(b, [h for w in plan.waves for h in w.hosts])
+            wave = next(
+                (hs for w in plan.waves if (hs := [h for h in w.hosts if h not in later])), []
+            )
+            if later and not wave:
+                out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"
             # Planned work of every owner together stays within the maintenance budget, when the
             # spec names one (a window is an explicit grant of its own).
             maint = None

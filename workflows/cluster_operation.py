@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.history import history_full
     from workflows.ops_pacing import WavePacing
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS
+    from workflows.ops_wave_failures import LOST_DEFERRED_PATCH
 
 #: Guards continue-as-new and the final ``cluster_done`` signal (``BulkOperation`` uses it too).
 CONTINUE_AS_NEW_PATCH = "ops-continue-as-new"
@@ -258,7 +259,11 @@ class ClusterOperation(WavePacing):
         """
         while True:
             self.p.fleet_hours = view.fleet_hours
-            self.p.hosts_deferred = view.deferred - view.returning
+            if workflow.patched(LOST_DEFERRED_PATCH):  # hosts it lost mid-wave stay deferred
+                self.p.deferred_hosts = sorted({*view.deferred_hosts, *self.p.lost_to_repair})
+                self.p.hosts_deferred = len(self.p.deferred_hosts) - view.returning
+            else:
+                self.p.hosts_deferred = view.deferred - view.returning
             total = (
                 self.p.waves_done
                 + view.waves_left

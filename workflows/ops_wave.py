@@ -36,7 +36,6 @@ from orchestrator.contracts.messages import (
     EvictRequest,
     EvictResult,
     HostsRequest,
-    JobWait,
     UpdateResult,
     VerifyOutcome,
     VerifyResult,
@@ -51,6 +50,15 @@ from orchestrator.contracts.ops_types import (
 from orchestrator.contracts.search_attributes import TRAIN_PHASE
 from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
 from orchestrator.execution.drain import DrainTracker
+from orchestrator.execution.drain_sequence import (
+    Ask,
+    Drained,
+    DrainSequence,
+    Evict,
+    Install,
+    Look,
+    Release,
+)
 from orchestrator.ops.ui import cluster_details
 from workflows.fleet_clock import clock_party, fleet_hours_now, fleet_options, sleep_until
 from workflows.ops_wave_failures import WaveFailures
@@ -63,6 +71,8 @@ MIN_POLL_WALL_SECONDS = 0.5
 #: Guards the health check before a wave's change and the bad-build rule
 #: (``planning.failure_gate``) that replaces ``max_failures: 0`` when the spec leaves it out.
 FAILURE_GATE_PATCH = "ops-failure-gate"
+#: Guards the refusal release: a refusing job's hosts handed back, re-queued to a later wave.
+REFUSAL_RELEASE_PATCH = "ops-refusal-release"
 
 
 class WaveSteps(WaveFailures):
@@ -171,79 +181,106 @@ class WaveSteps(WaveFailures):
             )
 
     async def _drain(self, wave: TakenWave) -> list[str] | None:
-        """Free the wave's hosts of jobs as the train does; None if aborted meanwhile."""
-        pending, ready = list(wave.hosts), []
+        """Free the wave's hosts of jobs as the train does (``DrainSequence``): the drained
+        ones, None if aborted meanwhile."""
         drain = self.inp.spec.drain
+        # Asking jobs first is a new step: histories from before it replay without.
+        talks = drain.negotiate and workflow.patched("job-negotiation")
         tracker = DrainTracker(
             wave.fleet_hours + drain.max_wait_hours,
-            # Asking jobs first is a new step: histories from before it replay without.
-            negotiate=drain.negotiate and workflow.patched("job-negotiation"),
+            negotiate=talks,
             max_refusals=drain.max_refusals,
+            # Handing a refusing job's hosts back to a later wave, as trains do: a new step.
+            release=talks and workflow.patched(REFUSAL_RELEASE_PATCH),
         )
-        while pending:
-            if self.abort:
-                return None
-            st: DrainStatus = await self._call(
-                FleetActivities.drain_status,
-                self._hosts(pending, deadline_hours=tracker.deadline_hours),
-                summary=f"drain check of {plural(len(pending), 'host')} of {self.inp.cluster}",
-            )
-            now = self.p.fleet_hours = st.fleet_hours
+        seq = DrainSequence(list(wave.hosts), tracker, together=True)
+        while not isinstance(cmd := seq.next(), Drained):
+            if isinstance(cmd, Look):
+                if self.abort:
+                    return None
+                await self._look(seq, cmd)
+            elif isinstance(cmd, Install):  # the whole wave is drained: it changes together
+                return cmd.hosts
+            elif isinstance(cmd, Evict):
+                await self._evict(seq, cmd)
+            elif isinstance(cmd, Ask):
+                await self._ask(seq, cmd)
+            elif isinstance(cmd, Release):
+                await self._release_refused(cmd)
+            else:
+                await self._wait_fleet(cmd.at_hours, cmd.now)
+        return []
+
+    async def _look(self, seq: DrainSequence, cmd: Look) -> None:
+        st: DrainStatus = await self._call(
+            FleetActivities.drain_status,
+            self._hosts(cmd.hosts, deadline_hours=cmd.deadline_hours),
+            summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {self.inp.cluster}",
+        )
+        now = self.p.fleet_hours = st.fleet_hours
+        if not self._defer_lost(st.lost):  # runs recorded before: only shown
             for host, why in st.lost.items():
                 self._mark([host], "deferred", f"left for repair ({why}): takes the change there")
-            self._mark(st.ready, "ready", "free of jobs; waiting for the rest of the wave")
-            for w in st.waits:
-                self._mark(w.hosts, "draining", job_wait(w.job_id, w.action, w.at_hours, now))
-            self._show()
-            for host in [*st.lost, *st.ready]:
-                pending.remove(host)  # lost ones went to repair: deferred
-            ready += st.ready
-            decision = tracker.decide(st.waits, now)
-            if decision.evict:
-                req = EvictRequest(
-                    cluster=self.inp.cluster,
-                    owner=self.inp.operation_id,
-                    job_ids=decision.evict,
-                    wall=workflow.now(),
-                    scheduled_hours=decision.scheduled_hours,
-                )
-                for w in st.waits:
-                    if w.job_id in decision.evict:
-                        self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
-                res: EvictResult = await self._call(
-                    FleetActivities.evict_jobs,
-                    req,
-                    summary=f"evict job {names([str(j) for j in decision.evict])}",
-                )
-                self.p.jobs_interrupted += res.interrupted
-            elif decision.ask:
-                await self._ask(tracker, decision.ask, st.waits)
-            elif decision.wake_at_hours is not None:
-                await self._wait_fleet(decision.wake_at_hours, now)
-        return ready
+        self._mark(st.ready, "ready", "free of jobs; waiting for the rest of the wave")
+        for w in st.waits:
+            self._mark(w.hosts, "draining", job_wait(w.job_id, w.action, w.at_hours, now))
+        self._show()
+        seq.looked(st)  # lost ones went to repair: deferred
 
-    async def _ask(
-        self, tracker: DrainTracker, planned: dict[int, float], waits: list[JobWait]
-    ) -> None:
+    async def _evict(self, seq: DrainSequence, cmd: Evict) -> None:
+        req = EvictRequest(
+            cluster=self.inp.cluster,
+            owner=self.inp.operation_id,
+            job_ids=cmd.job_ids,
+            wall=workflow.now(),
+            scheduled_hours=cmd.scheduled_hours,
+        )
+        for w in seq.waits:
+            if w.job_id in cmd.job_ids:
+                self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
+        res: EvictResult = await self._call(
+            FleetActivities.evict_jobs,
+            req,
+            summary=f"evict job {names([str(j) for j in cmd.job_ids])}",
+        )
+        self.p.jobs_interrupted += res.interrupted
+
+    async def _ask(self, seq: DrainSequence, cmd: Ask) -> None:
         """Ask the jobs before evicting them; show each one's answer and resulting wait."""
         req = AskRequest(
             cluster=self.inp.cluster,
             owner=self.inp.operation_id,
             wall=workflow.now(),
-            planned=planned,
-            deadline_hours=tracker.deadline_hours,
-            max_refusals=tracker.max_refusals,
-            refusals={j: t.refusals for j, t in tracker.talks.items() if j in planned},
-            finals={j: f for j, f in tracker.finals.items() if j in planned},
+            planned=cmd.planned,
+            deadline_hours=cmd.deadline_hours,
+            max_refusals=cmd.max_refusals,
+            refusals=cmd.refusals,
+            finals=cmd.finals,
+            release=cmd.release,
         )
         asked: AskResult = await self._call(
-            FleetActivities.ask_jobs, req, summary=f"ask {plural(len(planned), 'job')} first"
+            FleetActivities.ask_jobs, req, summary=f"ask {plural(len(cmd.planned), 'job')} first"
         )
-        tracker.heard(asked.answers, planned, asked.fleet_hours)
-        talks = tracker.describe()
-        for w in waits:
+        seq.heard(cmd, asked)
+        assert seq.tracker is not None
+        talks = seq.tracker.describe()
+        for w in seq.waits:
             if str(w.job_id) in talks:
                 self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
+        self._show()
+
+    async def _release_refused(self, cmd: Release) -> None:
+        """Hand the hosts of jobs that said "not now" back untouched: a later wave takes them
+        again once the job may be asked again (``take_wave`` leaves them until then), so the
+        operation still covers its whole scope."""
+        await self._call(
+            FleetActivities.release_hosts,
+            self._hosts(cmd.hosts, visit=False),
+            summary=f"hand back {plural(len(cmd.hosts), 'host')} of job "
+            f"{names([str(j) for j in sorted(cmd.jobs)])}: not now, a later wave",
+        )
+        self._mark(cmd.hosts, "re-queued", "its job said not now: handed back, a later wave")
+        self.p.hosts_requeued += len(cmd.hosts)
         self._show()
 
     async def _run_wave(self, wave: TakenWave) -> str:
@@ -285,6 +322,7 @@ class WaveSteps(WaveFailures):
             summary=f"change {plural(len(ready), 'host')} ({names(ready, 3)}) to "
             f"{versions(spec.targets)}",
         )
+        upd = self._without_lost(upd)
         for h, why in upd.failed.items():
             self._mark([h], "failed", f"install failed: {why}")
         if upd.updated:

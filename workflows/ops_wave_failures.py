@@ -8,7 +8,7 @@ it makes), kept apart for size: ``workflows.ops_wave`` keeps how a wave drains a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from temporalio import workflow
@@ -26,6 +26,10 @@ from orchestrator.contracts.ops_types import (
 from orchestrator.contracts.ui_text import names, plural
 from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.planning.failure_gate import judge
+
+#: Guards counting a host the operation took and lost to repair before its change as
+#: deferred, wherever in the wave it is lost (never a failure of the change, never uncounted).
+LOST_DEFERRED_PATCH = "ops-lost-to-repair-deferred"
 
 
 class WaveFailures:
@@ -60,12 +64,34 @@ class WaveFailures:
             self._verify(ready, targets=spec.targets, reason=self.inp.operation_id),
             summary=f"check {plural(len(ready), 'host')} before the change",
         )
+        self._defer_lost(health.gone)
         for h, why in health.unhealthy.items():
             self._mark([h], "failed", why)
         p.hosts_quarantined += len(health.unhealthy)
         p.hosts_failing_before += len(health.unhealthy)
         p.base_rate = health.base_rate
         return health.healthy
+
+    def _defer_lost(self, lost: Mapping[str, str]) -> bool:
+        """Hosts of the wave that left our hands for repair before their change: deferred
+        (repair's reimage gives them the change, the fleet's target), not failures. False, with
+        nothing done, when there are none, and in runs recorded before."""
+        if not lost or not workflow.patched(LOST_DEFERRED_PATCH):
+            return False
+        p = self.p
+        for h, why in lost.items():
+            self._mark([h], "deferred", f"left for repair ({why}): takes the change there")
+        p.lost_to_repair = sorted({*p.lost_to_repair, *lost})
+        p.deferred_hosts = sorted({*p.deferred_hosts, *lost})
+        p.hosts_deferred = len(p.deferred_hosts)
+        return True
+
+    def _without_lost(self, upd: UpdateResult) -> UpdateResult:
+        """An install's result without the hosts repair took before it (deferred, not failed)."""
+        if not self._defer_lost(upd.lost):
+            return upd
+        failed = {h: why for h, why in upd.failed.items() if h not in upd.lost}
+        return upd.model_copy(update={"failed": failed})
 
     def _over_max_failures(self) -> str:
         """An explicit ``max_failures`` (0 in runs recorded before the gate): '' or why stop."""

@@ -191,6 +191,9 @@ class UpdateResult(BaseModel):
     duration_hours: float = 0.0
     #: host -> the component whose install failed (for metrics and blame)
     failed_components: dict[str, str] = Field(default_factory=dict)
+    #: Of ``failed``, the hosts that left our hands before their install (repair took them):
+    #: nothing was installed on them, and the change reaches them from repair.
+    lost: dict[str, str] = Field(default_factory=dict)
 
 
 class VerifyResult(BaseModel):

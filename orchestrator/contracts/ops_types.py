@@ -91,6 +91,13 @@ class ClusterProgress(BaseModel):
     hosts_rolled_back: int = 0
     hosts_quarantined: int = 0
     hosts_deferred: int = 0  # out for repair: the change is recorded as a fleet target
+    #: The deferred hosts by name: in repair when it last planned, and every host it took into
+    #: a wave and lost to repair before changing it (``lost_to_repair``: deferred for good, never
+    #: a failure; repair's reimage gives them the change).
+    deferred_hosts: list[str] = Field(default_factory=list)
+    lost_to_repair: list[str] = Field(default_factory=list)
+    #: Hosts handed back untouched because their job refused, re-queued to a later wave.
+    hosts_requeued: int = 0
     failures: int = 0
     jobs_interrupted: int = 0
     waiting_for: list[str] = Field(default_factory=list)
@@ -205,6 +212,7 @@ class ClusterPlanView(BaseModel):
     hosts_in_scope: int = 0
     already_done: int = 0
     deferred: int = 0
+    deferred_hosts: list[str] = Field(default_factory=list)  # the deferred ones by name
     returning: int = 0  # back from repair, awaiting our versions: taken by the next wave
     waves_left: int = 0
     next_wave: int = 0  # hosts of the next wave

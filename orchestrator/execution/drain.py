@@ -79,6 +79,19 @@ def drain_status(
     return out
 
 
+def refusing_hosts(b: ClusterBackend, hosts: Iterable[str]) -> set[str]:
+    """Of ``hosts``, those whose job refused a drain that handed them back and may not be asked
+    again yet (its ``RefusalNote``): a planner leaves them until then."""
+    notes = b.refusal_notes()
+    out = set()
+    for name in hosts:
+        job = b.host(name).job_id
+        note = notes.get(job) if job is not None else None
+        if note is not None and note.until_hours > b.now + EPSILON_HOURS:
+            out.add(name)
+    return out
+
+
 def evict_jobs(
     b: ClusterBackend,
     owner: str,

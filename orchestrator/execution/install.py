@@ -51,6 +51,7 @@ def install_hosts(
         pending = pending_components(h.versions, wanted)
         if h.owner != owner or h.state not in HELD_STATES:
             out.failed[name] = f"not ours to {verb} ({h.state}, owner {h.owner or '-'})"
+            out.lost[name] = out.failed[name]  # it left our hands before its install (repair)
             continue
         if rollback:
             if not pending:
