@@ -172,8 +172,8 @@ _HOOK = """#!/bin/bash
 # rerun fails on the same nodes.
 while read -r comp ver rate; do
     [ "$comp" = "$2" ] && [ "$ver" = "$3" ] || continue
-    pick=$(printf '%s %s %s' "$1" "$2" "$3" | cksum | cut -d' ' -f1)
-    if awk -v p="$pick" -v r="$rate" 'BEGIN {{ exit !((p % 10000) / 10000 < r) }}'; then
+    pick=$((16#$(printf '%s %s %s' "$1" "$2" "$3" | sha256sum | cut -c1-8)))
+    if awk -v p="$pick" -v r="$rate" 'BEGIN {{ exit !(p / 4294967296 < r) }}'; then
         echo "lab: $2=$3 is a bad build (failed on $1)" >&2
         exit 1
     fi

@@ -4,6 +4,12 @@ Slurm cannot install anything; the backend config names a hook per component (``
 node held for maintenance runs each pending component's hook (a failure is permanent unless the
 hook exits ``EX_TEMPFAIL``), the record keeps what succeeded even when a later hook fails, and
 one reboot follows when any installed component needs it (``verify`` waits for it).
+
+The upper layer is the exception: the GPU driver and CUDA must match on every host a job runs
+on, and a job's hosts must never carry half a pair. So when a hook of one of them fails, the
+ones of that layer that went in before it in the same install are put back on their previous
+versions through the same hooks (the install is all or nothing for the pair), and the record
+shows only what the node really carries.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from orchestrator.contracts.backend import InstallOutcome
+from orchestrator.contracts.models import UPPER_LAYER
 from orchestrator.contracts.updates import PROFILES, pending_components
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.config import EX_TEMPFAIL, render, run_site_command
@@ -40,6 +47,7 @@ class InstallOps(VerifyOps):
                     permanent=True,
                     reason="no hook for this component in the backend config",
                 )
+                done = self._undo_half_pair(h, c, done, actor)
                 return self._partial(h, done, targets, actor, InstallOutcome(False, True, c))
             code, out = run_site_command(
                 render(hook, node=name, component=c, version=targets[c]),
@@ -55,6 +63,7 @@ class InstallOps(VerifyOps):
                     permanent=permanent,
                     reason=out or f"hook exit code {code}",
                 )
+                done = self._undo_half_pair(h, c, done, actor)
                 return self._partial(h, done, targets, actor, InstallOutcome(False, permanent, c))
             done.append(c)
         self._partial(h, done, targets, actor, InstallOutcome(True, False, None))
@@ -62,6 +71,36 @@ class InstallOps(VerifyOps):
             self.reboot(name, actor)
         # The hooks ran for real; verification waits for the reboot itself.
         return InstallOutcome(True, False, None, duration_hours=0.0)
+
+    def _undo_half_pair(self, h: HostRec, failed: str, done: list[str], actor: str) -> list[str]:
+        """When an upper-layer hook failed, reinstall the previous versions of the upper-layer
+        components that went in before it; what stays installed (a revert that fails stays,
+        and is recorded as the node now carrying it)."""
+        if failed not in UPPER_LAYER:
+            return done
+        kept = []
+        for c in done:
+            previous = h.versions.get(c)
+            hook = self.config.hook_for(c)
+            if c not in UPPER_LAYER or previous is None or hook is None:
+                kept.append(c)
+                continue
+            code, out = run_site_command(
+                render(hook, node=h.name, component=c, version=previous),
+                self.config.command_timeout_seconds,
+            )
+            if code != 0:
+                kept.append(c)
+                self._log(
+                    actor,
+                    "update_failed",
+                    h.name,
+                    component=c,
+                    permanent=True,
+                    reason=f"putting back {c}={previous} after {failed} failed: "
+                    + (out or f"hook exit code {code}"),
+                )
+        return kept
 
     def _partial(
         self,
