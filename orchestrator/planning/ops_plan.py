@@ -44,7 +44,16 @@ from orchestrator.planning.ops_packing import NoRoom, Packer, check_one_wave, pa
 from orchestrator.planning.ops_result import ClusterPlan, Holder, OperationPlan, Wave
 from orchestrator.planning.ops_scope import ScopeFilter, classify
 
-__all__ = ["ClusterPlan", "Holder", "OperationPlan", "Wave", "holders_in", "plan_operation"]
+__all__ = [
+    "ClusterPlan",
+    "Holder",
+    "OperationPlan",
+    "Wave",
+    "holders_in",
+    "plan_operation",
+    "with_grants",
+    "without_grants",
+]
 
 IN_SERVICE = HostState.IN_SERVICE
 _NOT_HOLDERS = NOT_MAINTENANCE_OWNERS
@@ -76,6 +85,11 @@ def room_wait(snap: ClusterSnapshot, limit: int) -> str | None:
     )
 
 
+def _one_wave(spec: OperationSpec) -> bool:
+    """Whether a cluster's scope goes in one wave (whole or not at all): grants cut nothing."""
+    return spec.consistency == "cluster" or spec.kind == "drain-for-repair"
+
+
 def _plan_cluster(
     spec: OperationSpec,
     snap: ClusterSnapshot,
@@ -98,7 +112,7 @@ def _plan_cluster(
         waiting = None
     bins: list[list[HostView]] = []
     split = 0
-    one_wave = spec.consistency == "cluster" or spec.kind == "drain-for-repair"
+    one_wave = _one_wave(spec)
     if todo and not one_wave and cap <= 0 and limit > 0:
         # Full today: holders hand over when its turn comes, outages end; plan the room then.
         unheld = sum(1 for h in down if h.owner in _NOT_HOLDERS)
@@ -218,6 +232,40 @@ def plan_operation(
         warnings=warnings,
         refused=refused,
     )
+
+
+def with_grants(
+    plan: OperationPlan, spec: OperationSpec, grants: Mapping[str, int | None]
+) -> OperationPlan | None:
+    """``plan`` (made without grants) as ``plan_operation`` would make it with ``grants``, or
+    None when a grant binds and the waves must be cut again.
+
+    A grant only caps a cluster's wave size (``min(cap, max(1, grant))``, never for a one-wave
+    cluster): one at least the wave cap leaves every wave as it is, and the plan differs only
+    in the ``granted_hosts`` it reports.
+    """
+    for c in plan.clusters:
+        grant = grants.get(c.cluster)
+        if grant is not None and not _one_wave(spec) and max(1, grant) < c.wave_cap:
+            return None
+    clusters = [
+        c.model_copy(update={"granted_hosts": grants.get(c.cluster)}) for c in plan.clusters
+    ]
+    return plan.model_copy(update={"clusters": clusters})
+
+
+def without_grants(plan: OperationPlan, spec: OperationSpec) -> OperationPlan | None:
+    """``plan`` (made with grants) as ``plan_operation`` would make it without, or None when a
+    grant may have bound (a cluster's wave cap is its grant): then the waves must be cut again.
+
+    A cap below the grant is the cap the cluster had anyway (``min(cap, max(1, grant))``).
+    """
+    for c in plan.clusters:
+        grant = c.granted_hosts
+        if grant is not None and not _one_wave(spec) and c.wave_cap >= max(1, grant):
+            return None
+    clusters = [c.model_copy(update={"granted_hosts": None}) for c in plan.clusters]
+    return plan.model_copy(update={"clusters": clusters})
 
 
 def holders_in(snapshots: Iterable[ClusterSnapshot]) -> list[Holder]:

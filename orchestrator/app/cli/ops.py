@@ -42,7 +42,6 @@ from orchestrator.contracts.backend import FleetBackend
 from orchestrator.contracts.ops_spec import (
     OperationSpec,
     load_spec,
-    resolve_clusters,
     spec_json_schema,
 )
 from orchestrator.contracts.ops_types import (
@@ -51,6 +50,8 @@ from orchestrator.contracts.ops_types import (
     ControlAction,
     OperationStatus,
 )
+from orchestrator.contracts.views import ClusterSnapshot
+from orchestrator.execution.ops_take import plan_scope
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.ops.client import (
     OperationNotFound,
@@ -61,7 +62,7 @@ from orchestrator.ops.client import (
     operation_status,
     start_operation,
 )
-from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
+from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation, with_grants
 
 address_option = connection_options
 id_option = click.option(
@@ -93,19 +94,20 @@ def plan_spec(
     ``grants``, given the plan at the spec's budget, says what each cluster's capacity arbiter
     would grant (None: nobody answered); the plan is then cut again in waves of that size.
     """
-    names = resolve_clusters(spec.scope, fleet.cluster_names())
-    # Bad versions, and the skew window with the spec's own limits and what it supersedes.
-    refused = target_refusal(fleet, names, spec.targets, spec.skew, spec.supersedes)
-    if refused is not None:
-        raise BadInput(refused[1], field=refused[0])
-    snaps = {name: fleet.peek(name).snapshot() for name in names}
-    for snap in snaps.values():  # one budget rule: maintenance never above the floor
-        try:
-            spec.budget.check_maintenance(snap.hosts_total)
-        except ValueError as err:
-            raise BadInput(str(err), field="budget.maintenance") from None
-    holders = holders_in(snaps.values())
-    result = plan_operation(spec, snaps, holders)
+
+    def check(names: list[str], snaps: dict[str, ClusterSnapshot]) -> None:
+        # Bad versions, and the skew window with the spec's own limits and what it supersedes.
+        refused = target_refusal(fleet, names, spec.targets, spec.skew, spec.supersedes)
+        if refused is not None:
+            raise BadInput(refused[1], field=refused[0])
+        for snap in snaps.values():  # one budget rule: maintenance never above the floor
+            try:
+                spec.budget.check_maintenance(snap.hosts_total)
+            except ValueError as err:
+                raise BadInput(str(err), field="budget.maintenance") from None
+
+    scoped = plan_scope(fleet, spec, check=check)
+    result = scoped.plan
     if grants is None or result.refused:
         return result
     granted = grants(result)
@@ -116,7 +118,12 @@ def plan_spec(
             "share (a train's smaller budget, say), and the waves may be smaller"
         )
         return result
-    result = plan_operation(spec, snaps, holders, grants=granted)
+    # Cut again only where a grant is smaller than the waves: otherwise they stand as planned.
+    regranted = with_grants(result, spec, granted)
+    if regranted is None:
+        holders = holders_in(scoped.snapshots.values())
+        regranted = plan_operation(spec, scoped.snapshots, holders, grants=granted)
+    result = regranted
     if silent := sorted(c for c, g in granted.items() if g is None):
         result.warnings.append(
             f"granted_hosts: the capacity arbiter of {', '.join(silent)} did not answer (is a "
