@@ -37,7 +37,7 @@ from orchestrator.contracts.campaign_types import (
     TrainAnswer,
     TrainHandoff,
 )
-from orchestrator.contracts.constants import HELD_STATES, LOGICAL_CLOCK
+from orchestrator.contracts.constants import HELD_STATES, LOGICAL_CLOCK, REPAIR_STATES
 from orchestrator.contracts.errors import TRAIN_BUSY, BadSpec
 from orchestrator.contracts.models import CapacityBudget, HostState
 from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
@@ -58,7 +58,7 @@ from orchestrator.train.client import (
 #: A train a campaign starts never halts on its own: the campaign's gate judges the failures
 #: (a host failing alone is a bad host, not a reason to stop the cluster).
 NO_HALT = 1_000_000
-_DOWN = (HostState.QUARANTINED, HostState.IN_REPAIR)
+_DOWN = REPAIR_STATES
 #: How long (seconds) a stop waits for the train to close, within the activity's timeout.
 STOP_WAIT = 20.0
 

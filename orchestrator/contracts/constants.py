@@ -32,6 +32,9 @@ PIGGYBACK_NOTE = "piggybacked: its job ended or failed"
 HELD_STATES = frozenset(
     {HostState.CORDONED, HostState.DRAINING, HostState.IN_MAINTENANCE, HostState.VERIFYING}
 )
+#: States of a host out for repair (quarantined for triage, or in the repair pipeline): no
+#: maintenance owner holds it, and it takes pending changes before it serves again.
+REPAIR_STATES = frozenset({HostState.QUARANTINED, HostState.IN_REPAIR})
 #: States in which a held host has not been touched yet: giving it back needs no verification.
 UNTOUCHED_STATES = frozenset({HostState.CORDONED, HostState.DRAINING})
 

@@ -12,6 +12,7 @@ from itertools import compress
 from operator import attrgetter
 
 from orchestrator.contracts.backend import ClusterBackend
+from orchestrator.contracts.constants import REPAIR_STATES
 from orchestrator.contracts.messages import CycleCounts
 from orchestrator.contracts.models import HostState
 
@@ -48,7 +49,7 @@ def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCo
     mine = [
         h
         for h in compress(hosts, map(owner.__eq__, map(_OWNER, hosts)))
-        if h.state not in (HostState.QUARANTINED, HostState.IN_REPAIR)
+        if h.state not in REPAIR_STATES
     ]
     in_flight = len(mine)
     # In service and not due, less the owner's own (in flight): visited.

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from orchestrator.contracts.constants import REPAIR_STATES
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.ops_spec import OperationSpec, Scope
 from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.scope_patterns import PatternField
 
 IN_SERVICE = HostState.IN_SERVICE
-_REPAIR_STATES = frozenset({HostState.QUARANTINED, HostState.IN_REPAIR})
+_REPAIR_STATES = REPAIR_STATES
 
 
 # -------------------------------------------------------------------------------- a scope

@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from orchestrator.contracts.models import UPPER_LAYER, HostState
+from orchestrator.contracts.constants import REPAIR_STATES
+from orchestrator.contracts.models import UPPER_LAYER
 
 #: States of hosts the bad build may have taken out, which the campaign reclaims to roll back.
-RECLAIMABLE = (HostState.QUARANTINED, HostState.IN_REPAIR)
+RECLAIMABLE = REPAIR_STATES
 
 
 @dataclass(frozen=True)
