@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
+    from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
     from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.train_spec import check_train_change
@@ -43,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
         record_hand_back,
         release_hosts,
     )
-    from orchestrator.train.client import ALREADY_STOPPED
     from orchestrator.train.controls import (
         apply_settings,
         change_rollouts,
@@ -159,7 +159,7 @@ class ClusterTrain(TrainWaiting):
         assert self.inp is not None
         if self.inp.state.phase == "stopped":
             raise ApplicationError(
-                "the train has already stopped", type=ALREADY_STOPPED, non_retryable=True
+                "the train has already stopped", type=TRAIN_ALREADY_STOPPED, non_retryable=True
             )
         require_phase(self.inp.state.phase, "stop")
 

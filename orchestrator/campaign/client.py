@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.campaign.ui import campaign_summary
 from orchestrator.contracts.campaign_spec import CampaignSpec, campaign_workflow_id
 from orchestrator.contracts.campaign_types import CampaignControl, CampaignInput, CampaignStatus
+from orchestrator.contracts.errors import NotFound, Refused
 from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
 from orchestrator.infra.update_retry import execute_update
 from orchestrator.infra.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
@@ -50,12 +51,19 @@ ABORT_WAIT = 30.0
 ALREADY: dict[str, str] = {"pause": "paused", "resume": "running"}
 
 
-class CampaignNotFound(LookupError):
+class CampaignNotFound(NotFound):
     """No campaign of that id; the message names ``id``."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="id")
 
-class CampaignRefused(ValueError):
-    """The campaign refused a control (its validator said why)."""
+
+class CampaignRefused(Refused):
+    """The campaign refused a control (its validator said why); the campaign's ``id`` is at
+    fault."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="id")
 
 
 class CampaignStart(BaseModel):

@@ -1,9 +1,14 @@
 """Two words for every error (after kopf): permanent (will not heal, never retried) or temporary.
 
-Activities raise these; ``activities.errors.as_application_error`` turns a permanent one into a
-non-retryable ``ApplicationError`` with its ``kind`` as the type name, and every retry policy
-lists ``PERMANENT_KINDS`` as its non-retryable types, so a new kind cannot be forgotten by one
-policy and known by another.
+One vocabulary on both sides of Temporal. Activities raise these;
+``activities.fleet_access.as_application_error`` turns a permanent one into a non-retryable
+``ApplicationError`` with its ``kind`` as the type name, and every retry policy lists
+``PERMANENT_KINDS`` as its non-retryable types, so a new kind cannot be forgotten by one policy
+and known by another. The clients of the workflows (train, campaign, operation, schedule) raise
+subclasses of ``Refused`` and ``NotFound`` (permanent: ask otherwise) and of ``TemporaryError``
+(a worker not answering, an update refused for a limit); the CLI maps each family to its exit
+code in one place (``orchestrator.app.cli.common.classify``). Kinds are strings recorded in
+workflow histories: a kind's value never changes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,29 @@ class TemporaryError(Exception):
     """An error that may heal by itself (a busy database, a backend not answering yet)."""
 
     kind = "Temporary"
+
+    def __init__(self, message: str = "", field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# ------------------------------------------------------------- what clients of workflows raise
+class Refused(PermanentError, ValueError):
+    """The request was refused as asked (a control the workflow's validator turned down, an id
+    taken by another request): the caller must change it. Exit 2."""
+
+    kind = "Refused"
+
+
+class NotFound(PermanentError, LookupError):
+    """Nothing by that id. ``absent``: there never was (bad input, exit 2); otherwise it was
+    there and has ended, or could not be read (exit 1)."""
+
+    kind = "NotFound"
+
+    def __init__(self, message: str, field: str | None = None, absent: bool = True) -> None:
+        super().__init__(message, field)
+        self.absent = absent
 
 
 class NoFleet(PermanentError):
@@ -74,6 +102,8 @@ PERMANENT_KINDS: tuple[str, ...] = (
     SlurmUnknownObject.kind,
     SlurmPermissionDenied.kind,
     SlurmRefused.kind,
+    Refused.kind,
+    NotFound.kind,
 )
 
 
@@ -94,3 +124,5 @@ NO_ROOM = "NoRoom"
 CAMPAIGN_FAILED = "CampaignFailed"
 #: A train busy with another change (stopping, mid-update): asked again (temporary).
 TRAIN_BUSY = "TrainBusy"
+#: A stop (or a control) sent to a train that has already stopped.
+TRAIN_ALREADY_STOPPED = "TrainAlreadyStopped"

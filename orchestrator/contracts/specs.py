@@ -29,6 +29,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.constructor import ConstructorError
 
+from orchestrator.contracts.errors import BadSpec
+
 M = TypeVar("M", bound=BaseModel)
 Format = Literal["yaml", "json"]
 
@@ -45,12 +47,11 @@ __all__ = [
 MAX_SPEC_BYTES = 4 * 1024 * 1024
 
 
-class SpecError(ValueError):
-    """A spec that cannot be used; ``field`` is the dotted field at fault, None for the file."""
+class SpecError(BadSpec, ValueError):
+    """A spec that cannot be used; ``field`` is the dotted field at fault, None for the file.
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+    A ``BadSpec`` (permanent, kind ``BadSpec``) to a retry policy, a ValueError to a caller.
+    """
 
     @property
     def message(self) -> str:

@@ -36,6 +36,7 @@ from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.contracts.cron import parse_cron
+from orchestrator.contracts.errors import NotFound, Refused
 
 __all__ = [
     "KIND_MEMO",
@@ -61,11 +62,11 @@ CRON_MEMO = "trainctl_cron"
 RECENT = 10
 
 
-class ScheduleExists(ValueError):
+class ScheduleExists(Refused):
     """A schedule with that id exists already (exit 2: give another id, or delete it)."""
 
 
-class ScheduleNotFound(ValueError):
+class ScheduleNotFound(NotFound):
     """No trainctl schedule has that id."""
 
 

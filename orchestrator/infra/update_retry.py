@@ -22,6 +22,8 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.contracts.errors import TemporaryError
+
 #: Tries in all, and the back-off: 0.1 s doubling to at most 2 s, with jitter.
 ATTEMPTS = 10
 FIRST_DELAY, MAX_DELAY = 0.1, 2.0
@@ -36,7 +38,7 @@ _RETRYABLE_TEXT = ("in-flight update", "update was aborted", "concurrent", "try 
 _NO_REASON = ("", "application error")
 
 
-class UpdateLimitReached(RuntimeError):
+class UpdateLimitReached(TemporaryError, RuntimeError):
     """Temporal kept refusing the update for a limit or an abort; exit 1, naming it."""
 
 

@@ -14,13 +14,15 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
+from orchestrator.contracts.errors import TemporaryError
+
 #: How long a ``status`` query may wait for a worker to answer.
 QUERY_TIMEOUT = timedelta(seconds=5)
 #: How long a control or a change may wait for a worker to accept it.
 UPDATE_TIMEOUT = timedelta(seconds=10)
 
 
-class WorkerNotAnswering(RuntimeError):
+class WorkerNotAnswering(TemporaryError, RuntimeError):
     """The workflow exists, but no worker answered in time (is ``trainctl worker`` running?)."""
 
 

@@ -46,6 +46,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.contracts.errors import NotFound, Refused
 from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 from orchestrator.contracts.ops_types import (
     ControlAction,
@@ -76,19 +77,19 @@ ALREADY: dict[str, tuple[str, ...]] = {
 }
 
 
-class OperationNotFound(ValueError):
+class OperationNotFound(NotFound):
     """No operation has that id."""
 
 
-class OperationEnded(ValueError):
+class OperationEnded(Refused):
     """The operation has ended; it can no longer be paused, resumed or aborted."""
 
 
-class ControlRefused(ValueError):
+class ControlRefused(Refused):
     """The operation refused a pause, resume or abort (its validator said why)."""
 
 
-class RequestConflict(ValueError):
+class RequestConflict(Refused):
     """The request_id is taken by an operation of a different spec."""
 
 

@@ -46,6 +46,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED, NotFound, Refused
 from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
 from orchestrator.contracts.train_spec import TrainSpec, train_workflow_id
 from orchestrator.contracts.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
@@ -66,7 +67,6 @@ TrainAction = Literal["pause", "resume", "stop"]
 
 
 #: The type of the error the train's ``stop`` validator raises once the train has stopped.
-ALREADY_STOPPED = "TrainAlreadyStopped"
 
 _FIELD = re.compile(r"^([A-Za-z_][\w.-]*): ")
 
@@ -75,21 +75,16 @@ _FIELD = re.compile(r"^([A-Za-z_][\w.-]*): ")
 ALREADY: dict[str, str] = {"pause": "paused", "resume": "running"}
 
 
-class TrainNotFound(LookupError):
+class TrainNotFound(NotFound):
     """No (running) train for that cluster; the message says which. ``absent``: no train of
     that id at all (the cluster names nothing to steer), rather than one that has ended."""
 
     def __init__(self, message: str, absent: bool = False) -> None:
-        super().__init__(message)
-        self.absent = absent
+        super().__init__(message, field="cluster", absent=absent)
 
 
-class TrainRefused(ValueError):
+class TrainRefused(Refused):
     """The train refused a control or a change (its validator said why); ``field`` at fault."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def train_handle(client: Client, cluster: str) -> TrainHandle:
@@ -203,7 +198,11 @@ async def _update(client: Client, cluster: str, name: str, arg: BaseModel) -> Tr
         )
     except WorkflowUpdateFailedError as err:
         cause = err.cause
-        if name == "stop" and isinstance(cause, ApplicationError) and cause.type == ALREADY_STOPPED:
+        if (
+            name == "stop"
+            and isinstance(cause, ApplicationError)
+            and cause.type == TRAIN_ALREADY_STOPPED
+        ):
             final = await _final_status(handle)
             if final is not None:
                 return final

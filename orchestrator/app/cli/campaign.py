@@ -30,8 +30,6 @@ from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
 from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.campaign.client import (
-    CampaignNotFound,
-    CampaignRefused,
     campaign_status,
     control_campaign,
     resolve_id,
@@ -245,14 +243,10 @@ def _start_schedule(
 ) -> None:
     from orchestrator.app.cli.schedule import print_schedule
     from orchestrator.campaign.schedule import schedule_campaign
-    from orchestrator.infra.schedules import ScheduleExists
 
     async def go() -> dict[str, Any]:
         client = await connect_or_fail(address)
-        try:
-            view = await schedule_campaign(client, spec, cron=cron, task_queue=task_queue)
-        except ScheduleExists as err:
-            raise BadInput(str(err)) from None
+        view = await schedule_campaign(client, spec, cron=cron, task_queue=task_queue)
         return view.model_dump(mode="json")
 
     emit(asyncio.run(go()), as_json, print_schedule)
@@ -272,10 +266,7 @@ def status(
 
     async def go() -> CampaignStatus:
         client = await connect_or_fail(address)
-        try:
-            return await campaign_status(client, cid)
-        except CampaignNotFound as err:
-            raise BadInput(str(err), field="id") from None
+        return await campaign_status(client, cid)  # no such campaign: exit 2 naming id
 
     st = asyncio.run(go())
     emit(st.model_dump(mode="json"), as_json, _print_status)
@@ -299,12 +290,8 @@ def _control(action: str) -> click.Command:
 
         async def go() -> CampaignStatus:
             client = await connect_or_fail(address)
-            try:
-                return await control_campaign(client, cid, action, reason)  # type: ignore[arg-type]
-            except CampaignRefused as err:
-                raise BadInput(str(err), field="id") from None
-            except CampaignNotFound as err:
-                raise BadInput(str(err), field="id") from None
+            # Refused, or no such campaign: exit 2 naming id (handle_errors)
+            return await control_campaign(client, cid, action, reason)  # type: ignore[arg-type]
 
         st = asyncio.run(go())
         emit(st.model_dump(mode="json"), as_json, _print_status)

@@ -139,7 +139,13 @@ def describe_database_error(err: sqlite3.DatabaseError) -> tuple[str, str]:
 
 def classify(err: BaseException) -> CliError | None:
     """The contract's error for what a command raised, or None for a bug (no known kind)."""
-    from orchestrator.contracts.errors import NoFleet, PermanentError
+    from orchestrator.contracts.errors import (
+        NoFleet,
+        NotFound,
+        PermanentError,
+        Refused,
+        TemporaryError,
+    )
     from orchestrator.contracts.paths import HomeError
     from orchestrator.contracts.specs import SpecError
 
@@ -155,6 +161,17 @@ def classify(err: BaseException) -> CliError | None:
         return BadInput(describe_validation_error(err), field=_validation_field(err))
     if isinstance(err, NoFleet):
         return OperationFailed(str(err), field=err.field)
+    if isinstance(err, NotFound):  # never there: bad input naming the field; ended: failed
+        if not err.absent:
+            return OperationFailed(str(err), field=err.field)
+        text = str(err)
+        if err.field and not text.startswith(f"{err.field}:"):
+            text = f"{err.field}: {text}"
+        return BadInput(text, field=err.field)
+    if isinstance(err, Refused):
+        return BadInput(str(err), field=err.field)
+    if isinstance(err, TemporaryError):  # not now (no worker answering, a limit): exit 1
+        return OperationFailed(str(err) or type(err).__name__, field=err.field)
     if isinstance(err, PermanentError):
         return BadInput(str(err), field=err.field)
     if isinstance(err, sqlite3.DatabaseError):
@@ -185,6 +202,11 @@ def classify(err: BaseException) -> CliError | None:
     if isinstance(err, LookupError | TimeoutError | RuntimeError):
         return OperationFailed(str(err) or type(err).__name__)
     return None
+
+
+def cli_error(err: BaseException) -> CliError:
+    """``classify``, with anything it does not know as a failure (exit 1)."""
+    return classify(err) or OperationFailed(str(err) or type(err).__name__)
 
 
 def _usage_error(err: click.ClickException) -> CliError:

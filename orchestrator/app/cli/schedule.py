@@ -14,7 +14,6 @@ import click
 from temporalio.client import Client
 
 from orchestrator.app.cli.common import (
-    BadInput,
     emit,
     handle_errors,
     json_option,
@@ -23,8 +22,6 @@ from orchestrator.app.cli.common import (
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
 from orchestrator.infra.schedules import (
-    ScheduleExists,
-    ScheduleNotFound,
     ScheduleView,
     delete_schedule,
     list_schedules,
@@ -50,10 +47,8 @@ def print_schedule(o: dict[str, Any]) -> None:
 
 
 def _run(coro: Awaitable[Any]) -> Any:
-    try:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    except (ScheduleNotFound, ScheduleExists) as err:
-        raise BadInput(str(err)) from None
+    """Run ``coro``; no such schedule (or one that exists) exits 2 by ``handle_errors``."""
+    return asyncio.run(coro)  # type: ignore[arg-type]
 
 
 @click.group("schedule")

@@ -18,6 +18,7 @@ from temporalio.client import Client
 
 from orchestrator.app.cli.common import (
     BadInput,
+    cli_error,
     emit,
     fail,
     handle_errors,
@@ -81,14 +82,9 @@ async def _steer(coro: Awaitable[TrainStatus]) -> TrainStatus:
     """Await a call of the train client, its errors by the CLI's contract."""
     try:
         return await coro
-    except TrainRefused as err:
-        raise BadInput(str(err), field=err.field) from None
-    except TrainNotFound as err:
-        if err.absent:  # the cluster names no train: bad input
-            raise BadInput(f"cluster: {err}", field="cluster") from None
-        fail(str(err), field="cluster")
-    except WorkerNotAnswering as err:
-        fail(str(err))
+    except (TrainRefused, TrainNotFound, WorkerNotAnswering) as err:
+        # By the one mapping: refused and no such train exit 2, ended or not answering exit 1.
+        raise cli_error(err) from None
 
 
 def print_status(o: dict[str, Any]) -> None:
