@@ -128,3 +128,37 @@ def test_a_steering_claim_weights_due_nodes_so_slurm_places_jobs_on_visited_ones
         assert _weights(lab2) == {"h01": DEFAULT_WEIGHT, "h02": DEFAULT_WEIGHT}
     finally:
         fleet.close()
+
+
+def test_a_failed_cuda_hook_puts_the_driver_back_so_no_node_carries_half_a_pair(
+    lab2: LabInfo, tmp_home: Path
+):
+    """The upper layer is all or nothing on a node: the driver's hook ran, CUDA's failed, so
+    the driver is reinstalled at its previous version through its hook, the record says the
+    node carries the old pair, and the failure names CUDA."""
+    calls = tmp_home / "hook-calls.txt"
+    config = SlurmBackendConfig(
+        hooks={
+            "gpu_driver": f"echo {{node}} {{component}} {{version}} >> {calls}",
+            "cuda": "echo cuda toolkit download failed; exit 3",
+        }
+    )
+    fleet = SlurmFleet.create(tmp_home / "fleet.db", Path(lab2.slurm_conf), config)
+    try:
+        with fleet.cluster("lab") as b:
+            old = dict(b.host("h01").versions)
+            assert b.cordon("h01", OWNER, OWNER, limit=1)
+            assert b.begin_update("h01", OWNER)
+            out = b.install("h01", {"gpu_driver": "580.65.06", "cuda": "13.1"}, OWNER, "0")
+            assert not out.ok and out.permanent and out.failed_component == "cuda"
+            now = b.host("h01").versions
+            assert (now["gpu_driver"], now["cuda"]) == (old["gpu_driver"], old["cuda"])
+            b.quarantine("h01", OWNER, "update of cuda failed permanently")
+        assert calls.read_text().split("\n")[:2] == [
+            "h01 gpu_driver 580.65.06",
+            f"h01 gpu_driver {old['gpu_driver']}",
+        ]
+        updated = [e for _, e, _ in fleet.records() if e.kind == "updated"]
+        assert not updated, updated  # nothing the node kept changed
+    finally:
+        fleet.close()

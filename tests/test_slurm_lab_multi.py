@@ -2,8 +2,8 @@
 
 A fleet is many clusters, so ``lab slurm up --name NAME`` runs a second real Slurm cluster on
 loopback beside the first: its own slurmctld, slurmds, munged, ClusterName and node names.
-``--bad-version COMPONENT=VERSION[:RATE]`` makes the lab's install hook fail on that build, on a
-fixed share of the nodes, so a bad build can be rolled out and caught on real Slurm.
+``--bad-version COMPONENT=VERSION[:RATE]`` makes a fixed share of the nodes that install that
+build fail the lab's health check, so a bad build can be rolled out and caught on real Slurm.
 """
 
 from __future__ import annotations
@@ -57,15 +57,25 @@ def two_labs(tmp_home: Path) -> Iterator[tuple[dict, dict]]:
         lab_down(tmp_home)
 
 
-def hook(home: Path, name: str, node: str, component: str, version: str) -> int:
+def script(home: Path, name: str, which: str, *args: str) -> int:
     return subprocess.run(
-        [str(lab_dir(home, name) / "hook.sh"), node, component, version],
-        capture_output=True,
-        timeout=30,
+        [str(lab_dir(home, name) / which), *args], capture_output=True, timeout=30
     ).returncode
 
 
-def test_two_labs_run_side_by_side_and_one_fails_a_bad_build(tmp_home: Path, two_labs) -> None:
+def install(home: Path, name: str, node: str, component: str, version: str) -> bool:
+    """Run the lab's install hook, then its health check: whether the node is healthy."""
+    assert script(home, name, "hook.sh", node, component, version) == 0
+    return script(home, name, "health.sh", node) == 0
+
+
+def sickened(home: Path, nodes: list[str]) -> set[str]:
+    for n in nodes:
+        assert script(home, "b", "hook.sh", n, "nic_firmware", "30.1") == 0
+    return {n for n in nodes if (lab_dir(home, "b") / "sick" / f"{n}.nic_firmware").exists()}
+
+
+def test_two_labs_run_side_by_side_and_one_sickens_on_a_bad_build(tmp_home: Path, two_labs) -> None:
     a, b = two_labs
     # two clusters, each its own controller, name and nodes
     assert (a["cluster"], a["nodes"]) == ("lab", ["h01", "h02"])
@@ -74,37 +84,35 @@ def test_two_labs_run_side_by_side_and_one_fails_a_bad_build(tmp_home: Path, two
     for lab in (a, b):
         config = slurm(lab["slurm_conf"], "scontrol", "show", "config")
         assert re.search(rf"^ClusterName\s+= {lab['cluster']}$", config, re.M), config[:400]
-        assert (
-            sorted(slurm(lab["slurm_conf"], "sinfo", "-h", "-N", "-o", "%N").split())
-            == lab["nodes"]
-        )
+        nodes = slurm(lab["slurm_conf"], "sinfo", "-h", "-N", "-o", "%N").split()
+        assert sorted(nodes) == lab["nodes"]
     assert [tuple(x) for x in b["bad_versions"]] == [
         ("os", BAD, 1.0),
         ("nic_firmware", "30.1", 0.5),
     ]
 
-    # lab b's hook fails the bad build on every node and records nothing for it; a good build
-    # installs; lab a (told nothing) installs the bad build
-    assert hook(tmp_home, "b", "b01", "os", BAD) == 1
-    assert hook(tmp_home, "b", "b01", "os", "6.12.0") == 0
-    assert hook(tmp_home, "lab", "h01", "os", BAD) == 0
-    assert lab_versions(tmp_home, "b") == {"b01": {"os": "6.12.0"}}
-    assert lab_versions(tmp_home) == {"h01": {"os": BAD}}
+    # lab b: the bad build installs (the node carries it) and the node is then unhealthy,
+    # until a good build of that component replaces it; lab a (told nothing) stays healthy
+    assert install(tmp_home, "b", "b01", "os", BAD) is False
+    assert lab_versions(tmp_home, "b") == {"b01": {"os": BAD}}
+    assert install(tmp_home, "b", "b01", "nic_firmware", "29.0") is False  # still sick: os
+    assert install(tmp_home, "b", "b01", "os", "6.12.0") is True
+    assert install(tmp_home, "lab", "h01", "os", BAD) is True
 
-    # a rate fails the same share of nodes on every run, the same nodes each time
+    # a rate makes the same share of nodes sick on every run, the same nodes each time
+    # (names of no real node: what the health check would find is the node's sick mark)
     nodes = [f"n{i:03d}" for i in range(200)]
-    first = [hook(tmp_home, "b", n, "nic_firmware", "30.1") for n in nodes]
-    again = [hook(tmp_home, "b", n, "nic_firmware", "30.1") for n in nodes]
+    first, again = [sickened(tmp_home, nodes) for _ in range(2)]
     assert first == again
-    assert 0.35 <= sum(first) / len(nodes) <= 0.65, sum(first)
+    assert 0.35 <= len(first) / len(nodes) <= 0.65, len(first)
 
     # told again on the running lab: the list is replaced from the next install on
     code, info = trainctl(
         "lab", "slurm", "up", "--name", "b", "--bad-version", "os=6.12.0", "--json"
     )
     assert code == 0 and info["already_running"] is True, info
-    assert hook(tmp_home, "b", "b02", "os", "6.12.0") == 1
-    assert hook(tmp_home, "b", "b02", "os", BAD) == 0
+    assert install(tmp_home, "b", "b02", "os", "6.12.0") is False
+    assert install(tmp_home, "b", "b02", "os", BAD) is True
 
     # stopping one leaves the other running
     code, _ = trainctl("lab", "slurm", "down", "--name", "b", "--json")

@@ -64,7 +64,8 @@ class LabInfo:
     node_ports: dict[str, int] = field(default_factory=dict)
     #: The lab's name (its ClusterName); labs of other names run beside it.
     name: str = CLUSTER
-    #: What its install hook fails on: (component, version, rate), as ``--bad-version`` said.
+    #: Bad builds, as ``--bad-version`` said: (component, version, rate); a node that gets one
+    #: fails the lab's health check.
     bad_versions: list[tuple[str, str, float]] = field(default_factory=list)
     #: Leaf switches of its ``topology.conf`` (0: none, racks then come from node names).
     racks: int = 0
@@ -189,7 +190,7 @@ def lab_running(home: Path, name: str = CLUSTER) -> LabInfo | None:
 
 
 def set_bad_versions(home: Path, name: str, bad: list[tuple[str, str, float]]) -> LabInfo:
-    """Tell a running lab's install hook which builds are bad, from its next install on."""
+    """Tell a running lab which builds are bad, from its next install on."""
     info = lab_running(home, name)
     if info is None:
         raise LabError(f"lab: no lab named {name} runs")
@@ -217,7 +218,7 @@ def lab_up(
     racks: int = 0,
 ) -> LabInfo:
     """Start (or find running) the lab ``name`` under ``home``; stops what it started if it
-    fails. ``bad_versions``: builds its install hook fails on (component, version, rate);
+    fails. ``bad_versions``: builds that leave a node unhealthy (component, version, rate);
     ``racks``: split the nodes into that many racks of one zone in a ``topology.conf``."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"nodes: must be from 1 to {MAX_NODES}")
@@ -231,6 +232,7 @@ def lab_up(
     lab_down(home, name)
     # a new lab: no jobs, drains or features of an old one
     shutil.rmtree(d / "state", ignore_errors=True)
+    shutil.rmtree(d / "sick", ignore_errors=True)
     shutil.rmtree(short_dir(d), ignore_errors=True)
     for leftover in ("jobcomp.txt", "versions.jsonl"):
         (d / leftover).unlink(missing_ok=True)

@@ -20,7 +20,8 @@ LAB_DIR = "slurm-lab"
 CLUSTER = "lab"
 #: A lab's name is its Slurm ClusterName and its nodes' prefix: short, lower case, no dots.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,15}$")
-#: The file the install hook reads on every call: one ``COMPONENT VERSION RATE`` per line.
+#: The file the install hook reads on every call: one ``COMPONENT VERSION RATE`` per line; a
+#: node that got such a build fails the lab's health check (``sick/NODE.COMPONENT``).
 BAD_VERSIONS_FILE = "bad-versions.txt"
 
 
@@ -166,16 +167,18 @@ setsid bash -c '
 """
 
 _HOOK = """#!/bin/bash
-# Install hook of the trainctl lab: record that NODE now carries COMPONENT=VERSION, unless the
-# lab was told that version is a bad build (bad-versions.txt: COMPONENT VERSION RATE). A bad
-# build fails on a fixed share RATE of the nodes, chosen by a hash of node and version, so a
-# rerun fails on the same nodes.
+# Install hook of the trainctl lab: record that NODE now carries COMPONENT=VERSION. A build the
+# lab was told is bad (bad-versions.txt: COMPONENT VERSION RATE) installs like any other, then
+# leaves the node sick on a fixed share RATE of the nodes (chosen by a hash of node and
+# version, so a rerun picks the same ones): the health check fails until another version of
+# that component is installed, as a bad kernel or driver shows itself after its reboot.
+mkdir -p {lab}/sick
+rm -f "{lab}/sick/$1.$2"
 while read -r comp ver rate; do
     [ "$comp" = "$2" ] && [ "$ver" = "$3" ] || continue
     pick=$((16#$(printf '%s %s %s' "$1" "$2" "$3" | sha256sum | cut -c1-8)))
     if awk -v p="$pick" -v r="$rate" 'BEGIN {{ exit !(p / 4294967296 < r) }}'; then
-        echo "lab: $2=$3 is a bad build (failed on $1)" >&2
-        exit 1
+        echo "$2=$3" >"{lab}/sick/$1.$2"
     fi
 done < <(cat {lab}/bad-versions.txt 2>/dev/null)
 printf '{{"node": "%s", "component": "%s", "version": "%s"}}\\n' "$1" "$2" "$3" \\
@@ -183,9 +186,13 @@ printf '{{"node": "%s", "component": "%s", "version": "%s"}}\\n' "$1" "$2" "$3" 
 """
 
 _HEALTH = """#!/bin/bash
-# Health check of the trainctl lab: the node's slurmd runs.
+# Health check of the trainctl lab: the node's slurmd runs, and it carries no bad build.
 pid=$(cat {lab}/run/slurmd.$1.pid 2>/dev/null) && kill -0 "$pid" 2>/dev/null \\
     || {{ echo "slurmd of $1 is not running"; exit 1; }}
+for f in {lab}/sick/$1.*; do
+    [ -e "$f" ] && {{ echo "$1 is unhealthy after installing $(cat "$f")"; exit 1; }}
+done
+exit 0
 """
 
 

@@ -52,9 +52,10 @@ def _checked_name(name: str) -> str:
     "bad_versions",
     multiple=True,
     metavar="COMPONENT=VERSION[:RATE]",
-    help="A build the lab's install hook fails on, on a share RATE of the nodes (1.0 when left "
-    "out), to roll a bad build out and catch it. Repeatable; on a running lab it replaces "
-    "the list from the next install on.",
+    help="A bad build: it installs, then a share RATE of the nodes that get it (1.0 when left "
+    "out) fail the lab's health check until another version replaces it, so a bad build can "
+    "be rolled out and caught. Repeatable; on a running lab it replaces the list from the "
+    "next install on.",
 )
 @click.option(
     "--racks",
@@ -103,7 +104,7 @@ def up(
             + (" (already running)" if o["already_running"] else "")
             + f", SLURM_CONF={o['slurm_conf']}\n"
             + "".join(
-                f"  bad build: {c}={v} fails on {r:.0%} of the nodes\n"
+                f"  bad build: {c}={v} makes {r:.0%} of the nodes unhealthy\n"
                 for c, v, r in o["bad_versions"]
             )
             + f"  trainctl fleet init --backend slurm --slurm-conf {o['slurm_conf']} "
