@@ -39,7 +39,7 @@ from orchestrator.contracts.campaign_types import (
 )
 from orchestrator.contracts.constants import HELD_STATES, LOGICAL_CLOCK, REPAIR_STATES
 from orchestrator.contracts.errors import TRAIN_BUSY, BadSpec
-from orchestrator.contracts.models import CapacityBudget, HostState
+from orchestrator.contracts.models import CapacityBudget, DrainPolicy, HostState
 from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.execution.target_checks import target_refusal
@@ -305,6 +305,8 @@ class CampaignActivities(CampaignFailureActivities):
             rollout_only=True,
             schedule=req.schedule,
         )
+        if req.drain is not None:  # the campaign's train.drain; else the train's default
+            spec.drain = DrainPolicy.model_validate(req.drain)
         await start_train(self.client, spec, task_queue=self.task_queue)
         return TrainAnswer(started=True, state="running")
 

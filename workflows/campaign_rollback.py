@@ -184,6 +184,8 @@ class RollbackSteps:
             # (after the quarantined hosts were reclaimed) looks again.
             "max_wait_for_room": 0,
         }
+        if self.inp.spec.train.drain is not None:
+            fields["drain"] = self.inp.spec.train.drain
         if self.inp.spec.schedule is not None:
             fields["schedule"] = self.inp.spec.schedule
         return OperationSpec.model_validate(fields)

@@ -34,6 +34,7 @@ def train_handoff(spec: CampaignSpec, cluster: str, action: str, **kw: object) -
         action=action,
         domain_size=spec.train.domain_size,
         budget=spec.train.budget.model_dump(),
+        drain=None if spec.train.drain is None else spec.train.drain.model_dump(by_alias=True),
         schedule=spec.schedule,
         supersedes=spec.supersedes,  # an activity input only: no command changes
         **kw,  # type: ignore[arg-type]
@@ -53,6 +54,8 @@ def stage_operation_spec(
     }
     if limit is not None:
         fields["max_failures"] = limit
+    if spec.train.drain is not None:
+        fields["drain"] = spec.train.drain
     if spec.schedule is not None:  # waves start only inside the campaign's windows
         fields["schedule"] = spec.schedule
     return OperationSpec.model_validate(fields)

@@ -39,6 +39,7 @@ from orchestrator.contracts.models import (
     SKEWED_COMPONENTS,
     CapacityBudget,
     Count,
+    DrainPolicy,
     DurationHours,
     check_targets,
 )
@@ -225,6 +226,10 @@ class TrainSettings(BaseModel):
 
     domain_size: Count = Field(default=8, ge=1, le=10_000)
     budget: CapacityBudget = Field(default_factory=lambda: CapacityBudget(max_unavailable="15%"))
+    #: How long a job may keep a host it asks for (``drain: {max_wait: 30m}``), for the train
+    #: it starts and for its driver/CUDA and rollback operations; left out, each keeps its own
+    #: default (4h).
+    drain: DrainPolicy | None = None
 
 
 class Scope(BaseModel):

@@ -187,6 +187,8 @@ class TrainHandoff(BaseModel):
     hosts: list[str] | None = None
     domain_size: int = 8
     budget: dict[str, object] = Field(default_factory=dict)
+    #: The campaign's ``train.drain`` for a train it starts (None: the train's default).
+    drain: dict[str, object] | None = None
     #: end: drop the rollout (``keep`` moves its targets into the train's own first);
     #: stop: stop the train (one we started); resume: resume it if halted or paused by us.
     action: str = "ride"  # ride | end | keep | stop | pause | resume

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,12 +50,15 @@ def create_fleet(
 
 
 def create_slurm_fleet(
-    path: Path, slurm_conf: Path, config: SlurmBackendConfig, config_path: Path | None = None
+    path: Path, members: Sequence[tuple[Path, SlurmBackendConfig, Path | None]]
 ) -> FleetBackend:
-    """Record every node of the configured partitions of a Slurm cluster at ``path``."""
+    """Record every node of the configured partitions of each Slurm cluster (its
+    ``slurm.conf``, its backend config and that config's file) at ``path``: one fleet of
+    several clusters, each with its own controller."""
     from orchestrator.fleet.slurm import SlurmFleet
 
-    return SlurmFleet.create(path, slurm_conf, config, config_path)
+    (conf, config, config_path), *more = members
+    return SlurmFleet.create(path, conf, config, config_path, more=more)
 
 
 def _is_slurm(path: Path) -> bool:

@@ -37,8 +37,20 @@ def fleet() -> None:
     help="The simulated fleet, or a real Slurm cluster (--slurm-conf).",
 )
 @click.option("--preset", default=None, help=f"Fleet shape (sim): {', '.join(PRESETS)}.")
-@click.option("--slurm-conf", default=None, help="slurm.conf of the cluster (slurm).")
-@click.option("--backend-config", default=None, help="Hooks, health command, naming (slurm).")
+@click.option(
+    "--slurm-conf",
+    "slurm_confs",
+    multiple=True,
+    help="slurm.conf of a cluster (slurm); repeat it for a fleet of several clusters, each "
+    "with its own controller and ClusterName.",
+)
+@click.option(
+    "--backend-config",
+    "backend_configs",
+    multiple=True,
+    help="Hooks, health command, naming (slurm): one for every cluster, or one per "
+    "--slurm-conf, in the same order.",
+)
 @click.option(
     "--seed",
     type=click.IntRange(0, MAX_SEED),
@@ -58,8 +70,8 @@ def fleet() -> None:
 def init(
     backend: str,
     preset: str | None,
-    slurm_conf: str | None,
-    backend_config: str | None,
+    slurm_confs: tuple[str, ...],
+    backend_configs: tuple[str, ...],
     seed: int,
     speed: str,
     force: bool,
@@ -70,7 +82,7 @@ def init(
     if backend == "slurm":
         from orchestrator.app.cli.fleet_slurm import init_slurm
 
-        init_slurm(slurm_conf, backend_config, force, as_json)
+        init_slurm(slurm_confs, backend_configs, force, as_json)
         return
     if preset is None:
         raise BadInput("preset: required for the simulated fleet (--preset)", field="preset")

@@ -1,9 +1,11 @@
-"""A Slurm cluster as a ``FleetBackend``: Slurm for nodes and jobs, SQLite for the record.
+"""Slurm clusters as a ``FleetBackend``: Slurm for nodes and jobs, SQLite for the record.
 
-``SlurmFleet`` opens trainctl's record of one Slurm cluster (``store``), hands out one
-``SlurmCluster`` session per transaction (``backend``), and keeps fleet time as wall time: there
-is no logical clock to wait on, so clock waits return at once. ``create`` reads the nodes of the
-configured partitions through Slurm and records them on the config's initial versions.
+``SlurmFleet`` opens trainctl's record of one or more Slurm clusters (``store``): a fleet is
+many clusters, each with its own ``slurm.conf`` (its own controller and ``ClusterName``) and
+its own backend config (the site's hooks there). It hands out one ``SlurmCluster`` session per
+transaction (``backend``), and keeps fleet time as wall time: there is no logical clock to wait
+on, so clock waits return at once. ``create`` reads the nodes of the configured partitions of
+every cluster through Slurm and records them on the config's initial versions.
 """
 
 from __future__ import annotations
@@ -50,6 +52,43 @@ S = HostState
 
 
 @dataclass(frozen=True)
+class SlurmMember:
+    """One Slurm cluster of the fleet: where its controller is and how its site installs."""
+
+    cluster: str
+    slurm_conf: Path
+    config: SlurmBackendConfig
+    config_path: str = ""
+
+    @property
+    def commands(self) -> SlurmCommands:
+        return SlurmCommands(self.slurm_conf, self.config.command_timeout_seconds)
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "cluster": self.cluster,
+            "slurm_conf": str(self.slurm_conf),
+            "backend_config": self.config.model_dump_json(),
+            "backend_config_path": self.config_path,
+        }
+
+
+def members_of(meta: dict[str, str]) -> list[SlurmMember]:
+    """The clusters a fleet file records (a file of one cluster, written before fleets of
+    several, keeps it in single keys)."""
+    rows = json.loads(meta["slurm_clusters"]) if "slurm_clusters" in meta else [meta]
+    return [
+        SlurmMember(
+            r["cluster"],
+            Path(r["slurm_conf"]),
+            SlurmBackendConfig.model_validate(json.loads(r["backend_config"])),
+            r.get("backend_config_path", ""),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
 class SlurmShape:
     """What the command line reads of a fleet's shape (the simulated fleet's ``preset``)."""
 
@@ -77,14 +116,23 @@ class SlurmFleet(LedgerStore):
             raise NoFleet(f"fleet: {path} is not a Slurm fleet", field="fleet")
         self.meta = meta
         self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
-        self.cluster_name = meta["cluster"]
-        self.slurm_conf = Path(meta["slurm_conf"])
-        self.config = SlurmBackendConfig.model_validate(json.loads(meta["backend_config"]))
-        self.commands = SlurmCommands(self.slurm_conf, self.config.command_timeout_seconds)
+        self.members = {m.cluster: m for m in members_of(meta)}
+        first = next(iter(self.members.values()))
+        # the first cluster's, for callers that know a fleet of one
+        self.cluster_name, self.slurm_conf, self.config = (
+            first.cluster,
+            first.slurm_conf,
+            first.config,
+        )
+        self.commands = first.commands
+        self._commands = {c: m.commands for c, m in self.members.items()}
         self.seed = 0
-        racks = Counter(rack for rack, _ in self.failure_domains(self.cluster_name).values())
+        sizes = [self.hosts_in(c) for c in self.members]
+        racks = Counter(
+            (c, rack) for c in self.members for rack, _ in self.failure_domains(c).values()
+        )
         self.preset = SlurmShape(
-            "slurm", self.hosts_in(self.cluster_name), max(racks.values(), default=1)
+            "slurm", max(sizes), max(racks.values(), default=1), len(self.members)
         )
 
     @classmethod
@@ -95,48 +143,55 @@ class SlurmFleet(LedgerStore):
         config: SlurmBackendConfig,
         config_path: Path | None = None,
         wall: datetime | None = None,
+        more: Sequence[tuple[Path, SlurmBackendConfig, Path | None]] = (),
     ) -> SlurmFleet:
-        """Record every node of the configured partitions on ``config.initial_versions``."""
-        commands = SlurmCommands(slurm_conf, config.command_timeout_seconds)
-        nodes = commands.nodes()
-        if config.partitions:
-            nodes = [n for n in nodes if set(n.partitions) & set(config.partitions)]
-        if not nodes:
-            raise PermanentError(
-                f"slurm_conf: no nodes in partitions {config.partitions or 'any'} of {slurm_conf}",
-                field="slurm_conf",
-            )
-        cluster = cluster_name_of(slurm_conf)
-        names = sorted(n.name for n in nodes)
-        domains = failure_domains_of(slurm_conf, names, config.naming)
-        hosts = [
-            HostRec(
-                name=n,
-                zone=domains[n][1],
-                rack=domains[n][0],
-                state=S.IN_SERVICE,
-                versions=dict(config.initial_versions),
-            )
-            for n in names
-        ]
+        """Record every node of the configured partitions of each cluster (``slurm_conf``,
+        then ``more``) on its config's ``initial_versions``. Two clusters of one name, or one
+        node name in two clusters, are refused (field ``slurm_conf``)."""
+        clusters: dict[str, list[HostRec]] = {}
+        members: list[SlurmMember] = []
+        owner: dict[str, str] = {}
+        for conf, cfg, cfg_path in [(slurm_conf, config, config_path), *more]:
+            cluster = cluster_name_of(conf)
+            if cluster in clusters:
+                raise PermanentError(
+                    f"slurm_conf: two clusters named {cluster!r} ({conf}); each slurm.conf "
+                    "needs its own ClusterName",
+                    field="slurm_conf",
+                )
+            hosts = _cluster_hosts(conf, cfg)
+            for h in hosts:
+                if h.name in owner:
+                    raise PermanentError(
+                        f"slurm_conf: node {h.name} is in clusters {owner[h.name]} and "
+                        f"{cluster}; node names must be unique across the fleet",
+                        field="slurm_conf",
+                    )
+                owner[h.name] = cluster
+            clusters[cluster] = hosts
+            members.append(SlurmMember(cluster, conf.resolve(), cfg, str(cfg_path or "")))
+        first = members[0].to_json()
         meta = {
-            "slurm_conf": str(slurm_conf.resolve()),
-            "backend_config": config.model_dump_json(),
-            "backend_config_path": str(config_path or ""),
+            "slurm_conf": first["slurm_conf"],
+            "backend_config": first["backend_config"],
+            "backend_config_path": first["backend_config_path"],
+            "slurm_clusters": json.dumps([m.to_json() for m in members]),
         }
-        store.create_store(path, cluster, hosts, meta, wall)
+        store.create_store(path, clusters, meta, wall)
         return cls(path)
 
     # ------------------------------------------------------------------ shape
     def cluster_names(self) -> list[str]:
-        return [self.cluster_name]
+        return list(self.members)
 
     def installable_components(self) -> frozenset[str] | None:
-        """Components the backend config has an install hook for (None: ``*`` covers all)."""
-        return self.config.installable()
+        """Components every cluster's backend config has an install hook for (None: ``*``
+        covers all everywhere): what any train, operation or campaign may target."""
+        sets = [s for m in self.members.values() if (s := m.config.installable()) is not None]
+        return frozenset.intersection(*sets) if sets else None
 
     def _require(self, cluster: str) -> None:
-        if cluster != self.cluster_name:
+        if cluster not in self.members:
             raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
 
     # ------------------------------------------------------------------ clock
@@ -177,8 +232,8 @@ class SlurmFleet(LedgerStore):
             self.anchor_wall.timestamp(),
             load_hosts(self.conn, name),
             store.load_state(self.conn, name),
-            self.commands,
-            self.config,
+            self._commands[name],
+            self.members[name].config,
             writable,
         )
         b.sync()
@@ -217,6 +272,30 @@ class SlurmFleet(LedgerStore):
         return []
 
 
+def _cluster_hosts(slurm_conf: Path, config: SlurmBackendConfig) -> list[HostRec]:
+    """The nodes of the configured partitions of one cluster, as new host records."""
+    nodes = SlurmCommands(slurm_conf, config.command_timeout_seconds).nodes()
+    if config.partitions:
+        nodes = [n for n in nodes if set(n.partitions) & set(config.partitions)]
+    if not nodes:
+        raise PermanentError(
+            f"slurm_conf: no nodes in partitions {config.partitions or 'any'} of {slurm_conf}",
+            field="slurm_conf",
+        )
+    names = sorted(n.name for n in nodes)
+    domains = failure_domains_of(slurm_conf, names, config.naming)
+    return [
+        HostRec(
+            name=n,
+            zone=domains[n][1],
+            rack=domains[n][0],
+            state=S.IN_SERVICE,
+            versions=dict(config.initial_versions),
+        )
+        for n in names
+    ]
+
+
 def cluster_name_of(slurm_conf: Path) -> str:
     """``ClusterName`` of a slurm.conf (``slurm`` if it names none)."""
     try:
@@ -236,4 +315,4 @@ if TYPE_CHECKING:
         return f
 
 
-__all__ = ["SlurmFleet", "SlurmShape", "cluster_name_of"]
+__all__ = ["SlurmFleet", "SlurmMember", "SlurmShape", "cluster_name_of", "members_of"]

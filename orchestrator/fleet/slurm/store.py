@@ -46,27 +46,30 @@ def backend_of(path: Path) -> str:
 
 def create_store(
     path: Path,
-    cluster: str,
-    hosts: Iterable[HostRec],
+    clusters: Mapping[str, Iterable[HostRec]],
     meta: Mapping[str, str],
     wall: datetime | None = None,
 ) -> None:
-    """Write a new record for ``cluster`` to a temporary file, then move it to ``path``."""
+    """Write a new record of ``clusters`` (name -> its hosts) to a temporary file, then move
+    it to ``path``. ``meta.cluster`` names the first, as a fleet of one cluster always did."""
     full = {
         "backend": BACKEND,
         "schema_version": str(SCHEMA_VERSION),
         "anchor_wall": (wall or datetime.now(UTC)).isoformat(),
         "speed": "1.0",
-        "cluster": cluster,
+        "cluster": next(iter(clusters)),
         FLEET_ID_KEY: new_fleet_id(),
         **meta,
     }
 
     def fill(conn: sqlite3.Connection) -> None:
         conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(full.items()))
-        conn.execute("INSERT INTO clusters VALUES (?, ?)", (cluster, json.dumps({"targets": {}})))
-        conn.execute("INSERT INTO clocks VALUES (?, 0.0)", (cluster,))
-        save_hosts(conn, cluster, hosts)
+        for cluster, hosts in clusters.items():
+            conn.execute(
+                "INSERT INTO clusters VALUES (?, ?)", (cluster, json.dumps({"targets": {}}))
+            )
+            conn.execute("INSERT INTO clocks VALUES (?, 0.0)", (cluster,))
+            save_hosts(conn, cluster, hosts)
 
     create_file(path, fill)
 
