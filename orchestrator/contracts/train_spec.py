@@ -8,7 +8,6 @@ job, so a target for them is refused here and sent to ``trainctl ops``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -24,13 +23,11 @@ from orchestrator.contracts.schedule_window import Schedule
 from orchestrator.contracts.specs import load_spec
 from orchestrator.contracts.version_checks import check_skew, check_supersedes
 
-if TYPE_CHECKING:
-    from orchestrator.contracts.train_types import TrainChange
-
 __all__ = [
     "DrainPolicy",
     "Rollout",
     "TrainSpec",
+    "TrainChange",
     "check_train_change",
     "load_train_spec",
     "riding",
@@ -166,6 +163,35 @@ def train_workflow_id(cluster: str) -> str:
 def load_train_spec(path: Path | str) -> TrainSpec:
     """Read a train spec (YAML or JSON); SpecError (a ValueError) naming the field."""
     return load_spec(path, TrainSpec, what="train spec")
+
+
+class TrainChange(BaseModel):
+    """A live change: any field left out stays as it is.
+
+    Strict about its shape, since it arrives from outside a running train: an unknown field
+    (a typo such as ``domain_sise``) is refused rather than ignored, and a boolean is no count.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain_size: int | None = Field(default=None, ge=1, le=10_000)
+    budget: CapacityBudget | None = None
+    targets: dict[str, str] | None = None
+    halt_after_failures: int | None = Field(default=None, ge=1)
+    #: A campaign's stage to ride this train (replaces that campaign's earlier one; other
+    #: campaigns' rollouts stay).
+    rollout: Rollout | None = None
+    #: Drop the campaign's rollout (the campaign ended or moved its targets into ``targets``).
+    clear_rollout: bool = False
+    #: Whose rollout ``clear_rollout`` drops (a ``Rollout.campaign``); empty: every one.
+    rollout_campaign: str = ""
+
+    @field_validator("domain_size", "halt_after_failures", mode="before")
+    @classmethod
+    def _no_boolean(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError(f"must be a whole number, not a boolean ({v!r})")
+        return v
 
 
 def check_train_change(change: TrainChange, hosts_total: int, phase: str) -> None:

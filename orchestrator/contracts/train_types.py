@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field
 
 from orchestrator.contracts.messages import ClockInfo, CycleCounts
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
+from orchestrator.contracts.train_spec import TrainChange as TrainChange  # importable here too, where it lived
 
 
 class PlanDomainRequest(BaseModel):
@@ -180,35 +181,6 @@ class TrainStatus(BaseModel):
     rollout_only: bool = False
     #: job -> its negotiation with the train's draining domains (question, answer, wait)
     negotiations: dict[str, str] = Field(default_factory=dict)
-
-
-class TrainChange(BaseModel):
-    """A live change: any field left out stays as it is.
-
-    Strict about its shape, since it arrives from outside a running train: an unknown field
-    (a typo such as ``domain_sise``) is refused rather than ignored, and a boolean is no count.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    domain_size: int | None = Field(default=None, ge=1, le=10_000)
-    budget: CapacityBudget | None = None
-    targets: dict[str, str] | None = None
-    halt_after_failures: int | None = Field(default=None, ge=1)
-    #: A campaign's stage to ride this train (replaces that campaign's earlier one; other
-    #: campaigns' rollouts stay).
-    rollout: Rollout | None = None
-    #: Drop the campaign's rollout (the campaign ended or moved its targets into ``targets``).
-    clear_rollout: bool = False
-    #: Whose rollout ``clear_rollout`` drops (a ``Rollout.campaign``); empty: every one.
-    rollout_campaign: str = ""
-
-    @field_validator("domain_size", "halt_after_failures", mode="before")
-    @classmethod
-    def _no_boolean(cls, v: object) -> object:
-        if isinstance(v, bool):
-            raise ValueError(f"must be a whole number, not a boolean ({v!r})")
-        return v
 
 
 class ControlRequest(BaseModel):
