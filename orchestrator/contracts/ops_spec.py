@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from orchestrator.contracts.hostlist import expand_hostlist
 from orchestrator.contracts.models import (
     UPPER_LAYER,
     CapacityBudget,
@@ -57,6 +58,9 @@ _GLOB = r"^[A-Za-z0-9_.*?!\[\]-]+$"
 _REQUEST_ID = r"^[A-Za-z0-9._-]{1,128}$"
 
 Glob = Annotated[str, Field(pattern=_GLOB, min_length=1)]
+Feature = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.+-]+$", min_length=1)]
+#: The Slurm-only scope fields: the simulated fleet has no partitions or node features.
+SLURM_SCOPE_FIELDS = ("partitions", "nodes", "features")
 
 
 #: The most entries ``scope.zones``, ``scope.racks`` or ``scope.hosts`` may each list.
@@ -85,6 +89,11 @@ class Scope(BaseModel):
     entry that matches nothing is an error. Each list holds at most ``MAX_SCOPE_PATTERNS``
     (100,000) entries, and a spec document is at most 4 MiB (``orchestrator.contracts.specs``); past
     either the spec is refused naming the field (exit 2).
+
+    On a Slurm fleet a scope may also name ``partitions`` (names or globs; a node in any of
+    them), ``nodes`` (a hostlist expression) and ``features`` (a node must carry all of them),
+    intersecting with the rest; the simulated fleet has no partitions or node features and
+    refuses all three naming the field.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -93,8 +102,45 @@ class Scope(BaseModel):
     zones: list[Glob] | None = _patterns("Zone", "a host's zone")
     racks: list[Glob] | None = _patterns("Rack", "a host's rack")
     hosts: list[Glob] | None = _patterns("Host", "a host's name")
+    partitions: list[Glob] | None = _patterns(
+        "Slurm partition", "one of a node's partitions (Slurm fleets only)"
+    )
+    nodes: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "a Slurm hostlist expression, e.g. 'h[01-04],h07': the nodes it names (Slurm fleets "
+            f"only; at most {MAX_SCOPE_PATTERNS:,} names, each must be a node of the scope)"
+        ),
+    )
+    features: list[Feature] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SCOPE_PATTERNS,
+        description=(
+            "Slurm node features, e.g. [a100]: a node must carry all of them (Slurm fleets only)"
+        ),
+    )
 
-    @field_validator("zones", "racks", "hosts", mode="before")
+    @field_validator("nodes")
+    @classmethod
+    def _hostlist(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                names = expand_hostlist(v, limit=MAX_SCOPE_PATTERNS, strict=True)
+            except ValueError as err:
+                raise ValueError(f"scope.nodes: {err}") from None
+            if not names:
+                raise ValueError("scope.nodes: the hostlist names no node")
+        return v
+
+    def node_names(self) -> list[str] | None:
+        """The names ``nodes`` expands to (None when the scope lists none)."""
+        if self.nodes is None:
+            return None
+        return expand_hostlist(self.nodes, limit=MAX_SCOPE_PATTERNS, strict=True)
+
+    @field_validator("zones", "racks", "hosts", "partitions", mode="before")
     @classmethod
     def _at_most(cls, v: object, info: ValidationInfo) -> object:
         if isinstance(v, list | tuple) and len(v) > MAX_SCOPE_PATTERNS:
@@ -285,6 +331,9 @@ def operation_id(spec: OperationSpec) -> str:
     for name in ("skew", "supersedes"):  # and those from before the skew window
         if not dump.get(name):
             dump.pop(name, None)
+    for name in SLURM_SCOPE_FIELDS:  # and those from before the Slurm scope fields
+        if dump["scope"].get(name) is None:
+            dump["scope"].pop(name, None)
     canon = json.dumps(dump, sort_keys=True, separators=(",", ":"))
     return "ops-" + hashlib.sha256(canon.encode()).hexdigest()[:12]
 

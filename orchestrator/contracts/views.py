@@ -65,6 +65,11 @@ class HostView:
     last_visit: float | None = None
     last_boot: float | None = None
     """Fleet hour it last (re)booted, if the backend knows: a reboot operation reads it."""
+    partitions: tuple[str, ...] | None = None
+    """The Slurm partitions the node is in; None where the backend has none (the simulated
+    fleet), so a scope by partition, hostlist or feature is refused there."""
+    features: tuple[str, ...] | None = None
+    """The node's Slurm (active) features; None where the backend has none."""
 
 
 @dataclass(frozen=True)

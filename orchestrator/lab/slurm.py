@@ -43,6 +43,7 @@ from orchestrator.lab.slurm_files import (
     write_file,
     write_lab_files,
 )
+from orchestrator.lab.slurm_labels import parse_features, parse_partitions
 from orchestrator.lab.slurm_processes import lab_processes, running_pid, stop
 
 #: Seconds ``up`` waits for the controller and every node to answer.
@@ -69,6 +70,10 @@ class LabInfo:
     bad_versions: list[tuple[str, str, float]] = field(default_factory=list)
     #: Leaf switches of its ``topology.conf`` (0: none, racks then come from node names).
     racks: int = 0
+    #: Partitions beside ``main``: name -> nodes (``--partition``).
+    partitions: dict[str, list[str]] = field(default_factory=dict)
+    #: Static node features: node -> features (``--feature``).
+    features: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -216,15 +221,22 @@ def lab_up(
     name: str = CLUSTER,
     bad_versions: list[tuple[str, str, float]] | None = None,
     racks: int = 0,
+    partitions: list[str] | None = None,
+    features: list[str] | None = None,
 ) -> LabInfo:
     """Start (or find running) the lab ``name`` under ``home``; stops what it started if it
     fails. ``bad_versions``: builds that leave a node unhealthy (component, version, rate);
-    ``racks``: split the nodes into that many racks of one zone in a ``topology.conf``."""
+    ``racks``: split the nodes into that many racks of one zone in a ``topology.conf``;
+    ``partitions`` (``NAME=HOSTLIST``) and ``features`` (``HOSTLIST=F1,F2``): extra partitions
+    and static node features (``slurm_labels``), ValueError naming the field."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"nodes: must be from 1 to {MAX_NODES}")
     if not 0 <= racks <= nodes:
         raise ValueError(f"racks: must be from 0 to the {nodes} nodes")
     check_name(name)
+    names = node_names(name, nodes)
+    parts = parse_partitions(list(partitions or []), names)
+    feats = parse_features(list(features or []), names)
     d = lab_dir(home, name)
     info_path = d / "lab.json"
     if info_path.exists() and running_pid(d / "run" / "slurmctld.pid"):
@@ -239,13 +251,22 @@ def lab_up(
     (short_dir(d) / "spool").mkdir(parents=True, exist_ok=True)
     for sub in ("state", "run", "log"):
         (d / sub).mkdir(parents=True, exist_ok=True)
-    names = node_names(name, nodes)
     ports = _free_ports(nodes + 1)
     node_ports = dict(zip(names, ports[1:], strict=True))
     bad = list(bad_versions or [])
-    config = write_lab_files(d, names, ports[0], node_ports, name, bad, racks)
+    config = write_lab_files(d, names, ports[0], node_ports, name, bad, racks, parts, feats)
     info = LabInfo(
-        str(d / "slurm.conf"), name, names, str(config), ports[0], node_ports, name, bad, racks
+        str(d / "slurm.conf"),
+        name,
+        names,
+        str(config),
+        ports[0],
+        node_ports,
+        name,
+        bad,
+        racks,
+        parts,
+        feats,
     )
     try:
         _start_munge(d)

@@ -15,6 +15,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from orchestrator.lab.slurm_labels import partition_lines
+
 LAB_DIR = "slurm-lab"
 #: The default lab's name: its ClusterName, and its nodes are h01, h02, ...
 CLUSTER = "lab"
@@ -94,9 +96,12 @@ def slurm_conf_text(
     ports: dict[str, int],
     name: str = CLUSTER,
     racks: int = 0,
+    partitions: dict[str, list[str]] | None = None,
+    features: dict[str, list[str]] | None = None,
 ) -> str:
     """The lab's ``slurm.conf``: one controller and ``nodes`` slurmds on loopback ports (with
-    ``racks``, the tree topology of ``topology.conf``)."""
+    ``racks``, the tree topology of ``topology.conf``; ``partitions`` beside ``main`` and
+    static node ``features``, as ``slurm_labels`` reads them)."""
     lines = [
         f"ClusterName={name}",
         "SlurmctldHost=localhost",
@@ -138,10 +143,12 @@ def slurm_conf_text(
         lines.append(
             f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[n]} "
             "CPUs=1 RealMemory=1 State=UNKNOWN"
+            + (f" Features={','.join(feats)}" if (feats := (features or {}).get(n)) else "")
         )
     lines.append(
         "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE"
     )
+    lines.extend(partition_lines(partitions or {}))
     return "\n".join(lines) + "\n"
 
 
@@ -204,10 +211,13 @@ def write_lab_files(
     name: str = CLUSTER,
     bad: list[tuple[str, str, float]] | None = None,
     racks: int = 0,
+    partitions: dict[str, list[str]] | None = None,
+    features: dict[str, list[str]] | None = None,
 ) -> Path:
     """Write the lab's ``slurm.conf`` (and ``topology.conf`` with ``racks``), scripts, bad
     versions and backend config; the backend config's path."""
-    write_file(d / "slurm.conf", slurm_conf_text(d, nodes, ctl_port, ports, name, racks))
+    conf = slurm_conf_text(d, nodes, ctl_port, ports, name, racks, partitions, features)
+    write_file(d / "slurm.conf", conf)
     topology = d / "topology.conf"
     if racks:
         write_file(topology, topology_conf_text(nodes, racks))

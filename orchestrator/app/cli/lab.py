@@ -65,10 +65,32 @@ def _checked_name(name: str) -> str:
     help="Split a new lab's nodes into this many racks (leaf switches of one zone) in a "
     "topology.conf (topology/tree), which trainctl reads racks and zones from.",
 )
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="NAME=HOSTLIST",
+    help="A new lab's extra Slurm partition of those nodes (every node stays in main), e.g. "
+    "gpu=h[01-04]. Repeatable.",
+)
+@click.option(
+    "--feature",
+    "features",
+    multiple=True,
+    metavar="HOSTLIST=FEATURE[,FEATURE]",
+    help="Static node features of a new lab's nodes (slurm.conf Features=), e.g. "
+    "h[05-08]=a100. Repeatable.",
+)
 @json_option
 @handle_errors
 def up(
-    name: str, nodes: int | None, bad_versions: tuple[str, ...], racks: int, as_json: bool
+    name: str,
+    nodes: int | None,
+    bad_versions: tuple[str, ...],
+    racks: int,
+    partitions: tuple[str, ...],
+    features: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Start the lab (or report the one running, saying so): prints slurm_conf, cluster and
     nodes. Asking for another size than the running lab's is refused (exit 2, field nodes):
@@ -93,7 +115,13 @@ def up(
     if running is None:
         if racks > (nodes or 16):
             raise BadInput(f"racks: {racks} racks of {nodes or 16} nodes", field="racks")
-        info = lab_up(home, nodes or 16, name, bad, racks)
+        try:
+            info = lab_up(home, nodes or 16, name, bad, racks, list(partitions), list(features))
+        except ValueError as err:
+            field = str(err).partition(":")[0]
+            if field not in ("partition", "feature"):
+                raise
+            raise BadInput(str(err), field=field) from None
     else:
         info = set_bad_versions(home, name, bad) if bad_versions else running
     emit(

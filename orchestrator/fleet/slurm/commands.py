@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from orchestrator.contracts.errors import (
     SlurmUnknownObject,
     TemporaryError,
 )
+from orchestrator.contracts.hostlist import expand_hostlist
 
 #: Seconds one Slurm command may take before it counts as a controller not answering.
 COMMAND_TIMEOUT_SECONDS = 30.0
@@ -118,44 +118,6 @@ class SlurmJob:
     @property
     def running(self) -> bool:
         return self.state in ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING")
-
-
-_RANGE = re.compile(r"^(?P<prefix>[^\[\],]*)\[(?P<body>[^\]]+)\](?P<suffix>[^\[\],]*)$")
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """``h[01-03,07],x1`` -> ``[h01, h02, h03, h07, x1]`` (one bracket group per name)."""
-    out: list[str] = []
-    for part in _split_top(text.strip()):
-        m = _RANGE.match(part)
-        if not m:
-            if part:
-                out.append(part)
-            continue
-        for piece in m["body"].split(","):
-            lo, _, hi = piece.partition("-")
-            if not hi:
-                out.append(f"{m['prefix']}{lo}{m['suffix']}")
-                continue
-            width = len(lo)
-            out.extend(
-                f"{m['prefix']}{i:0{width}d}{m['suffix']}" for i in range(int(lo), int(hi) + 1)
-            )
-    return out
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        cur += ch
-    parts.append(cur)
-    return parts
 
 
 def _number(value: Any) -> int:

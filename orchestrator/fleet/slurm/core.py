@@ -13,11 +13,12 @@ they call.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.contracts.models import HostState
-from orchestrator.contracts.views import JobView
+from orchestrator.contracts.views import HostView, JobView
 from orchestrator.fleet.ledger import HostLedger
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.commands import SlurmCommands, SlurmNode
@@ -74,6 +75,17 @@ class SlurmCore(HostLedger):
 
     def _job_views(self) -> dict[int, JobView]:
         return {jid: j.view(self._now) for jid, j in self.jobs.items()}
+
+    def _host_views(self, cycle_started_hours: float | None) -> tuple[HostView, ...]:
+        """The ledger's views with each node's partitions and features as Slurm last showed
+        them (none for a node Slurm did not list), for scopes by partition or feature."""
+        views = super()._host_views(cycle_started_hours)
+        out = []
+        for v in views:
+            node = self.nodes.get(v.name)
+            parts, feats = ((), ()) if node is None else (node.partitions, node.features)
+            out.append(dataclasses.replace(v, partitions=parts, features=feats))
+        return tuple(out)
 
     def _reason(self, owner: str, what: str) -> str:
         return f"{REASON_PREFIX}{owner} {what}"[:250]
