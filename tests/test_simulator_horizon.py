@@ -165,3 +165,19 @@ def test_cycle_every_spaces_the_cycles() -> None:
     assert len(starts) >= 2
     assert all(b - a >= 72.0 - 1e-3 for a, b in zip(starts, starts[1:], strict=False))
     assert _run("--preset", "small", "--cycle-every", "3d", code=2)["field"] == "cycle_every"
+
+
+def test_a_paced_train_waits_for_due_hosts() -> None:
+    """With ``--cycle-target`` a horizon's train starts its next cycle only when its first host
+    is due (last visit older than the target less the last cycle's makespan: no new versions
+    here); ``--no-pace`` cycles back to back, as the live train does."""
+    args = ["--preset", "small", "--horizon", "8d", "--seed", "3", "--cycle-target", "72h"]
+    paced, back = _run(*args), _run(*args, "--no-pace")
+    for a, b in zip(back["cycles"], back["cycles"][1:], strict=False):
+        end = a["started_hours"] + a["makespan_hours"]
+        assert b["started_hours"] == pytest.approx(end, abs=0.01)
+    done = [c for c in paced["cycles"] if c["complete"]]
+    assert len(done) >= 2 and paced["cycles_completed"] < back["cycles_completed"]
+    for a, b in zip(done[1:], paced["cycles"][2:], strict=False):
+        assert b["started_hours"] >= a["started_hours"] + 72.0 - a["makespan_hours"] - 1e-3
+    assert paced["maintenance_interruptions"] < back["maintenance_interruptions"]

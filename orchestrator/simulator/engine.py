@@ -45,6 +45,7 @@ from orchestrator.fleet.sim_records import JobRec
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 from orchestrator.simulator.horizon import HorizonLog
+from orchestrator.simulator.pacing import Pacer, pacing_on
 from orchestrator.simulator.policies import NONE, get_policy
 from orchestrator.simulator.result import (
     SimResult,
@@ -116,6 +117,7 @@ class Engine(DomainSteps):
         self.resume_at = 0.0
         self.work = maintenance_work_hours(sim, cfg.targets)
         self.cycle_started = sim.now
+        self.pacer = Pacer(cfg.cycle_target_hours or 0.0) if pacing_on(cfg) else None
         if self.none:
             self.wake = False  # no train: nothing ever plans
         else:
@@ -320,11 +322,9 @@ class Engine(DomainSteps):
             # With a cadence the next cycle waits for its instant; the train plans nothing
             # meanwhile (an experiment: the live train starts the next cycle at once).
             start = max(sim.now, self.cycle_started + (self.cfg.cycle_every_hours or 0.0))
-            self.cycle_started = start + 1e-6
-            if start > sim.now:
-                self.resume_at = self.cycle_started
-                self.tick_token = self._token()
-                self._push(self.resume_at, "tick", None, self.tick_token)
+            if self.pacer is not None:  # or until hosts are due (``pacing``)
+                start = self.pacer.start(sim, self.horizon, cfg.targets)
+            if self._resume(start):
                 return
         self._schedule_poll(taken.retry_at_hours)
 
@@ -335,6 +335,20 @@ class Engine(DomainSteps):
         self.cfg.targets = targets
         self.sim.set_targets(targets, ACTOR)
         self._absorb()
+        if self.pacer is not None and self.resume_at > self.sim.now:  # installs pending now
+            start = self.pacer.start(self.sim, self.horizon, targets)
+            if start + 1e-6 < self.resume_at:  # sooner: wake then (at once if due already)
+                self._resume(max(start, self.sim.now + 1e-9))
+
+    def _resume(self, start: float) -> bool:
+        """The next cycle starts at ``start``; True if the train waits for it."""
+        self.cycle_started = start + 1e-6
+        if start <= self.sim.now:
+            return False
+        self.resume_at = self.cycle_started
+        self.tick_token = self._token()
+        self._push(self.resume_at, "tick", None, self.tick_token)
+        return True
 
     def _schedule_poll(self, retry_at: float | None) -> None:
         target = next_look_hours(self.sim.now, retry_at)

@@ -117,6 +117,14 @@ from orchestrator.simulator.yardstick import simulate_judged
     "than this after the previous one started (e.g. 66h). Default: at once, as a live train.",
 )
 @click.option(
+    "--pace/--no-pace",
+    default=True,
+    show_default=True,
+    help="With --horizon and --cycle-target: the train waits between cycles until hosts are "
+    "due (last visit older than the target less the next cycle's expected makespan); "
+    "--no-pace cycles back to back, as a live train.",
+)
+@click.option(
     "--restart-base",
     default="5m",
     show_default=True,
@@ -160,6 +168,7 @@ def simulate(
     horizon: str | None,
     target_every: str | None,
     cycle_every: str | None,
+    pace: bool,
     restart_base: str,
     restart_per_host: str,
     pin_job: str | None,
@@ -181,6 +190,7 @@ def simulate(
         if cfg.horizon_hours is None:
             raise BadInput("cycle_every: needs --horizon", field="cycle_every")
         cfg.cycle_every_hours = read_hours(cycle_every, "cycle_every")
+    cfg.pace = pace
     if cfg.horizon_hours is not None and sweep is not None:
         raise BadInput("sweep: --sweep does not take --horizon (run each setting)", field="sweep")
     if cluster is not None:
