@@ -14,7 +14,9 @@ from pydantic import BaseModel, Field
 from orchestrator.contracts.messages import ClockInfo, CycleCounts
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
-from orchestrator.contracts.train_spec import TrainChange as TrainChange  # importable here too, where it lived
+from orchestrator.contracts.train_spec import (
+    TrainChange as TrainChange,  # importable here too, where it lived
+)
 
 
 class PlanDomainRequest(BaseModel):
@@ -63,6 +65,11 @@ class DomainInput(BaseModel):
     #: ask each job before evicting it (``drain.negotiate``), honouring this many refusals
     negotiate: bool = False
     max_refusals: int = 2
+    #: started by a train past its ``train-frugal-domains`` patch (issue 27): the domain takes
+    #: the patches of its own that existed then as given (no marker of its own, no upsert) and
+    #: learns its deadline from ``start_hours`` (the fleet hour of its plan), not from a look
+    frugal: bool = False
+    start_hours: float | None = None
 
 
 class DomainResult(BaseModel):
