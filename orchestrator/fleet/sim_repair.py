@@ -14,7 +14,12 @@ interrupts, and from the maintenance operations, which never bring a host back f
 
 from __future__ import annotations
 
-from orchestrator.contracts.constants import NO_OWNER, QUARANTINE_OWNER, REPAIR_OWNER
+from orchestrator.contracts.constants import (
+    NO_OWNER,
+    QUARANTINE_OWNER,
+    REPAIR_OWNER,
+    REPAIR_STATES,
+)
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.updates import host_targets
 from orchestrator.fleet import dynamics as dyn
@@ -104,7 +109,7 @@ class RepairPipeline(JobScheduler, HostInstall):
         """A host out of service gets ``versions`` from its reimage on the way back from
         repair (under the recorded targets): a rollback of a host the repair pipeline holds."""
         h = self.hosts[name]
-        if h.state not in (S.IN_REPAIR, S.QUARANTINED):
+        if h.state not in REPAIR_STATES:
             return False
         self.state.reimage[name] = {**self.state.reimage.get(name, {}), **versions}
         self._log(actor, "reimage_set", name, versions=dict(versions))
