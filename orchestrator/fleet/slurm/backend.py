@@ -16,6 +16,8 @@ beside it, each with one job:
 - ``holds``: ``HoldOps``, the budget-checked cordon (a drain naming its owner) and every
   hand-over: return, release, quarantine, repair, reclaim;
 - ``steering``: ``SteeringOps``, a train's claim as node weights Slurm places jobs by;
+- ``piggyback``: ``PiggybackOps``, the claim kept, freed due nodes taken, the next domain
+  held by a maintenance reservation;
 - ``verify``: ``VerifyOps``, the reboot seen through, the health check, the versions checked;
 - ``install``: ``InstallOps``, the config's hooks in dependency order, then one reboot.
 """
@@ -28,14 +30,20 @@ from typing import TYPE_CHECKING
 from orchestrator.contracts.errors import SlurmRefused
 from orchestrator.fleet.slurm.holds import HoldOps
 from orchestrator.fleet.slurm.install import InstallOps
-from orchestrator.fleet.slurm.steering import SteeringOps
+from orchestrator.fleet.slurm.piggyback import PiggybackOps
 
 if TYPE_CHECKING:
     from orchestrator.contracts.backend import ClusterBackend
 
 
-class SlurmCluster(HoldOps, InstallOps, SteeringOps):
+class SlurmCluster(HoldOps, InstallOps, PiggybackOps):
     """One Slurm cluster at wall-clock fleet hour ``now``: the ``ClusterBackend`` Protocol."""
+
+    def sync(self) -> None:
+        """Slurm read and the record reconciled; then freed due nodes taken for a claim."""
+        super().sync()
+        if self.writable:
+            self.take_freed()
 
     def rack_switches(self) -> dict[str, str]:
         """Slurm knows no switch firmware: no rack switch is ever due through this backend."""

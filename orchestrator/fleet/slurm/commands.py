@@ -10,6 +10,7 @@ temporary error: the controller is down or busy, so activities retry) or a perma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -53,7 +54,13 @@ _UNAVAILABLE = (
     "zero bytes were transmitted",
     "slurmctld is not responding",
 )
-_UNKNOWN = ("invalid node name", "invalid job id", "unknown node", "node not found")
+_UNKNOWN = (
+    "invalid node name",
+    "invalid job id",
+    "unknown node",
+    "node not found",
+    "requested reservation is invalid",
+)
 _DENIED = ("access/permission denied", "permission denied", "access denied", "invalid user")
 
 
@@ -256,6 +263,26 @@ class SlurmCommands:
         """Slurm allocates nodes of the lowest ``Weight`` first (``scontrol update`` keeps it
         until slurmctld restarts without its state)."""
         self.run("scontrol", "update", f"nodename={','.join(nodes)}", f"weight={weight}")
+
+    def create_reservation(self, name: str, nodes: Sequence[str], minutes: int) -> None:
+        """A maintenance reservation on ``nodes`` from now: their jobs run on, no new one
+        starts there (``flags=maint,ignore_jobs``)."""
+        self.run(
+            "scontrol", "create", "reservation", f"reservationname={name}", "starttime=now",
+            f"duration={minutes}", "flags=maint,ignore_jobs", "users=root",
+            f"nodes={','.join(nodes)}",
+        )  # fmt: skip
+
+    def update_reservation(self, name: str, nodes: Sequence[str], minutes: int) -> None:
+        self.run(
+            "scontrol", "update", f"reservationname={name}", f"duration={minutes}",
+            f"nodes={','.join(nodes)}",
+        )  # fmt: skip
+
+    def delete_reservation(self, name: str) -> None:
+        """Gone already is as good."""
+        with contextlib.suppress(SlurmUnknownObject):
+            self.run("scontrol", "delete", f"reservationname={name}")
 
     def requeue(self, job_id: int) -> None:
         self.run("scontrol", "requeue", str(job_id))

@@ -80,6 +80,9 @@ class SlurmBackendConfig(BaseModel):
     """Versions recorded for every node at ``fleet init`` (trainctl's record is the truth)."""
     feature_components: list[str] = Field(default_factory=lambda: ["gpu_driver", "cuda"])
     """Components published as node features ``<component>_<version>`` (for ``--constraint``)."""
+    piggyback_reservation: bool = True
+    """Hold the due nodes of a train's next domain with a maintenance reservation, so a node
+    a job frees is still idle when trainctl takes it (``piggyback``)."""
     command_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     @field_validator("reboot_timeout")
