@@ -6,7 +6,9 @@ and ``ib`` (h06-h07). Three operations run one after the other on one fleet: a `
 kernel scoped by ``partitions: [gpu]``, a ``cuda-upgrade`` scoped by ``nodes: h[04-05],h08``, and
 another kernel scoped by ``features: [a100, ib]``. After each, exactly the scoped nodes changed,
 both as the lab's install hook saw it (``versions.jsonl``) and in trainctl's record; every node
-is back in service, and the audit passes at the end.
+is back in service, and the audit passes at the end. A scope by the very feature an upgrade
+replaces (``cuda_<old>``, a version feature trainctl publishes from its record) ends with every
+node changed, its nodes leaving the scope wave by wave.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from orchestrator.app.cli import main as cli_main
 from orchestrator.fleet import open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down
 from tests.test_slurm_e2e import node_table
@@ -117,3 +121,35 @@ async def test_operations_scoped_by_partition_hostlist_and_feature_on_slurm(
     assert all({"a100", "ib"} <= set(table[n][2].split(",")) for n in A100_IB), table
     assert all(f"cuda_{NEW['cuda']}" in table[n][2].split(",") for n in BY_HOSTLIST), table
     audit_ok(path)
+
+
+async def test_a_scope_by_the_feature_an_upgrade_replaces_ends_with_every_node_changed(
+    dev_env, tmp_home, task_queue, labelled_lab
+):
+    """``features: [cuda_<old>]`` over several waves: upgraded nodes leave the scope as their
+    feature changes, and the operation ends when none is left, every node on the new pair."""
+    lab = labelled_lab
+    path = init_fleet(lab)
+    old = record(path, lab)["h01"]["cuda"]
+    spec = op(lab, "cuda-upgrade", NEW, features=[f"cuda_{old}"])
+    spec["budget"] = {"max_unavailable": 3}
+    status = await run_op(dev_env, task_queue, lab, path, spec)
+    assert status.state == "succeeded", (status.state, status.reason)
+    after = record(path, lab)
+    assert all(after[n]["cuda"] == NEW["cuda"] for n in lab.nodes), after
+    assert {i["node"] for i in installs(lab) if i["component"] == "cuda"} == set(lab.nodes)
+    c = status.clusters[lab.cluster]
+    assert c.waves_done == 3 and c.hosts_in_scope == 8 and c.hosts_changed == 8, c
+    audit_ok(path)
+
+
+def test_lab_labels_are_checked_before_anything_starts(tmp_home: Path) -> None:
+    for args, field in [
+        (["--partition", "main=h[01-02]"], "partition"),
+        (["--partition", "gpu=h[01-09]"], "partition"),
+        (["--feature", "h01"], "feature"),
+        (["--feature", "x[1-2]=a100"], "feature"),
+    ]:
+        out = CliRunner().invoke(cli_main, ["lab", "slurm", "up", "--nodes", "8", *args, "--json"])
+        assert out.exit_code == 2, out.output
+        assert json.loads(out.stdout)["field"] == field, out.output

@@ -57,7 +57,6 @@ class SlurmCore(HostLedger):
         self.nodes: dict[str, SlurmNode] = {}
         self.jobs: dict[int, RunningJob] = {}
         self.pending_jobs = 0
-        self.freed: list[str] = []  # nodes the last sync found a job's end had left idle
 
     # ------------------------------------------------------------------ clock
     @property
@@ -78,15 +77,27 @@ class SlurmCore(HostLedger):
         return {jid: j.view(self._now) for jid, j in self.jobs.items()}
 
     def _host_views(self, cycle_started_hours: float | None) -> tuple[HostView, ...]:
-        """The ledger's views with each node's partitions and features as Slurm last showed
-        them (none for a node Slurm did not list), for scopes by partition or feature."""
+        """The ledger's views with each node's partitions as Slurm last showed them and its
+        features as trainctl publishes them (none for a node Slurm did not list), for scopes by
+        partition or feature: a version feature is the record's even before it is published."""
         views = super()._host_views(cycle_started_hours)
         out = []
         for v in views:
             node = self.nodes.get(v.name)
-            parts, feats = ((), ()) if node is None else (node.partitions, node.features)
-            out.append(dataclasses.replace(v, partitions=parts, features=feats))
+            if node is None:
+                out.append(dataclasses.replace(v, partitions=(), features=()))
+                continue
+            h = self.hosts[v.name]
+            feats = self._features(h, node) if self.config.feature_components else node.features
+            out.append(dataclasses.replace(v, partitions=node.partitions, features=tuple(feats)))
         return tuple(out)
+
+    def _features(self, h: HostRec, node: SlurmNode) -> list[str]:
+        """The node's features as trainctl publishes them: Slurm's own, with the versions of
+        the record as ``<component>_<version>`` in place of any it showed."""
+        comps = self.config.feature_components
+        kept = [f for f in node.features if not any(f.startswith(f"{c}_") for c in comps)]
+        return kept + [f"{c}_{h.versions[c]}" for c in comps if c in h.versions]
 
     def _reason(self, owner: str, what: str) -> str:
         return f"{REASON_PREFIX}{owner} {what}"[:250]

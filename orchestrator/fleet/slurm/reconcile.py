@@ -58,12 +58,9 @@ class Reconciler(SlurmCore):
             )
             for n in ours:
                 on_node.setdefault(n, j.id)
-        self.freed = []
         for name in self.order:
             h = self.hosts[name]
             job = on_node.get(name)
-            if job is None and h.job_id is not None:
-                self.freed.append(name)  # a job's end left it idle (``piggyback``)
             if h.job_id != job:
                 h.job_id = job
                 self.dirty_hosts.add(name)
@@ -109,11 +106,6 @@ class Reconciler(SlurmCore):
             h.owner = NO_OWNER
             self._set_state(h, S.IN_SERVICE, SLURM_ACTOR, "resumed in slurm", by="slurm")
         self._publish(h, node)
-
-    def _features(self, h: HostRec, node: SlurmNode) -> list[str]:
-        comps = self.config.feature_components
-        kept = [f for f in node.features if not any(f.startswith(f"{c}_") for c in comps)]
-        return kept + [f"{c}_{h.versions[c]}" for c in comps if c in h.versions]
 
     def _publish(self, h: HostRec, node: SlurmNode) -> None:
         """Make the node's features say the versions trainctl recorded for it."""
