@@ -57,6 +57,7 @@ class SlurmCore(HostLedger):
         self.nodes: dict[str, SlurmNode] = {}
         self.jobs: dict[int, RunningJob] = {}
         self.pending_jobs = 0
+        self.freed: list[str] = []  # nodes the last sync found a job's end had left idle
 
     # ------------------------------------------------------------------ clock
     @property

@@ -58,9 +58,12 @@ class Reconciler(SlurmCore):
             )
             for n in ours:
                 on_node.setdefault(n, j.id)
+        self.freed = []
         for name in self.order:
             h = self.hosts[name]
             job = on_node.get(name)
+            if job is None and h.job_id is not None:
+                self.freed.append(name)  # a job's end left it idle (``piggyback``)
             if h.job_id != job:
                 h.job_id = job
                 self.dirty_hosts.add(name)
