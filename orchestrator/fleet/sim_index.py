@@ -108,6 +108,17 @@ class SimIndex:
         if field in VIEWED:
             self.dirty.add(self.pos[h.name])
 
+    def job_id_changed(self, h: HostRec, old: int | None) -> None:
+        """``host_changing`` then ``host_changed`` for ``job_id`` alone, in one step: its state
+        and owner are as they were, so only ``busy``, ``free`` and the view can change."""
+        if (old is None) != (h.job_id is None):
+            self.busy += 1 if old is None else -1
+        if h.state == IN_SERVICE and h.job_id is None:
+            self.free.add(h.name)
+        else:
+            self.free.discard(h.name)
+        self.dirty.add(self.pos[h.name])
+
     def next_repair(self, hosts: dict[str, HostRec]) -> tuple[float, HostRec | None]:
         """The earliest ``repair_until`` of any host, and the first host with it."""
         heap = self.repairs

@@ -38,6 +38,11 @@ class HostRec:
         if index is None or name not in HOST_WATCHED:
             object.__setattr__(self, name, value)
             return
+        if name == "job_id":  # the scheduler's placements and releases: most writes
+            old = self.job_id
+            object.__setattr__(self, name, value)
+            index.job_id_changed(self, old)
+            return
         index.host_changing(self, name)
         object.__setattr__(self, name, value)
         index.host_changed(self, name)
