@@ -75,6 +75,12 @@ def op(lab: LabInfo, kind: str, targets: dict[str, str], **scope: Any) -> dict[s
     }
 
 
+def _write(home: Path, spec: dict[str, Any], partitions: list[str]) -> Path:
+    path = home / "typo.json"
+    path.write_text(json.dumps({**spec, "scope": {**spec["scope"], "partitions": partitions}}))
+    return path
+
+
 async def run_scoped(
     dev_env, task_queue: str, lab: LabInfo, path: Path, spec: dict[str, Any], want: list[str]
 ) -> None:
@@ -105,8 +111,17 @@ async def test_operations_scoped_by_partition_hostlist_and_feature_on_slurm(
     first_os = record(path, lab)["h01"]["os"]
     table = node_table(lab)
     assert all("a100" in table[n][2].split(",") for n in [*BY_HOSTLIST, *A100_IB]), table
-    # a lower-layer kernel on the gpu partition only
+    # a lower-layer kernel on the gpu partition only, as `ops plan` previews it
     kernel = op(lab, "lower-layer", {"os": "6.12.0-9"}, partitions=["gpu"])
+    spec_file = tmp_home / "kernel.json"
+    spec_file.write_text(json.dumps(kernel))
+    plan = CliRunner().invoke(cli_main, ["ops", "plan", "--spec", str(spec_file), "--json"])
+    assert plan.exit_code == 0, plan.output
+    assert sorted(h for w in json.loads(plan.stdout)["waves"] for h in w["hosts"]) == GPU
+    typo = CliRunner().invoke(
+        cli_main, ["ops", "plan", "--spec", str(_write(tmp_home, kernel, ["gpu", "gpx"])), "--json"]
+    )
+    assert typo.exit_code == 2 and json.loads(typo.stdout)["field"] == "scope.partitions", typo
     await run_scoped(dev_env, task_queue, lab, path, kernel, GPU)
     # a CUDA pair on the nodes a hostlist names
     cuda = op(lab, "cuda-upgrade", NEW, nodes="h[04-05],h08")
