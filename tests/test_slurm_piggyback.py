@@ -13,6 +13,7 @@ completion log) and from trainctl's record and audit.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +25,15 @@ from click.testing import CliRunner
 from orchestrator.app.cli import main as cli_main
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.backend import PiggybackClaim
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import fleet_path, open_backend
+from orchestrator.fleet.sim_records import HostRec
+from orchestrator.fleet.slurm.backend import SlurmCluster
+from orchestrator.fleet.slurm.commands import SlurmJob, SlurmNode, SlurmPermissionDenied
+from orchestrator.fleet.slurm.config import SlurmBackendConfig
+from orchestrator.fleet.slurm.piggyback import RESERVATION
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
 from tests.test_slurm_e2e import node_table, slurm
 from tests.test_slurm_ops import audit_ok, lab_up
@@ -164,3 +171,69 @@ async def test_a_job_ending_on_due_nodes_gives_them_to_the_train(
     # The reservation is gone once the train withdrew its claim.
     assert "trainctl_piggyback" not in slurm(lab, "scontrol", "show", "reservation")
     audit_ok(path)
+
+
+class FakeSlurm:
+    """Just enough of ``SlurmCommands`` for a session: nodes idle or running the given jobs."""
+
+    def __init__(self, jobs: dict[int, tuple[str, ...]], deny: bool = False) -> None:
+        self.jobs_on, self.deny = jobs, deny
+        self.calls: list[tuple[str, ...]] = []
+
+    def nodes(self) -> list[SlurmNode]:
+        busy = {n for ns in self.jobs_on.values() for n in ns}
+        drained = {c[1] for c in self.calls if c[0] == "drain"}
+        return [
+            SlurmNode(n, "allocated" if n in busy else "idle",
+                      frozenset({"DRAIN"} if n in drained else ()), "", (), ("main",))
+            for n in ("h1", "h2", "h3", "h4")
+        ]  # fmt: skip
+
+    def jobs(self) -> list[SlurmJob]:
+        now = int(time.time())
+        return [
+            SlurmJob(j, "RUNNING", ns, now - 60, now + 60 * j, "", True)
+            for j, ns in self.jobs_on.items()
+        ]
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> None:
+            if self.deny and name == "create_reservation":
+                raise SlurmPermissionDenied("Access/permission denied", field="slurm")
+            self.calls.append((name, *map(str, args)))
+
+        return call
+
+
+def session(cmd: FakeSlurm, hosts: list[HostRec], state: dict[str, Any]) -> SlurmCluster:
+    b = SlurmCluster(
+        "lab", time.time() / 3600, 0.0, hosts, state, cmd,  # type: ignore[arg-type]
+        SlurmBackendConfig(), True,
+    )  # fmt: skip
+    b.sync()
+    return b
+
+
+def test_freed_due_nodes_are_taken_for_the_claim_and_the_next_domain_reserved() -> None:
+    """Without a lab: the reservation holds the job that ends first (whole, within the room);
+    when its end frees the nodes, the next session cordons them as piggybacked and drops the
+    reservation; a site that refuses reservations gets piggybacking without one."""
+    hosts = [HostRec(n, "z", "r", "in_service", {}) for n in ("h1", "h2", "h3", "h4")]
+    state: dict[str, Any] = {}
+    cmd = FakeSlurm({1: ("h3", "h4"), 9: ("h1",)})
+    b = session(cmd, hosts, state)
+    claim = PiggybackClaim("train-lab", 0.0, max_held=2, limit=2, until_hours=b.now + 2)
+    b.set_piggyback(claim)
+    assert ("create_reservation", RESERVATION, "['h3', 'h4']", "120") in cmd.calls, cmd.calls
+    assert state["reserved"] == ["h3", "h4"]
+    del cmd.jobs_on[1]  # job 1 ended: its nodes idle, in the reservation
+    b = session(cmd, [b.hosts[n] for n in b.order], state)
+    taken = {n for n, h in b.hosts.items() if h.state == "cordoned"}
+    assert taken == {"h3", "h4"}, b.hosts
+    assert all(b.hosts[n].reason.endswith("(piggybacked: its job ended or failed)") for n in taken)
+    assert ("delete_reservation", RESERVATION) in cmd.calls and state["reserved"] == []
+    assert [e.detail.get("piggyback") for e in b.events if e.kind == "host_state"] == [True] * 2
+    denied = FakeSlurm({1: ("h3", "h4")}, deny=True)
+    b = session(denied, [HostRec(n, "z", "r", "in_service", {}) for n in b.order], {})
+    b.set_piggyback(claim)  # refused: logged, the session goes on
+    assert [e.kind for e in b.events] == ["reservation_refused"], b.events

@@ -35,6 +35,8 @@ from orchestrator.fleet.slurm.steering import SteeringOps
 RESERVATION = "trainctl_piggyback"
 #: The reservation is renewed when the claim outlasts it by more than this (fleet hours).
 RENEW_HOURS = 0.25
+#: After Slurm refused the reservation, trainctl asks again this much later (fleet hours).
+RETRY_HOURS = 1.0
 
 
 class PiggybackOps(SteeringOps):
@@ -113,43 +115,52 @@ class PiggybackOps(SteeringOps):
 
     def _reserve(self, claim: PiggybackClaim | None) -> None:
         """Make the reservation hold ``_wanted`` nodes until the claim lapses (no node: no
-        reservation). Renewed only when its nodes change or the claim outlasts it by more
-        than ``RENEW_HOURS``."""
+        reservation). Best effort: a site that refuses it (no operator rights, say) gets
+        piggybacking without it, and trainctl asks again ``RETRY_HOURS`` later."""
         if not self.writable or not self.config.piggyback_reservation:
             return
+        if self.now < float(self.state.get("reservation_refused_at", -RETRY_HOURS)) + RETRY_HOURS:
+            return
         want = self._wanted(claim)
+        try:
+            self._apply(claim, want)
+        except PermanentError as err:
+            self.state["reserved"] = []
+            self.state["reservation_refused_at"] = self.now
+            self._log(SLURM_ACTOR, "reservation_refused", None, nodes=want, error=str(err))
+
+    def _apply(self, claim: PiggybackClaim | None, want: list[str]) -> None:
+        """Create, update or delete the reservation; renewed only when its nodes change or the
+        claim outlasts it by more than ``RENEW_HOURS``."""
         had = list(self.state.get("reserved", []))
         until = float(self.state.get("reserved_until", 0.0))
-        if not want:
+        if not want or claim is None:
             if had:
                 self.cmd.delete_reservation(RESERVATION)
                 self.state["reserved"] = []
                 self._log(SLURM_ACTOR, "reservation_deleted", None, reservation=RESERVATION)
             return
-        assert claim is not None
         if want == had and claim.until_hours <= until + RENEW_HOURS:
             return
         # A reservation's duration runs from its start: kept with the state.
         since = float(self.state.get("reserved_since", self.now)) if had else self.now
-        minutes = max(1, math.ceil((claim.until_hours - since) * 60))
         try:
             if not had:
                 raise SlurmUnknownObject("no reservation yet", field="slurm")
-            self.cmd.update_reservation(RESERVATION, want, minutes)
+            self.cmd.update_reservation(RESERVATION, want, _minutes(claim, since))
         except SlurmUnknownObject:  # none yet, or it lapsed: a new one from now
             self.cmd.delete_reservation(RESERVATION)
             since = self.now
-            minutes = max(1, math.ceil((claim.until_hours - since) * 60))
-            try:
-                self.cmd.create_reservation(RESERVATION, want, minutes)
-            except PermanentError as err:  # best effort: piggybacking goes on without it
-                self.state["reserved"] = []
-                self._log(SLURM_ACTOR, "reservation_refused", None, nodes=want, error=str(err))
-                return
+            self.cmd.create_reservation(RESERVATION, want, _minutes(claim, since))
         self.state["reserved"] = want
         self.state["reserved_since"] = since
-        self.state["reserved_until"] = since + minutes / 60
+        self.state["reserved_until"] = since + _minutes(claim, since) / 60
         self._log(claim.owner, "reserved", None, reservation=RESERVATION, nodes=want)
 
 
-__all__ = ["RENEW_HOURS", "RESERVATION", "PiggybackOps"]
+def _minutes(claim: PiggybackClaim, since: float) -> int:
+    """The reservation's duration from ``since`` to the claim's end, in whole minutes."""
+    return max(1, math.ceil((claim.until_hours - since) * 60))
+
+
+__all__ = ["RENEW_HOURS", "RESERVATION", "RETRY_HOURS", "PiggybackOps"]
