@@ -22,6 +22,7 @@ never reserved or taken.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from orchestrator.contracts.backend import PiggybackClaim
@@ -86,31 +87,45 @@ class PiggybackOps(SteeringOps):
         self._reserve(claim)
 
     def _wanted(self, claim: PiggybackClaim | None) -> list[str]:
-        """The due nodes of the next domain that run a job, the jobs ending first, whole: as
-        many as the claim's ``max_held`` and the room under its floor and maintenance budget
-        (a reserved node that frees takes no job: it counts as out, as Slurm shows it)."""
+        """The due nodes of the next domain: those reserved that a job's end left idle, then
+        those running a job, the jobs ending first, whole; as many as the claim's
+        ``max_held`` and the room under its floor, maintenance budget and per rack and zone
+        limits (a reserved node that frees takes no job: it counts as out, as Slurm shows)."""
         if claim is None:
             return []
-        hosts = self.hosts.values()
-        room = min(claim.max_held, claim.limit - sum(h.state != S.IN_SERVICE for h in hosts))
+        out_hosts = [h for h in self.hosts.values() if h.state != S.IN_SERVICE]
+        room = min(claim.max_held, claim.limit - len(out_hosts))
         if claim.maintenance is not None:
             room = min(room, claim.maintenance - self.planned_count())
+        racks = Counter(h.rack for h in out_hosts)
+        zones = Counter(h.zone for h in out_hosts)
+        out: list[str] = []
+
+        def fits(names: list[str]) -> bool:
+            r = racks + Counter(self.hosts[n].rack for n in names)
+            z = zones + Counter(self.hosts[n].zone for n in names)
+            return (
+                len(out) + len(names) <= room
+                and (claim.per_rack is None or max(r.values(), default=0) <= claim.per_rack)
+                and (claim.per_zone is None or max(z.values(), default=0) <= claim.per_zone)
+            )
+
+        since = claim.cycle_started_hours
         # Nodes it holds that a job's end left idle stay held until the train has room.
-        out = [
+        idle = [
             n
             for n in self.state.get("reserved", [])
-            if n in self.hosts
-            and self.hosts[n].job_id is None
-            and is_due(self.hosts[n], claim.cycle_started_hours)
-        ][: max(room, 0)]
-        for j in sorted(self.jobs.values(), key=lambda j: (j.end_hours, j.slurm.id)):
-            due = [
-                n
-                for n in j.slurm.nodes
-                if n in self.hosts and is_due(self.hosts[n], claim.cycle_started_hours)
-            ]
-            if due and len(out) + len(due) <= room:
-                out += due
+            if n in self.hosts and self.hosts[n].job_id is None and is_due(self.hosts[n], since)
+        ]
+        groups = [[n] for n in idle] + [
+            [n for n in j.slurm.nodes if n in self.hosts and is_due(self.hosts[n], since)]
+            for j in sorted(self.jobs.values(), key=lambda j: (j.end_hours, j.slurm.id))
+        ]
+        for names in groups:
+            if names and fits(names):
+                out += names
+                racks.update(self.hosts[n].rack for n in names)
+                zones.update(self.hosts[n].zone for n in names)
         return sorted(set(out))
 
     def _reserve(self, claim: PiggybackClaim | None) -> None:
