@@ -1,10 +1,12 @@
 """Piggybacking on a real Slurm (issue 29, #4): a job's end gives its due nodes to the train.
 
-A lab of 8 nodes runs real ``sbatch --requeue`` jobs, with more queued behind them so Slurm
-would place one on any node that frees. A train (domain 2, budget 4) takes the two idle nodes
-first; a short job on two more ends while that domain is maintained. trainctl's maintenance
-reservation holds its nodes (the due nodes of the next domain), so the queued job does not land
-there, and the next session takes them for the train, recorded as piggybacked, with no eviction.
+A lab of 8 nodes runs real ``sbatch --requeue`` jobs, with one more queued behind them so Slurm
+would place it on the first nodes that free. A train (domain 2, budget 5) waits for the
+checkpoint of the job on its first domain; meanwhile a short job on two more nodes ends.
+trainctl's maintenance reservation holds those nodes (the due nodes of the next domain), so the
+queued job does not land there, and the next session takes them for the train, recorded as
+piggybacked, with no eviction (without the reservation the queued job took them and was
+evicted: 4 evictions instead of 3).
 An operator drains a node during the run: it keeps Slurm's state and the operator's reason, and
 trainctl never maintains or resumes it. What is asserted comes from Slurm (``sinfo``, the job
 completion log) and from trainctl's record and audit.
@@ -88,7 +90,7 @@ def events(path: Path) -> list[Any]:
 
 
 async def run_piggyback_train(dev_env, tmp_home, task_queue, lab, reservation=True):
-    """The scenario: (the record's events, the short job's nodes)."""
+    """The scenario: (the record's events, the short job's nodes, the queued job)."""
     running = lambda: slurm(lab, "squeue", "-h", "-t", "R", "-o", "%i").split()  # noqa: E731
     # A job checkpointing every 20 s (the first domain: the train waits for its checkpoint),
     # long ones it evicts, and a short one that ends while the train waits (its time limit
@@ -132,15 +134,15 @@ async def run_piggyback_train(dev_env, tmp_home, task_queue, lab, reservation=Tr
             await _terminate(dev_env, handle.id)
             await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     assert final.cycles_completed >= 1, final
-    del long, queued
-    return events(path), short_nodes
+    del long
+    return events(path), short_nodes, queued
 
 
 async def test_a_job_ending_on_due_nodes_gives_them_to_the_train(
     dev_env, tmp_home, task_queue, lab8
 ):
     lab = lab8
-    evs, short_nodes = await run_piggyback_train(dev_env, tmp_home, task_queue, lab)
+    evs, short_nodes, queued = await run_piggyback_train(dev_env, tmp_home, task_queue, lab)
     path = fleet_path(tmp_home)
     piggy = [e for e in evs if e.kind == "host_state" and e.detail.get("piggyback")]
     interrupted = [e for e in evs if e.kind == "job_interrupted"]
@@ -150,6 +152,9 @@ async def test_a_job_ending_on_due_nodes_gives_them_to_the_train(
     # The short job's nodes went to the train as its end freed them: no eviction of them.
     assert sorted(e.host for e in piggy) == sorted(short_nodes), (piggy, short_nodes)
     assert not [e for e in interrupted if set(e.detail["hosts"]) & set(short_nodes)]
+    # The queued job did not start on them and get evicted (without the reservation it did:
+    # 4 evictions instead of 3).
+    assert not [e for e in interrupted if e.detail["job"] in queued], interrupted
     reserved = [e for e in evs if e.kind == "reserved"]
     assert any(set(short_nodes) <= set(e.detail["nodes"]) for e in reserved), reserved
     # Every node but the operator's carries the new versions; the operator's is untouched.
