@@ -108,6 +108,12 @@ def tail_probability(failures: int, changed: int, base_rate: float) -> float:
     return min(1.0, math.fsum(terms))
 
 
+#: The last threshold found for a (base rate, bound): ``(changed, threshold)``. A rollout looks
+#: at one count after another; t(n) never falls as n grows and grows by at most the hosts added
+#: (n more hosts can fail at most n more times), so the next search starts within that bracket.
+_LAST: dict[tuple[float, float], tuple[int, int]] = {}
+
+
 @lru_cache(maxsize=4096)
 def _threshold(changed: int, p: float, false_alarm: float) -> int:
     # The tail P(X > t) falls as t grows: bisect for the smallest t within the bound. Below
@@ -115,12 +121,21 @@ def _threshold(changed: int, p: float, false_alarm: float) -> int:
     # under 1/2 the search starts there and every tail it sums is short.
     lo = max(0, math.floor(changed * p) - 1) if false_alarm < 0.5 else 0
     hi = changed  # P(X > changed) = 0: always within the bound
+    last = _LAST.get((p, false_alarm))
+    if last is not None:
+        n0, t0 = last
+        if n0 <= changed:
+            lo, hi = max(lo, min(t0, hi)), min(hi, t0 + changed - n0)
+        else:
+            lo, hi = max(lo, min(t0 - (n0 - changed), hi)), min(hi, t0)
+        lo = min(lo, hi)
     while lo < hi:
         mid = (lo + hi) // 2
         if tail_probability(mid + 1, changed, p) <= false_alarm * _SAFETY:
             hi = mid
         else:
             lo = mid + 1
+    _LAST[(p, false_alarm)] = (changed, lo)
     return lo
 
 
