@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.train_spec import check_train_change
     from orchestrator.contracts.train_types import (
         ControlRequest,
-        DomainInput,
         DomainProgress,
         DomainResult,
         PlanDomainRequest,
@@ -308,7 +307,9 @@ class ClusterTrain(TrainWaiting):
         domain_id = f"{spec.workflow_id}-c{st.cycle}-d{st.domains_started}"
         self.in_flight[domain_id] = res.hosts
         self._show()
-        task = asyncio.create_task(self._run_domain(clock, domain_id, res.hosts, res.targets))
+        task = asyncio.create_task(
+            self._run_domain(clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours)
+        )
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -327,6 +328,7 @@ class ClusterTrain(TrainWaiting):
         domain_id: str,
         hosts: list[str],
         targets: dict[str, str] | None = None,
+        start_hours: float = 0.0,
     ) -> None:
         """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
@@ -336,18 +338,7 @@ class ClusterTrain(TrainWaiting):
         try:
             result: DomainResult = await workflow.execute_child_workflow(
                 DomainMaintenance.run,
-                DomainInput(
-                    cluster=spec.cluster,
-                    owner=spec.workflow_id,
-                    domain_id=domain_id,
-                    hosts=hosts,
-                    targets=dict(spec.targets if targets is None else targets),
-                    max_wait_hours=spec.drain.max_wait_hours,
-                    policy=spec.policy,
-                    clock=clock,
-                    negotiate=spec.drain.negotiate,
-                    max_refusals=spec.drain.max_refusals,
-                ),
+                self._domain_input(clock, domain_id, hosts, targets, start_hours),
                 id=domain_id,
                 task_queue=workflow.info().task_queue,
                 execution_timeout=timedelta(days=30),

@@ -24,8 +24,6 @@ with workflow.unsafe.imports_passed_through():
         EvictRequest,
         HostsRequest,
         JobWait,
-        SwitchRequest,
-        SwitchResult,
         UpdateResult,
         VerifyResult,
     )
@@ -34,16 +32,20 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution import drain_sequence as ds
     from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
     from orchestrator.train.ui import domain_details
-    from workflows.fleet_clock import aside, clock_party, fleet_options, sleep_until, spawn, wake
-
-
-#: Tries at a rack switch whose rack is not fully out of service, SWITCH_RETRY_HOURS apart.
-SWITCH_ATTEMPTS = 4
-SWITCH_RETRY_HOURS = 0.25
+    from workflows.domain_switches import RackSwitches
+    from workflows.fleet_clock import (
+        aside,
+        clock_party,
+        fleet_hours_now,
+        fleet_options,
+        sleep_until,
+        spawn,
+        wake,
+    )
 
 
 @workflow.defn(name="DomainMaintenance")
-class DomainMaintenance:
+class DomainMaintenance(RackSwitches):
     def __init__(self) -> None:
         self.phase = "draining"
         self.waiting: dict[str, str] = {}
@@ -83,6 +85,23 @@ class DomainMaintenance:
             **kw,  # type: ignore[arg-type]
         )
 
+    def _tracker(self, inp: DomainInput, now: float) -> DrainTracker:
+        """The drain's tracker, its deadline ``max_wait_hours`` after ``now``."""
+        # Asking jobs first is a new step: histories from before it replay without.
+        talks = inp.negotiate and (inp.frugal or workflow.patched("job-negotiation"))
+        # Handing a refusing job's hosts back is a new step too.
+        release = (
+            talks
+            and inp.policy in RELEASE_POLICIES
+            and (inp.frugal or workflow.patched("refusal-release"))
+        )
+        return DrainTracker(
+            now + inp.max_wait_hours,
+            negotiate=talks,
+            max_refusals=inp.max_refusals,
+            release=release,
+        )
+
     @workflow.run
     async def run(self, inp: DomainInput) -> DomainResult:
         if inp.clock.logical:  # a party of its cluster's clock, acting from its start
@@ -95,9 +114,14 @@ class DomainMaintenance:
         tasks: list[asyncio.Task[None]] = []
         # A switch_firmware target makes this a rack visit: the whole rack drains before its
         # switch is updated, then its hosts are updated and verified (a new step: patched).
-        rack = "switch_firmware" in inp.targets and workflow.patched("rack-switch")
-        # The tracker is made at the first look, with the real deadline.
+        # A frugal domain (issue 27) takes the patches its train had passed as given.
+        rack = "switch_firmware" in inp.targets and (inp.frugal or workflow.patched("rack-switch"))
+        # The tracker is made at the first look, with the real deadline; a frugal domain knows
+        # the hour of its start (its plan's on a logical clock) and looks with it at once.
         seq = ds.DrainSequence(list(inp.hosts), together=rack)
+        if inp.frugal and inp.start_hours is not None:
+            now = inp.start_hours if inp.clock.logical else fleet_hours_now(inp.clock)
+            seq.begin(self._tracker(inp, now))
         try:
             while not isinstance(cmd := seq.next(), ds.Drained):
                 if isinstance(cmd, ds.Look):
@@ -191,41 +215,6 @@ class DomainMaintenance:
         result.outcomes += outcomes
         await self._tell_parent(inp, outcomes)
 
-    async def _update_switches(self, inp: DomainInput, hosts: list[str]) -> None:
-        """Update the drained rack's switch and wait out its install and reboot. A switch that
-        cannot be updated (a host came back from repair into service under it meanwhile) is
-        tried again a few times; then this visit gives its hosts their own updates only."""
-        version = inp.targets["switch_firmware"]
-        self.phase = "updating rack switch"
-        for attempt in range(SWITCH_ATTEMPTS):
-            self._mark(hosts, "switch", f"rack switch to switch_firmware={version}")
-            self._show()
-            sw: SwitchResult = await workflow.execute_activity_method(
-                FleetActivities.update_switches,
-                SwitchRequest(
-                    cluster=inp.cluster,
-                    owner=inp.owner,
-                    wall=workflow.now(),
-                    hosts=hosts,
-                    version=version,
-                ),
-                summary=f"update the rack switch above {names(hosts, 2)} to {version}",
-                **fleet_options(),
-            )
-            if sw.done:
-                if sw.duration_hours:
-                    until = sw.fleet_hours + sw.duration_hours
-                    self._mark(
-                        hosts, "switch", f"switch reboots until {at_hour(until, sw.fleet_hours)}"
-                    )
-                    self._show()
-                    await sleep_until(inp.clock, until, sw.fleet_hours)
-                return
-            why = "; ".join(f"{r}: {w}" for r, w in sw.racks.items() if w)
-            workflow.logger.warning("rack switch not updated (attempt %d): %s", attempt + 1, why)
-            await sleep_until(inp.clock, sw.fleet_hours + SWITCH_RETRY_HOURS, sw.fleet_hours)
-        inp.targets = {c: v for c, v in inp.targets.items() if c != "switch_firmware"}
-
     async def _show_talks(
         self, inp: DomainInput, tracker: DrainTracker, waits: list[JobWait]
     ) -> None:
@@ -256,21 +245,8 @@ class DomainMaintenance:
         now = status.fleet_hours
         tracker = seq.tracker
         if tracker is None:
-            # Asking jobs first is a new step: histories from before it replay without.
-            talks = inp.negotiate and workflow.patched("job-negotiation")
-            # Handing a refusing job's hosts back is a new step too.
-            release = (
-                talks and inp.policy in RELEASE_POLICIES and workflow.patched("refusal-release")
-            )
             seq.looked(status)  # the first look only sets the deadline: look again with it
-            seq.begin(
-                DrainTracker(
-                    now + inp.max_wait_hours,
-                    negotiate=talks,
-                    max_refusals=inp.max_refusals,
-                    release=release,
-                )
-            )
+            seq.begin(self._tracker(inp, now))
             return
         for host, why in status.lost.items():
             result.lost_to_repair[host] = why

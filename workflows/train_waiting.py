@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import ReleaseRequest
     from orchestrator.contracts.messages import ClockInfo, HostsRequest
-    from orchestrator.contracts.train_types import TrainInput
+    from orchestrator.contracts.train_types import DomainInput, TrainInput
     from orchestrator.execution.cycle import next_look_hours
     from orchestrator.train.bookkeeping import held_hosts
     from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
@@ -31,6 +31,9 @@ MIN_POLL_SECONDS = 1.0
 #: On a logical clock the train continues as new after this many turns (about 4,000 history
 #: events on meta-24k, where the server suggests continuing as new), or at max_history_events.
 LOGICAL_TURNS_PER_RUN = 120
+#: Domains started past this patch are frugal (issue 27, ``DomainInput.frugal``): one marker
+#: in the train's run instead of a marker and an upsert per patch in every domain's.
+FRUGAL_DOMAINS_PATCH = "train-frugal-domains"
 
 
 class TrainWaiting:
@@ -63,6 +66,34 @@ class TrainWaiting:
             summary=f"withdraw {spec.workflow_id}'s claim on freed hosts of {spec.cluster}",
             **fleet_options(),
         )
+
+    def _domain_input(
+        self,
+        clock: ClockInfo,
+        domain_id: str,
+        hosts: list[str],
+        targets: dict[str, str] | None,
+        start_hours: float,
+    ) -> DomainInput:
+        """A domain's input (``targets``: a rollout's, else the train's), planned at fleet hour
+        ``start_hours``; frugal (issue 27) once the train is past ``FRUGAL_DOMAINS_PATCH``."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        inp = DomainInput(
+            cluster=spec.cluster,
+            owner=spec.workflow_id,
+            domain_id=domain_id,
+            hosts=hosts,
+            targets=dict(spec.targets if targets is None else targets),
+            max_wait_hours=spec.drain.max_wait_hours,
+            policy=spec.policy,
+            clock=clock,
+            negotiate=spec.drain.negotiate,
+            max_refusals=spec.drain.max_refusals,
+        )
+        if workflow.patched(FRUGAL_DOMAINS_PATCH):
+            inp.frugal, inp.start_hours = True, start_hours
+        return inp
 
     def _history_full(self) -> bool:
         assert self.inp is not None
