@@ -25,6 +25,21 @@ from orchestrator.contracts.arbiter_types import (
 )
 
 
+async def acquire_grant(client: Client, task_queue: str, req: AcquireRequest) -> Grant:
+    """Ask ``req.cluster``'s arbiter (started on first use) how many hosts ``req`` may hold."""
+    op: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        "CapacityArbiter",
+        ArbiterInput(cluster=req.cluster),
+        id=arbiter_workflow_id(req.cluster, task_queue),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=f"Capacity budget of {req.cluster}: who may hold hosts out",
+    )
+    return await client.execute_update_with_start_workflow(
+        "acquire", req, start_workflow_operation=op, result_type=Grant
+    )
+
+
 class ArbiterActivities:
     def __init__(self, client: Client, task_queue: str) -> None:
         self.client = client
@@ -32,17 +47,7 @@ class ArbiterActivities:
 
     @activity.defn(name="arbiter_acquire")
     async def acquire(self, req: AcquireRequest) -> Grant:
-        op: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            "CapacityArbiter",
-            ArbiterInput(cluster=req.cluster),
-            id=arbiter_workflow_id(req.cluster, self.task_queue),
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"Capacity budget of {req.cluster}: who may hold hosts out",
-        )
-        return await self.client.execute_update_with_start_workflow(
-            "acquire", req, start_workflow_operation=op, result_type=Grant
-        )
+        return await acquire_grant(self.client, self.task_queue, req)
 
     @activity.defn(name="arbiter_release")
     async def release(self, req: ReleaseRequest) -> None:

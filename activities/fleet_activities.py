@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.arbiter_activities import acquire_grant
 from activities.fleet_access import FleetAccess, as_application_error
 from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.contracts.constants import LOGICAL_CLOCK
@@ -41,7 +42,11 @@ from orchestrator.contracts.messages import (
 )
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.train_spec import riding, train_workflow_id
-from orchestrator.contracts.train_types import PlanDomainRequest, PlanDomainResult
+from orchestrator.contracts.train_types import (
+    PlanDomainRequest,
+    PlanDomainResult,
+    PlanGrantedRequest,
+)
 from orchestrator.execution import drain, install, settle, switches
 from orchestrator.execution.cycle import cycle_counts
 from orchestrator.execution.take import take_domain
@@ -114,6 +119,17 @@ class FleetActivities(FleetAccess):
         self, cluster: str, party: str | None, owner: str | None
     ) -> tuple[ClockRelease, ...]:
         return self.fleet.clock_leave(cluster, party=party, owner=owner)
+
+    @activity.defn(name="plan_granted_domain")
+    async def plan_granted_domain(self, req: PlanGrantedRequest) -> PlanDomainResult:
+        """``arbiter_acquire`` and ``plan_domain`` in one activity (issue 27: one action less
+        per plan): ask the cluster's arbiter, then plan and cordon within its grant. Both are
+        idempotent, so a retry asks and plans again."""
+        info = activity.info()
+        grant = await acquire_grant(activity.client(), info.task_queue, req.acquire)
+        plan = req.plan.model_copy(update={"max_held": min(req.plan.max_held, grant.granted)})
+        res = await asyncio.to_thread(self.plan_domain, plan)
+        return res.model_copy(update={"grant": grant})
 
     @activity.defn(name="plan_domain")
     def plan_domain(self, req: PlanDomainRequest) -> PlanDomainResult:
@@ -292,6 +308,7 @@ class FleetActivities(FleetAccess):
             self.fleet_info,
             self.advance_clock,
             self.plan_domain,
+            self.plan_granted_domain,
             self.drain_status,
             self.evict_jobs,
             self.ask_jobs,

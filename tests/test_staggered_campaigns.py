@@ -28,7 +28,12 @@ from temporalio.api.enums.v1 import EventType
 from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, final_status
 from orchestrator.contracts.train_spec import riding
-from orchestrator.contracts.train_types import PlanDomainRequest, PlanDomainResult, TrainStatus
+from orchestrator.contracts.train_types import (
+    PlanDomainRequest,
+    PlanDomainResult,
+    PlanGrantedRequest,
+    TrainStatus,
+)
 from orchestrator.fleet.presets import INITIAL_VERSIONS
 from tests.test_campaign_e2e import (  # noqa: F401 (no_train_left: the autouse fixture)
     audit_ok,
@@ -133,10 +138,13 @@ async def train_history(
                     changes.append(st)
             elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 attrs = ev.activity_task_scheduled_event_attributes
-                if attrs.activity_type.name == "plan_domain":
+                name = attrs.activity_type.name
+                if name in ("plan_domain", "plan_granted_domain"):  # the latter: issue 27
+                    granted = name == "plan_granted_domain"
                     [req] = await client.data_converter.decode(
-                        attrs.input.payloads, [PlanDomainRequest]
+                        attrs.input.payloads, [PlanGrantedRequest if granted else PlanDomainRequest]
                     )
+                    req = req.plan if granted else req
                     asked[ev.event_id] = {r.campaign for r in riding(req.rollout, req.rollouts)}
             elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
                 done = ev.activity_task_completed_event_attributes

@@ -17,9 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
     from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
     from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
@@ -28,8 +26,6 @@ with workflow.unsafe.imports_passed_through():
         ControlRequest,
         DomainProgress,
         DomainResult,
-        PlanDomainRequest,
-        PlanDomainResult,
         TrainChange,
         TrainInput,
         TrainStatus,
@@ -54,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
     from workflows.fleet_clock import clock_party, fleet_options
+    from workflows.train_planning import TrainPlanning
     from workflows.train_waiting import TrainWaiting
     from workflows.train_windows import TrainWindows, train_windows
 
@@ -63,7 +60,7 @@ TRAIN_CLOCK_RANK = 1
 
 
 @workflow.defn(name="ClusterTrain")
-class ClusterTrain(TrainWaiting):
+class ClusterTrain(TrainPlanning, TrainWaiting):
     def __init__(self) -> None:
         self.inp: TrainInput | None = None
         self.in_flight: dict[str, list[str]] = {}
@@ -255,48 +252,10 @@ class ClusterTrain(TrainWaiting):
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None
         spec, st = self.inp.spec, self.inp.state
-        held = held_hosts(self.in_flight)
-        grant: Grant = await workflow.execute_activity_method(
-            ArbiterActivities.acquire,
-            AcquireRequest(
-                cluster=spec.cluster,
-                holder=spec.workflow_id,
-                workflow_id=workflow.info().workflow_id,
-                kind="train",
-                want=spec.domain_size,
-                holding=st.counts.in_flight,
-                limit=max(1, self._arbiter_budget(clock.hosts_total)),
-            ),
-            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} hosts",
-            **fleet_options(),
-        )
-        if st.phase != "running":
+        asked = await self._ask_and_plan(clock)
+        if asked is None:
             return  # paused, halted or stopped while we asked: take no new hosts
-        res: PlanDomainResult = await workflow.execute_activity_method(
-            FleetActivities.plan_domain,
-            PlanDomainRequest(
-                cluster=spec.cluster,
-                owner=spec.workflow_id,
-                wall=workflow.now(),
-                cycle_started_hours=st.cycle_started_hours,
-                max_held=min(spec.domain_size, grant.granted),
-                budget=spec.budget,
-                max_wait_hours=spec.drain.max_wait_hours,
-                policy=spec.policy,
-                targets=spec.targets,
-                in_flight=held,
-                cycle_target_hours=spec.cycle_target_hours,
-                rollout=spec.rollout,
-                rollouts=spec.rollouts,
-                rollout_only=spec.rollout_only,
-                claim_until_hours=self.windows.closes_hours() if self.windows else None,
-            ),
-            summary=(
-                f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
-                f"of {spec.cluster} within the budget"
-            ),
-            **fleet_options(),
-        )
+        grant, res = asked
         st.counts = res.counts
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
@@ -312,15 +271,6 @@ class ClusterTrain(TrainWaiting):
         )
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-
-    def _arbiter_budget(self, hosts_total: int) -> int:
-        """What the arbiter splits among the cluster's owners: the maintenance budget (planned
-        work of every owner together); the floor is the fleet's own check at each cordon."""
-        assert self.inp is not None
-        budget = self.inp.spec.budget
-        if workflow.patched("budget-maintenance"):
-            return budget.maintenance_limit(hosts_total)
-        return budget.limit(hosts_total)
 
     async def _run_domain(
         self,

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
 from orchestrator.contracts.messages import ClockInfo, CycleCounts
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
@@ -50,6 +51,15 @@ class PlanDomainResult(BaseModel):
     retry_at_hours: float | None = None  # the planner wants another look at this fleet hour
     limit: int = 0
     counts: CycleCounts = Field(default_factory=CycleCounts)
+    #: the arbiter's grant the plan was cut to (``plan_granted_domain``)
+    grant: Grant | None = None
+
+
+class PlanGrantedRequest(BaseModel):
+    """Ask the arbiter (``acquire``), then plan up to ``plan.max_held`` and the grant."""
+
+    acquire: AcquireRequest
+    plan: PlanDomainRequest
 
 
 class DomainInput(BaseModel):
