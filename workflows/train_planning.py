@@ -1,8 +1,8 @@
 """How a cluster's train asks for hosts: the arbiter's grant, then the planner's cordon.
 
-A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size. Past
-``PLAN_GRANTED_PATCH`` (issue 27) both are one activity (``plan_granted_domain``): one action
-less per plan; runs from before it replay with two.
+A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size. Runs
+past ``PLAN_GRANTED_PATCH`` (issue 27) and before ``PLAN_APART_PATCH`` do both in one activity
+(``plan_granted_domain``); the others, old and new, in two.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.train_windows import TrainWindows
 
 PLAN_GRANTED_PATCH = "train-plan-granted"
+PLAN_APART_PATCH = "train-plan-apart"
 
 
 class TrainPlanning:
@@ -79,7 +80,9 @@ class TrainPlanning:
             holding=st.counts.in_flight,
             limit=max(1, self._arbiter_budget(clock.hosts_total)),
         )
-        if workflow.patched(PLAN_GRANTED_PATCH):
+        # The merged activity changed which domains rode two campaigns at once (test_staggered_
+        # campaigns): new runs ask and plan apart again; runs past PLAN_GRANTED_PATCH replay it.
+        if not workflow.patched(PLAN_APART_PATCH) and workflow.patched(PLAN_GRANTED_PATCH):
             res: PlanDomainResult = await workflow.execute_activity_method(
                 FleetActivities.plan_granted_domain,
                 PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
