@@ -202,13 +202,15 @@ class FleetActivities(FleetAccess):
         with self.cluster(req.cluster, req.wall) as b:
             out = drain.evict_jobs(b, req.owner, req.job_ids, req.scheduled_hours, logical)
         metrics.JOBS_INTERRUPTED.labels(req.cluster).inc(out.interrupted)
+        if req.look is not None:  # the look that follows, in this activity (issue 27)
+            out.look = self.drain_status(req.look)
         return out
 
     @activity.defn(name="ask_jobs")
     def ask_jobs(self, req: AskRequest) -> AskResult:
         """Ask each job's owner before evicting it; the answers go into the event record."""
         with self.cluster(req.cluster, req.wall) as b:
-            return drain.ask_jobs(
+            out = drain.ask_jobs(
                 b,
                 req.owner,
                 req.planned,
@@ -218,6 +220,9 @@ class FleetActivities(FleetAccess):
                 req.finals,
                 req.release,
             )
+        if req.look is not None:  # the look that follows, in this activity (issue 27)
+            out.look = self.drain_status(req.look)
+        return out
 
     @activity.defn(name="update_switches")
     def update_switches(self, req: SwitchRequest) -> SwitchResult:

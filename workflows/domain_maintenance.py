@@ -52,6 +52,8 @@ class DomainMaintenance(RackSwitches):
         #: host -> (phase, what it waits for or how it ended): the UI's table, and the query's.
         self.hosts: dict[str, tuple[str, str]] = {}
         self.inp: DomainInput | None = None
+        #: the look an ask or an eviction made for the next ``Look`` (``look_ahead``)
+        self._ahead: tuple[HostsRequest, DrainStatus] | None = None
 
     @workflow.query(name="phase")
     def current_phase(self) -> dict[str, object]:
@@ -124,6 +126,8 @@ class DomainMaintenance(RackSwitches):
             seq.begin(self._tracker(inp, now))
         try:
             while not isinstance(cmd := seq.next(), ds.Drained):
+                if not isinstance(cmd, ds.Look):
+                    self._ahead = None  # only the very next look may use it
                 if isinstance(cmd, ds.Look):
                     await self._look(inp, seq, cmd, result)
                 elif isinstance(cmd, ds.Install):
@@ -236,12 +240,16 @@ class DomainMaintenance(RackSwitches):
         self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Look, result: DomainResult
     ) -> None:
         """One look at the drain; what it says goes into ``seq`` (and the UI)."""
-        status: DrainStatus = await workflow.execute_activity_method(
-            FleetActivities.drain_status,
-            self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
-            summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
-            **fleet_options(),
-        )
+        ahead, self._ahead = self._ahead, None
+        if ahead and (ahead[0].hosts, ahead[0].deadline_hours) == (cmd.hosts, cmd.deadline_hours):
+            status = ahead[1]  # made by the ask or eviction just before, at its end
+        else:
+            status = await workflow.execute_activity_method(
+                FleetActivities.drain_status,
+                self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
+                summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
+                **fleet_options(),
+            )
         now = status.fleet_hours
         tracker = seq.tracker
         if tracker is None:
@@ -287,10 +295,12 @@ class DomainMaintenance(RackSwitches):
                 job_ids=cmd.job_ids,
                 wall=workflow.now(),
                 scheduled_hours=cmd.scheduled_hours,
+                look=(look := self._look_ahead(inp, seq)),
             ),
             summary=f"evict job {names([str(j) for j in cmd.job_ids])}",
             **fleet_options(),
         )
+        self._keep_ahead(look, res.look)
         result.jobs_interrupted += res.interrupted
         result.lost_gpu_hours += res.lost_gpu_hours
 
@@ -308,12 +318,25 @@ class DomainMaintenance(RackSwitches):
                 refusals=cmd.refusals,
                 finals=cmd.finals,
                 release=cmd.release,
+                look=(look := self._look_ahead(inp, seq)),
             ),
             **fleet_options(),
         )
         seq.heard(cmd, asked)
+        self._keep_ahead(look, asked.look)
         assert seq.tracker is not None
         await self._show_talks(inp, seq.tracker, seq.waits)
+
+    def _look_ahead(self, inp: DomainInput, seq: ds.DrainSequence) -> HostsRequest | None:
+        """The look that follows an ask or an eviction (the hosts still draining), to make in
+        the same activity; None unless ``look_ahead`` on a logical clock (where nothing moves
+        between the two: on a scaled one the look stays a step of its own, a moment later)."""
+        if not (inp.look_ahead and inp.clock.logical) or not seq.pending or seq.tracker is None:
+            return None
+        return self._req(inp, list(seq.pending), deadline_hours=seq.tracker.deadline_hours)
+
+    def _keep_ahead(self, look: HostsRequest | None, status: DrainStatus | None) -> None:
+        self._ahead = (look, status) if look is not None and status is not None else None
 
     async def _release_refused(
         self, inp: DomainInput, cmd: ds.Release, result: DomainResult

@@ -34,6 +34,8 @@ LOGICAL_TURNS_PER_RUN = 120
 #: Domains started past this patch are frugal (issue 27, ``DomainInput.frugal``): one marker
 #: in the train's run instead of a marker and an upsert per patch in every domain's.
 FRUGAL_DOMAINS_PATCH = "train-frugal-domains"
+#: Its domains look again within their ask or eviction (``DomainInput.look_ahead``).
+LOOK_AHEAD_PATCH = "train-look-ahead"
 
 
 class TrainWaiting:
@@ -93,6 +95,7 @@ class TrainWaiting:
         )
         if workflow.patched(FRUGAL_DOMAINS_PATCH):
             inp.frugal, inp.start_hours = True, start_hours
+            inp.look_ahead = workflow.patched(LOOK_AHEAD_PATCH)
         return inp
 
     def _history_full(self) -> bool:

@@ -117,6 +117,8 @@ class EvictRequest(BaseModel):
     job_ids: list[int]
     wall: datetime
     scheduled_hours: dict[int, float] = Field(default_factory=dict)  # job -> planned stop time
+    #: the look that follows, in the same activity (issue 27): its ``DrainStatus`` in ``look``
+    look: HostsRequest | None = None
 
 
 class AskRequest(BaseModel):
@@ -137,6 +139,7 @@ class AskRequest(BaseModel):
     #: the drain hands a refusing job's hosts back and asks later (``DrainTracker.release``):
     #: a refusal is noted with the fleet, and an earlier visit's refusals carry over
     release: bool = False
+    look: HostsRequest | None = None  # as ``EvictRequest.look``
 
 
 class JobReply(BaseModel):
@@ -151,6 +154,7 @@ class AskResult(BaseModel):
     fleet_hours: float
     #: job -> its answer (a job gone meanwhile, or on others' hosts, is left out)
     answers: dict[int, JobReply] = Field(default_factory=dict)
+    look: DrainStatus | None = None  # the drain after the answers, when asked (``look``)
 
 
 class SwitchRequest(BaseModel):
@@ -180,6 +184,7 @@ class EvictResult(BaseModel):
     lost_gpu_hours: float = 0.0
     #: job -> the job's answer when it asked for more time (not evicted this time)
     deferred: dict[int, str] = Field(default_factory=dict)
+    look: DrainStatus | None = None  # the drain after the evictions, when asked (``look``)
 
 
 class UpdateResult(BaseModel):

@@ -80,6 +80,8 @@ class DomainInput(BaseModel):
     #: learns its deadline from ``start_hours`` (the fleet hour of its plan), not from a look
     frugal: bool = False
     start_hours: float | None = None
+    #: the look after an ask or an eviction comes back with it (``train-look-ahead``)
+    look_ahead: bool = False
 
 
 class DomainResult(BaseModel):
