@@ -184,6 +184,9 @@ def _legacy_hash(spec: Any) -> str:
     import hashlib
 
     dump = spec.model_dump(mode="json", exclude={"request_id", "skew", "supersedes", "schedule"})
+    for name in ("partitions", "nodes", "features"):  # Slurm scope fields, newer still
+        if dump["scope"].get(name) is None:
+            dump["scope"].pop(name)
     canon = json.dumps(dump, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
