@@ -82,6 +82,8 @@ class Sampler(threading.Thread):
         self.samples: list[int] = []
         self.worst: dict[str, tuple[str, str, str]] = {}
 
+    interval = 0.3
+
     def run(self) -> None:
         while not self.stop.is_set():
             try:
@@ -93,7 +95,11 @@ class Sampler(threading.Thread):
                 if not self.samples or out > max(self.samples):
                     self.worst = table
                 self.samples.append(out)
-            self.stop.wait(0.3)
+                self.on_table(table)
+            self.stop.wait(self.interval)
+
+    def on_table(self, table: dict[str, tuple[str, str, str]]) -> None:
+        """A subclass's look at each sample (per rack, per job, ...)."""
 
 
 def submit(lab: LabInfo, nodes: int, seconds: int) -> int:

@@ -26,7 +26,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
-from tests.test_slurm_e2e import OUT_WORDS, Sampler, node_table, slurm
+from tests.test_slurm_e2e import OUT_WORDS, Sampler, slurm
 from tests.test_train_e2e import _terminate
 from workflows.cluster_train import ClusterTrain
 
@@ -41,21 +41,13 @@ class RackSampler(Sampler):
         super().__init__(lab)
         self.per_rack_worst = dict.fromkeys(RACKS, 0)
 
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                table = node_table(self.lab)
-            except Exception:  # the controller answering late: the next sample counts
-                table = {}
-            if table:
-                out = {
-                    n for n, (state, _, _) in table.items() if any(w in state for w in OUT_WORDS)
-                }
-                self.samples.append(len(out))
-                for rack, nodes in RACKS.items():
-                    worst = self.per_rack_worst[rack]
-                    self.per_rack_worst[rack] = max(worst, len(out.intersection(nodes)))
-            self.stop.wait(0.2)
+    interval = 0.2
+
+    def on_table(self, table: dict[str, tuple[str, str, str]]) -> None:
+        out = {n for n, (state, _, _) in table.items() if any(w in state for w in OUT_WORDS)}
+        for rack, nodes in RACKS.items():
+            worst = self.per_rack_worst[rack]
+            self.per_rack_worst[rack] = max(worst, len(out.intersection(nodes)))
 
 
 @pytest.fixture
