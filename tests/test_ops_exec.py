@@ -231,6 +231,7 @@ async def test_cluster_consistency_needs_a_window_then_goes_as_one_wave(
     assert status.state == "succeeded", status.reason
     c00 = status.clusters["c00"]
     assert c00.hosts_changed >= 120, c00
+    assert c00.hosts_requeued == 0, c00  # a refusing job is waited for, never a second wave
     fleet = SqliteFleet(path)
     op = parse_spec_text(json.dumps(spec)).operation_id
     cordons = {

@@ -73,6 +73,10 @@ MIN_POLL_WALL_SECONDS = 0.5
 FAILURE_GATE_PATCH = "ops-failure-gate"
 #: Guards the refusal release: a refusing job's hosts handed back, re-queued to a later wave.
 REFUSAL_RELEASE_PATCH = "ops-refusal-release"
+#: Guards keeping a ``consistency: cluster`` cut-over whole: its refusing jobs are waited for
+#: (up to ``drain.max_wait``, then evicted), never handed back to a later wave, since a second
+#: wave would leave the cluster on two versions.
+WHOLE_CLUSTER_PATCH = "ops-whole-cluster-keeps-refusers"
 
 
 class WaveSteps(WaveFailures):
@@ -191,7 +195,9 @@ class WaveSteps(WaveFailures):
             negotiate=talks,
             max_refusals=drain.max_refusals,
             # Handing a refusing job's hosts back to a later wave, as trains do: a new step.
-            release=talks and workflow.patched(REFUSAL_RELEASE_PATCH),
+            release=talks
+            and workflow.patched(REFUSAL_RELEASE_PATCH)
+            and not self._whole_cluster(),
         )
         seq = DrainSequence(list(wave.hosts), tracker, together=True)
         while not isinstance(cmd := seq.next(), Drained):
@@ -210,6 +216,10 @@ class WaveSteps(WaveFailures):
             else:
                 await self._wait_fleet(cmd.at_hours, cmd.now)
         return []
+
+    def _whole_cluster(self) -> bool:
+        """A ``consistency: cluster`` cut-over, which hands no refusing job's hosts back."""
+        return self.inp.spec.consistency == "cluster" and workflow.patched(WHOLE_CLUSTER_PATCH)
 
     async def _look(self, seq: DrainSequence, cmd: Look) -> None:
         st: DrainStatus = await self._call(
