@@ -139,9 +139,9 @@ class FleetActivities(FleetAccess):
         marked bad fleet-wide holds: it takes nothing, records nothing, and says so in
         ``waiting`` until an operator clears the version or changes the target.
         """
+        riders = riding(req.rollout, req.rollouts)
         scopes = [
-            RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed)
-            for r in riding(req.rollout, req.rollouts)
+            RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders
         ]
         held = held_on_bad_version(self.fleet, req.targets)
         if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
@@ -150,6 +150,7 @@ class FleetActivities(FleetAccess):
         # (its campaign's gate sees the mark and fails the stage); the train's own cycle and
         # the other campaigns' rollouts go on. A train with nothing else to do holds, saying why.
         bad = [held_on_bad_version(self.fleet, dict(scope.targets)) for scope in scopes]
+        held_back = {r.campaign: why for r, why in zip(riders, bad, strict=True) if why}
         if any(bad):
             scopes = [scope for scope, why in zip(scopes, bad, strict=True) if not why]
             if req.rollout_only and not scopes:
@@ -157,7 +158,9 @@ class FleetActivities(FleetAccess):
         if held:
             b = self.peek(req.cluster, req.wall)
             return PlanDomainResult(
-                waiting=held, counts=cycle_counts(b, req.cycle_started_hours, req.owner)
+                waiting=held,
+                counts=cycle_counts(b, req.cycle_started_hours, req.owner),
+                held_back=held_back,
             )
         with self.cluster(req.cluster, req.wall) as b:
             b.set_targets(recorded_targets_of(req.targets, scopes), req.owner)
@@ -188,6 +191,7 @@ class FleetActivities(FleetAccess):
             retry_at_hours=taken.retry_at_hours,
             limit=taken.limit,
             counts=taken.counts,
+            held_back=held_back,
         )
 
     @activity.defn(name="drain_status")

@@ -200,8 +200,14 @@ async def test_nic_then_bad_bios_blames_and_rolls_back_only_the_bios(
     riders = [[r.campaign for r in st.rollouts] for st in changes]
     assert [nic_id, bios_id] in riders, riders
     assert riders[riders.index([nic_id, bios_id]) + 1] == [nic_id], riders
-    with_both = [res for campaigns, res in plans if campaigns == {nic_id, bios_id} and res.hosts]
+    # Once the BIOS is marked bad its rollout, though still riding until the campaign drops
+    # it, gives no new domain anything: the plan says so (held_back), and only gets the NIC.
+    while_both = [res for campaigns, res in plans if campaigns == {nic_id, bios_id} and res.hosts]
+    with_both = [res for res in while_both if bios_id not in res.held_back]
     assert with_both, "the train took no host while both campaigns rode it"
+    for res in while_both:
+        if bios_id in res.held_back:
+            assert BAD_BIOS in res.held_back[bios_id] and "bios" not in (res.targets or {}), res
     for res in with_both:
         assert res.targets is not None, res
         assert res.targets.get("nic_firmware") == NIC and res.targets.get("bios") == BAD_BIOS, res

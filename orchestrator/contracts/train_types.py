@@ -53,6 +53,8 @@ class PlanDomainResult(BaseModel):
     counts: CycleCounts = Field(default_factory=CycleCounts)
     #: the arbiter's grant the plan was cut to (``plan_granted_domain``)
     grant: Grant | None = None
+    #: campaign -> why its riding rollout gave this domain nothing (a version marked bad)
+    held_back: dict[str, str] = Field(default_factory=dict)
 
 
 class PlanGrantedRequest(BaseModel):
