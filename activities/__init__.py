@@ -14,7 +14,7 @@ from activities.ops_activities import OpsActivities
 
 
 def build_activities(
-    fleet_path: Path, client: Client, task_queue: str
+    fleet_path: Path | str, client: Client, task_queue: str
 ) -> list[Callable[..., object]]:
     """Every activity the worker registers, bound to the fleet and to this worker's client."""
     return [

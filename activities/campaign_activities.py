@@ -64,7 +64,7 @@ STOP_WAIT = 20.0
 
 
 class CampaignActivities(CampaignFailureActivities):
-    def __init__(self, fleet_path: Path, client: Client, task_queue: str) -> None:
+    def __init__(self, fleet_path: Path | str, client: Client, task_queue: str) -> None:
         super().__init__(fleet_path)
         self.client = client
         self.task_queue = task_queue

@@ -29,8 +29,9 @@ class FleetAccess:
     """One fleet shared by an activity class: a backend per worker thread (SQLite connections
     are per thread), opened on first use."""
 
-    def __init__(self, fleet: Path | Callable[[], FleetBackend]) -> None:
-        self._open = (lambda: open_backend(fleet)) if isinstance(fleet, Path) else fleet
+    def __init__(self, fleet: Path | str | Callable[[], FleetBackend]) -> None:
+        """``fleet``: the store (a SQLite file or a PostgreSQL URL), or how to open it."""
+        self._open = (lambda: open_backend(fleet)) if isinstance(fleet, Path | str) else fleet
         self._local = threading.local()
 
     @property

@@ -44,7 +44,7 @@ from orchestrator.telemetry import metrics
 class OpsActivities(FleetAccess):
     """Bulk-operation activities over the same fleet backend as the train's."""
 
-    def __init__(self, fleet: Path | Callable[[], FleetBackend]) -> None:
+    def __init__(self, fleet: Path | str | Callable[[], FleetBackend]) -> None:
         super().__init__(fleet)
         #: The last plan of each cluster's operation: the next step takes it while it holds.
         self.plans = ops_take.PlanMemo()

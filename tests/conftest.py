@@ -26,6 +26,7 @@ from orchestrator.contracts.paths import (
     temporal_test_server_path,
 )
 from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
+from tests.pg_helpers import PgServer
 
 # A loaded 2-core CI machine can take longer than the SDK's 5 s default to boot a server.
 _STARTUP_TIMEOUT = timedelta(seconds=60)
@@ -85,6 +86,34 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         await env.shutdown()
 
 
+# ------------------------------------------------------------------------- a real PostgreSQL
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL cluster for the session (``pg_helpers``): its password in ``PGPASSWORD``,
+    as a user gives it, so no store URL carries one."""
+    import os
+
+    from tests.pg_helpers import PASSWORD, remove_server, start_server
+
+    server = start_server()
+    before = os.environ.get("PGPASSWORD")
+    os.environ["PGPASSWORD"] = PASSWORD
+    try:
+        yield server
+    finally:
+        if before is None:
+            os.environ.pop("PGPASSWORD", None)
+        else:
+            os.environ["PGPASSWORD"] = before
+        remove_server(server)
+
+
+@pytest.fixture
+def pg_store(pg_server: PgServer) -> str:
+    """The URL of a fresh, empty PostgreSQL database (no password in it)."""
+    return pg_server.new_database()
+
+
 # ------------------------------------------------------------------ the audit after every test
 #: Tables every fleet record has (both backends write them): what makes a file auditable.
 _RECORD_TABLES = {"events", "hosts"}
@@ -124,13 +153,15 @@ def _audit_record(path: Path) -> list[tuple[str, str]]:
 
     from orchestrator.audit.record_checks import audit_events
     from orchestrator.fleet.event_log import read_events
+    from orchestrator.fleet.store_db import Database
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    db = Database.sqlite(conn, str(path))
     try:
         domains = {n: (r, z) for n, r, z in conn.execute("SELECT name, rack, zone FROM hosts")}
-        report = audit_events(read_events(conn), domains)
+        report = audit_events(read_events(db), domains)
     finally:
-        conn.close()
+        db.close()
     return [
         (v.kind, f"{v.cluster} {v.host or '-'} seq {v.seq}: {v.detail}") for v in report.violations
     ]

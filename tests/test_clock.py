@@ -34,7 +34,7 @@ from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import PRESETS, Preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.fleet.sqlite_clock import CLOCK_BUSY_TIMEOUT_SECONDS
-from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
+from orchestrator.fleet.store_schema import SCHEMA_VERSION
 from orchestrator.ops import parse_spec_text
 from workflows.bulk_operation import BulkOperation
 

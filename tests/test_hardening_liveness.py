@@ -33,7 +33,8 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainState
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.heartbeats import FRESH_SECONDS, beat, live_workers, live_workers_at
-from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
+from orchestrator.fleet.store_db import Database
+from orchestrator.fleet.store_schema import SCHEMA_VERSION
 from orchestrator.train.client import start_train
 from orchestrator.train.status import train_status
 from tests.test_hardening_train import address, answer, clean_train, cli
@@ -200,16 +201,17 @@ def test_a_dead_workers_heartbeat_goes_stale_and_old_files_migrate(tmp_home):
     schema 4 (no workers table) opens migrated, in place."""
     path = make_fleet(tmp_home, SPEED)
     conn = sqlite3.connect(path, isolation_level=None)
-    beat(conn, "w1", path, now=1000.0)
-    assert [w.id for w in live_workers(conn, now=1000.0 + FRESH_SECONDS - 1)] == ["w1"]
-    assert live_workers(conn, now=1000.0 + FRESH_SECONDS + 1) == []
+    db = Database.sqlite(conn, str(path))
+    beat(db, "w1", path, now=1000.0)
+    assert [w.id for w in live_workers(db, now=1000.0 + FRESH_SECONDS - 1)] == ["w1"]
+    assert live_workers(db, now=1000.0 + FRESH_SECONDS + 1) == []
     conn.executescript("DROP TABLE workers; UPDATE meta SET value='4' WHERE key='schema_version';")
-    conn.close()
+    db.close()
     assert live_workers_at(path) == []  # no table yet: nobody recorded
     fleet = SqliteFleet(path)
     try:
         assert fleet.get_meta()["schema_version"] == str(SCHEMA_VERSION) == "5"
-        beat(fleet.conn, "w2", path)
+        beat(fleet.db, "w2", path)
     finally:
         fleet.close()
     assert [w.id for w in live_workers_at(path)] == ["w2"]

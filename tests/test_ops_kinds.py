@@ -70,7 +70,7 @@ def test_fleet_of_schema_3_gains_boot_times(tmp_path):
     import sqlite3
 
     from orchestrator.fleet.presets import get_preset
-    from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION
+    from orchestrator.fleet.store_schema import SCHEMA_VERSION
 
     path = tmp_path / "fleet.db"
     SqliteFleet.create(path, get_preset("small"), 1, MAX_SPEED).close()

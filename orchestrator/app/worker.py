@@ -19,15 +19,16 @@ import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities import build_activities
 from orchestrator.contracts.constants import TASK_QUEUE
-from orchestrator.fleet import heartbeats
+from orchestrator.contracts.errors import TemporaryError
+from orchestrator.fleet import StoreRef, heartbeats
 from orchestrator.fleet.fleet_id import read_fleet_id, worker_identity
+from orchestrator.fleet.store_db import Database
 from orchestrator.infra.logging import get_logger
 from workflows import WORKFLOWS
 
@@ -39,7 +40,7 @@ RECONNECT_DELAYS = (1.0, 2.0, 5.0, 10.0, 15.0)
 RECONNECT_TIMEOUT = 10.0
 
 
-def build_worker(client: Client, fleet_path: Path, task_queue: str = TASK_QUEUE) -> Worker:
+def build_worker(client: Client, fleet_path: StoreRef, task_queue: str = TASK_QUEUE) -> Worker:
     """A worker with every workflow and activity, activities on a small thread pool; its
     identity names the fleet it serves (``fleet_id``), so commands can tell fleets apart."""
     identity = worker_identity(f"{os.getpid()}@{socket.gethostname()}", read_fleet_id(fleet_path))
@@ -76,7 +77,7 @@ async def run_until_signalled(worker: Worker, stop: asyncio.Event | None = None)
 
 async def serve(
     client: Client,
-    fleet_path: Path,
+    fleet_path: StoreRef,
     task_queue: str,
     stop: asyncio.Event,
     reconnect: Callable[[], Awaitable[Client]],
@@ -134,37 +135,34 @@ async def _reconnect(
 class _Heartbeat:
     """This process's row in the fleet store's ``workers`` table (``fleet.heartbeats``)."""
 
-    def __init__(self, fleet_path: Path) -> None:
-        self.path = fleet_path
+    def __init__(self, store: StoreRef) -> None:
+        self.path = store
         self.id = heartbeats.new_worker_id()
-        self.conn: sqlite3.Connection | None = None
+        self.db: Database | None = None
 
     def beat(self) -> None:
-        if self.conn is None:
-            self.conn = sqlite3.connect(
-                self.path, timeout=30, isolation_level=None, check_same_thread=False
-            )
-            self.conn.execute("PRAGMA busy_timeout=30000")
-        heartbeats.beat(self.conn, self.id, self.path)
+        if self.db is None:
+            self.db = heartbeats.open_beats(self.path)
+        heartbeats.beat(self.db, self.id, self.path)
 
     def leave(self) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                heartbeats.leave(self.conn, self.id)
-            self.conn.close()
-            self.conn = None
+        if self.db is not None:
+            with contextlib.suppress(sqlite3.Error, TemporaryError):
+                heartbeats.leave(self.db, self.id)
+            self.db.close()
+            self.db = None
 
     async def renew(self) -> None:
         while True:
             await asyncio.sleep(heartbeats.RENEW_SECONDS)
             try:
                 await asyncio.to_thread(self.beat)
-            except sqlite3.Error as err:  # a busy store: the next renewal tries again
+            except (sqlite3.Error, TemporaryError) as err:  # busy or away: the next one tries
                 log.warning("worker heartbeat not recorded", error=str(err)[:200])
 
 
 @contextlib.asynccontextmanager
-async def heartbeat(fleet_path: Path) -> AsyncIterator[str]:
+async def heartbeat(fleet_path: StoreRef) -> AsyncIterator[str]:
     """Record this worker as alive in the fleet store while the block runs (renewed every
     ``heartbeats.RENEW_SECONDS`` by a background task), and remove it on the way out; the
     worker's id. The first heartbeat is written before the block starts."""

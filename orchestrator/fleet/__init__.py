@@ -11,11 +11,10 @@ from orchestrator.contracts.backend import ClusterBackend, FleetBackend
 from orchestrator.contracts.errors import NoFleet
 from orchestrator.fleet.presets import Preset
 from orchestrator.fleet.sqlite_fleet import SqliteFleet
+from orchestrator.fleet.store_url import FLEET_FILE, StoreRef, is_url, resolve_store
 
 if TYPE_CHECKING:
     from orchestrator.fleet.slurm.config import SlurmBackendConfig
-
-FLEET_FILE = "fleet.db"
 
 
 def fleet_path(home: Path | None = None, *, create: bool = True) -> Path:
@@ -26,31 +25,54 @@ def fleet_path(home: Path | None = None, *, create: bool = True) -> Path:
     return (home or trainctl_home(create=create)) / FLEET_FILE
 
 
+def fleet_store(home: Path | None = None, *, create: bool = True) -> StoreRef:
+    """The store of the fleet under ``home`` (default ``TRAINCTL_HOME``): ``TRAINCTL_STORE``,
+    else the URL ``fleet init --store`` wrote to ``home/store``, else ``home/fleet.db``."""
+    from orchestrator.contracts.paths import trainctl_home
+
+    return resolve_store(home or trainctl_home(create=create))
+
+
+def store_exists(ref: StoreRef) -> bool:
+    """Whether a fleet store is there to open: a SQLite file that exists, or any PostgreSQL
+    URL (opening it says whether it holds a fleet)."""
+    return is_url(ref) or Path(ref).exists()
+
+
 def open_fleet(home: Path | None = None, *, read_only: bool = False) -> FleetBackend:
-    """The fleet under ``TRAINCTL_HOME``; FileNotFoundError if none was initialised.
+    """The fleet under ``TRAINCTL_HOME`` (in its store, ``fleet_store``); FileNotFoundError if
+    none was initialised.
 
     A fleet initialised with ``--backend slurm`` opens as the Slurm backend; either way the
     caller sees only the ``FleetBackend`` Protocol, so every command works on either unchanged.
     ``read_only``: a command that only reads, which must work on a read-only or immutable
     file and never creates ``TRAINCTL_HOME``.
     """
-    path = fleet_path(home, create=not read_only)
-    if _is_slurm(path):
+    ref = fleet_store(home, create=not read_only)
+    if _is_slurm(ref):
         from orchestrator.fleet.slurm import SlurmFleet
 
-        return SlurmFleet(path)
-    return SqliteFleet(path, read_only=read_only)
+        return SlurmFleet(ref)
+    return SqliteFleet(ref, read_only=read_only)
 
 
 def create_fleet(
-    path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None
+    path: StoreRef,
+    preset: Preset,
+    seed: int,
+    speed: float,
+    wall: datetime | None = None,
+    force: bool = True,
 ) -> FleetBackend:
-    """Build a simulated fleet from ``preset`` at ``path`` (atomically) and open it."""
-    return SqliteFleet.create(path, preset, seed, speed, wall)
+    """Build a simulated fleet from ``preset`` at ``path`` (a SQLite file or a PostgreSQL URL,
+    atomically) and open it."""
+    return SqliteFleet.create(path, preset, seed, speed, wall, force)
 
 
 def create_slurm_fleet(
-    path: Path, members: Sequence[tuple[Path, SlurmBackendConfig, Path | None]]
+    path: StoreRef,
+    members: Sequence[tuple[Path, SlurmBackendConfig, Path | None]],
+    force: bool = True,
 ) -> FleetBackend:
     """Record every node of the configured partitions of each Slurm cluster (its
     ``slurm.conf``, its backend config and that config's file) at ``path``: one fleet of
@@ -58,16 +80,16 @@ def create_slurm_fleet(
     from orchestrator.fleet.slurm import SlurmFleet
 
     (conf, config, config_path), *more = members
-    return SlurmFleet.create(path, conf, config, config_path, more=more)
+    return SlurmFleet.create(path, conf, config, config_path, more=more, force=force)
 
 
-def _is_slurm(path: Path) -> bool:
+def _is_slurm(ref: StoreRef) -> bool:
     from orchestrator.fleet.slurm.store import BACKEND, backend_of
 
-    return path.is_file() and backend_of(path) == BACKEND
+    return (is_url(ref) or Path(ref).is_file()) and backend_of(ref) == BACKEND
 
 
-def open_backend(path: Path) -> FleetBackend:
+def open_backend(path: StoreRef) -> FleetBackend:
     """The fleet backend stored at ``path`` (the simulated fleet, or Slurm when the fleet was
     initialised with ``--backend slurm``); NoFleet if none."""
     try:
@@ -82,11 +104,15 @@ def open_backend(path: Path) -> FleetBackend:
 
 __all__ = [
     "ClusterBackend",
+    "FLEET_FILE",
     "FleetBackend",
     "SqliteFleet",
+    "StoreRef",
     "create_fleet",
     "create_slurm_fleet",
     "fleet_path",
+    "fleet_store",
+    "store_exists",
     "open_backend",
     "open_fleet",
 ]

@@ -1,21 +1,28 @@
 """Versions known to be bad, fleet-wide: marked by blame or by an operator, cleared by one.
 
-Kept in the fleet file (its ``meta`` table, key ``bad_versions``, one JSON document) whichever
+Kept in the fleet store (its ``meta`` table, key ``bad_versions``, one JSON document) whichever
 backend the fleet runs on, so every worker, every CLI and every backend sharing the fleet store
 reads the same list, and changes are transactions like every other fleet change. The store side
 (``read_bad``, ``store_mark``, ``store_clear``, on a connection) is what both fleets'
 ``FleetBackend.bad_versions``/``mark_bad``/``clear_bad`` run (``ledger_store``); callers use
-those, or the helpers below, which take any ``FleetBackend``.
+those, or the helpers below, which take any ``FleetBackend``. A change holds the store's
+``schema_version`` row for its transaction (PostgreSQL), so two workers marking at once both
+land.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, select
 
 from orchestrator.contracts.backend import FleetBackend
 from orchestrator.contracts.bad_versions import BadVersion, BadVersions
 from orchestrator.contracts.models import Component, check_version
+from orchestrator.fleet.store_db import Database, upsert
+from orchestrator.fleet.store_schema import meta, schema_version
 
 META_KEY = "bad_versions"
 
@@ -31,25 +38,35 @@ def parse_pair(text: str, field: str = "version") -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ the store
-def read_bad(conn: sqlite3.Connection) -> BadVersions:
-    row = conn.execute("SELECT value FROM meta WHERE key=?", (META_KEY,)).fetchone()
-    return BadVersions.model_validate_json(row[0]) if row and row[0] else BadVersions()
+_READ = select(meta.c.value).where(meta.c.key == META_KEY)
 
 
-def _write(conn: sqlite3.Connection, doc: BadVersions) -> None:
-    conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (META_KEY, doc.model_dump_json()))
+def _parse(rows: Sequence[Any]) -> BadVersions:
+    value = rows[0][0] if rows else None
+    return BadVersions.model_validate_json(value) if value else BadVersions()
+
+
+def read_bad(db: Database) -> BadVersions:
+    return _parse(db.read(_READ))
+
+
+def _locked(conn: Connection) -> BadVersions:
+    schema_version(conn, lock=True)
+    return _parse(conn.execute(_READ).all())
+
+
+def _write(conn: Connection, doc: BadVersions) -> None:
+    upsert(conn, meta, [{"key": META_KEY, "value": doc.model_dump_json()}])
 
 
 def store_mark(
-    conn: sqlite3.Connection, component: str, version: str, reason: str, by: str
+    db: Database, component: str, version: str, reason: str, by: str
 ) -> tuple[BadVersion, bool]:
     """Mark ``component=version`` bad; (its entry, True if it was not bad already)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        doc = read_bad(conn)
+    with db.tx() as conn:
+        doc = _locked(conn)
         for e in doc.entries:
             if e.active and (e.component, e.version) == (component, version):
-                conn.execute("ROLLBACK")
                 return e, False
         entry = BadVersion(
             component=component,
@@ -60,20 +77,13 @@ def store_mark(
         )
         doc.entries.append(entry)
         _write(conn, doc)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return entry, True
 
 
-def store_clear(
-    conn: sqlite3.Connection, component: str, version: str, reason: str, by: str
-) -> BadVersion:
+def store_clear(db: Database, component: str, version: str, reason: str, by: str) -> BadVersion:
     """Clear ``component=version``; LookupError if it is not marked bad."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        doc = read_bad(conn)
+    with db.tx() as conn:
+        doc = _locked(conn)
         found = next(
             (
                 e
@@ -86,10 +96,6 @@ def store_clear(
             raise LookupError(f"version: {component}={version} is not marked bad")
         found.cleared_by, found.cleared_at, found.cleared_reason = by, datetime.now(UTC), reason
         _write(conn, doc)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return found
 
 

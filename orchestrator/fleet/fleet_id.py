@@ -11,9 +11,10 @@ is checked for them.
 from __future__ import annotations
 
 import re
-import sqlite3
 import uuid
-from pathlib import Path
+
+from orchestrator.fleet.ledger_files import peek_meta
+from orchestrator.fleet.store_url import StoreRef
 
 #: The meta key of the id in the fleet's store.
 META_KEY = "fleet_id"
@@ -27,19 +28,9 @@ def new_fleet_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def read_fleet_id(path: Path) -> str | None:
+def read_fleet_id(path: StoreRef) -> str | None:
     """The id of the fleet stored at ``path`` (read-only, no migration); None if none."""
-    if not path.is_file():
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return None if row is None else str(row[0])
+    return peek_meta(path, META_KEY)
 
 
 def worker_identity(base: str, fleet_id: str | None) -> str:

@@ -1,6 +1,6 @@
 """The one reader and writer of the ``hosts`` table, for both backends.
 
-Every fleet file keeps its host records in the same table (``sqlite_schema.SCHEMA``), whichever
+Every fleet store keeps its host records in the same table (``store_schema.hosts``), whichever
 backend runs the jobs: the simulated fleet (``sqlite_rows``) and the Slurm record
 (``slurm.store``) load and save them here, by column name, so a column added later is added in
 one place. A field a backend never sets (a Slurm node's ``repair_until``, ``defect``) is stored
@@ -10,12 +10,15 @@ as the record holds it (NULL).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 
-from orchestrator.fleet.sim_records import HostRec
+from sqlalchemy import Connection, bindparam, select
 
-#: The ``hosts`` table's columns, in the order of ``SCHEMA``.
+from orchestrator.fleet.sim_records import HostRec
+from orchestrator.fleet.store_db import upsert
+from orchestrator.fleet.store_schema import hosts as table
+
+#: The ``hosts`` table's columns, in the order of ``store_schema.hosts``.
 HOST_COLUMNS = (
     "name",
     "cluster",
@@ -33,17 +36,16 @@ HOST_COLUMNS = (
     "updates",
     "last_boot",
 )
-_SELECT = f"SELECT {', '.join(HOST_COLUMNS)} FROM hosts WHERE cluster=? ORDER BY name"
-_UPSERT = (
-    f"INSERT OR REPLACE INTO hosts ({', '.join(HOST_COLUMNS)}) "
-    f"VALUES ({','.join('?' * len(HOST_COLUMNS))})"
+_SELECT = (
+    select(*(table.c[c] for c in HOST_COLUMNS))
+    .where(table.c.cluster == bindparam("cluster"))
+    .order_by(table.c.name)
 )
 
 
-def load_hosts(conn: sqlite3.Connection, cluster: str) -> list[HostRec]:
-    """Every host record of ``cluster``, by name (= topology order: INSERT OR REPLACE gives a
-    saved row a new rowid, so rowid order would depend on which transactions touched which
-    hosts)."""
+def load_hosts(conn: Connection, cluster: str) -> list[HostRec]:
+    """Every host record of ``cluster``, by name (= topology order, whatever order the rows
+    were written in)."""
     return [
         HostRec(
             name=r[0],
@@ -61,31 +63,38 @@ def load_hosts(conn: sqlite3.Connection, cluster: str) -> list[HostRec]:
             updates=r[13],
             last_boot=r[14],
         )
-        for r in conn.execute(_SELECT, (cluster,))
+        for r in conn.execute(_SELECT, {"cluster": cluster})
     ]
 
 
-def save_hosts(conn: sqlite3.Connection, cluster: str, hosts: Iterable[HostRec]) -> None:
+def save_hosts(conn: Connection, cluster: str, hosts: Iterable[HostRec]) -> None:
     """Write ``hosts`` of ``cluster`` (each row whole); the caller's transaction commits it."""
-    conn.executemany(
-        _UPSERT,
+    upsert(
+        conn,
+        table,
         [
-            (
-                h.name,
-                cluster,
-                h.zone,
-                h.rack,
-                str(h.state),
-                json.dumps(h.versions),
-                h.job_id,
-                h.reason,
-                h.owner,
-                h.repair_until,
-                h.defect,
-                h.last_visit,
-                int(h.verified),
-                h.updates,
-                h.last_boot,
+            dict(
+                zip(
+                    HOST_COLUMNS,
+                    (
+                        h.name,
+                        cluster,
+                        h.zone,
+                        h.rack,
+                        str(h.state),
+                        json.dumps(h.versions),
+                        h.job_id,
+                        h.reason,
+                        h.owner,
+                        h.repair_until,
+                        h.defect,
+                        h.last_visit,
+                        int(h.verified),
+                        h.updates,
+                        h.last_boot,
+                    ),
+                    strict=True,
+                )
             )
             for h in hosts
         ],

@@ -1,43 +1,54 @@
-"""What every fleet store reads the same way from its fleet file, whichever backend runs the jobs:
-the inventory (``hosts_in``, ``failure_domains``), the append-only record (``records``), the
-file's ``meta`` and the fleet-wide list of bad versions.
+"""What every fleet store reads the same way, whichever backend runs the jobs: the inventory
+(``hosts_in``, ``failure_domains``), the append-only record (``records``), the store's ``meta``
+and the fleet-wide list of bad versions.
 
 ``LedgerStore`` is the base of ``SqliteFleet`` (the simulated fleet) and ``SlurmFleet``: both
-keep these in the same tables (``sqlite_schema``), so the ``FleetBackend`` reads they answer
-from them are written once, here.
+keep these in the same tables (``store_schema``), on SQLite or PostgreSQL, so the
+``FleetBackend`` reads they answer from them are written once, here.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
+
+from sqlalchemy import bindparam, func, select
 
 from orchestrator.contracts.backend import RecordEntry
 from orchestrator.contracts.bad_versions import BadVersion
 from orchestrator.fleet import bad_versions as bad
 from orchestrator.fleet.event_log import read_events
+from orchestrator.fleet.store_db import Database
+from orchestrator.fleet.store_schema import hosts, meta
+from orchestrator.fleet.store_url import StoreRef
+
+_COUNT = select(func.count()).select_from(hosts).where(hosts.c.cluster == bindparam("cluster"))
+_DOMAINS = select(hosts.c.name, hosts.c.rack, hosts.c.zone)
+_DOMAINS_OF = _DOMAINS.where(hosts.c.cluster == bindparam("cluster"))
+_META = select(meta.c.key, meta.c.value)
 
 
 class LedgerStore:
-    """The fleet file's shared reads (see the module docstring); ``conn`` is the store's own."""
+    """The store's shared reads (see the module docstring); ``db`` is the store's own."""
 
-    conn: sqlite3.Connection
+    db: Database
+    #: Where the store is: the SQLite file, or the PostgreSQL URL (no secrets in it).
+    store: StoreRef
 
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     # -------------------------------------------------------------- inventory
     def hosts_in(self, cluster: str) -> int:
-        row = self.conn.execute("SELECT COUNT(*) FROM hosts WHERE cluster=?", (cluster,)).fetchone()
-        return int(row[0])
+        return int(self.db.read(_COUNT, {"cluster": cluster})[0][0])
 
     def failure_domains(self, cluster: str | None = None) -> dict[str, tuple[str, str]]:
         """Host -> (rack, zone), from the inventory (every cluster's when ``cluster`` is None)."""
-        sql = "SELECT name, rack, zone FROM hosts"
-        args: tuple[str, ...] = ()
-        if cluster is not None:
-            sql, args = sql + " WHERE cluster = ?", (cluster,)
-        return {name: (rack, zone) for name, rack, zone in self.conn.execute(sql, args)}
+        rows = (
+            self.db.read(_DOMAINS)
+            if cluster is None
+            else self.db.read(_DOMAINS_OF, {"cluster": cluster})
+        )
+        return {name: (rack, zone) for name, rack, zone in rows}
 
     # ----------------------------------------------------------------- record
     def records(
@@ -50,23 +61,23 @@ class LedgerStore:
         self, since: int = 0, cluster: str | None = None
     ) -> Iterator[tuple[int, RecordEntry, str]]:
         """The append-only event log in order: (seq, event, cluster)."""
-        return read_events(self.conn, since, cluster)
+        return read_events(self.db, since, cluster)
 
     def get_meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        return {k: v for k, v in self.db.read(_META)}
 
     # ------------------------------------------------------------ bad versions
     def bad_versions(self, include_cleared: bool = False) -> list[BadVersion]:
         """Bad versions, oldest mark first (cleared ones too with ``include_cleared``)."""
-        return [e for e in bad.read_bad(self.conn).entries if include_cleared or e.active]
+        return [e for e in bad.read_bad(self.db).entries if include_cleared or e.active]
 
     def mark_bad(
         self, component: str, version: str, reason: str, by: str
     ) -> tuple[BadVersion, bool]:
-        return bad.store_mark(self.conn, component, version, reason, by)
+        return bad.store_mark(self.db, component, version, reason, by)
 
     def clear_bad(self, component: str, version: str, reason: str, by: str) -> BadVersion:
-        return bad.store_clear(self.conn, component, version, reason, by)
+        return bad.store_clear(self.db, component, version, reason, by)
 
 
 __all__ = ["LedgerStore"]

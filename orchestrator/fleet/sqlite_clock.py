@@ -6,18 +6,55 @@ A fleet that never waits still needs time to pass in a reproducible order. Each 
 gets its turn and the clock jumps there. That is how a discrete-event simulator orders
 simultaneous events, so outcomes do not depend on which worker ran first.
 
-These functions run inside the store's write transaction (``SqliteFleet._tx``): registering a
-wait and giving the next turn is one step, so two parties never both take a turn.
+These functions run inside the store's write transaction on the cluster (``store_db.tx``,
+which on PostgreSQL first locks the cluster's ``clocks`` row): registering a wait and giving
+the next turn is one step, so two parties never both take a turn, from any machine.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import BindParameter, Connection, and_, bindparam, select
+
 from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.contracts.errors import UnknownCluster
+from orchestrator.fleet.store_db import insert_missing, upsert
+from orchestrator.fleet.store_schema import clock_parties as cp
+from orchestrator.fleet.store_schema import clocks
+
+_CLUSTER: BindParameter[str] = bindparam("b_cluster")
+_PARTY = and_(cp.c.cluster == _CLUSTER, cp.c.party == bindparam("b_party"))
+_NOW = select(clocks.c.now).where(clocks.c.cluster == _CLUSTER)
+_SET = clocks.update().where(clocks.c.cluster == _CLUSTER).values(now=bindparam("b_now"))
+_MINE = select(cp.c.epoch, cp.c.waiting).where(_PARTY)
+_SEEN = cp.update().where(_PARTY).values(seen=bindparam("b_seen"))
+_WAKE = (
+    cp.update()
+    .where(_PARTY, cp.c.waiting == 1, cp.c.target > bindparam("b_now"))
+    .values(target=bindparam("b_now"))
+)
+_DROP = cp.delete().where(_PARTY)
+_DROP_OWNER = cp.delete().where(cp.c.cluster == _CLUSTER, cp.c.owner == bindparam("b_owner"))
+_CHILDREN = select(cp.c.party).where(cp.c.cluster == _CLUSTER, cp.c.parent == bindparam("b_parent"))
+_STALE = cp.delete().where(
+    cp.c.cluster == _CLUSTER, cp.c.waiting == 0, cp.c.seen < bindparam("b_stale")
+)
+_ACTING = select(cp.c.party).where(cp.c.cluster == _CLUSTER, cp.c.waiting == 0).limit(1)
+_NEXT = (
+    select(cp.c.party, cp.c.workflow_id, cp.c.epoch, cp.c.target)
+    .where(cp.c.cluster == _CLUSTER, cp.c.waiting == 1, cp.c.target.is_not(None))
+    .order_by(cp.c.target, cp.c.rank, cp.c.party)
+    .limit(1)
+)
+_TURN = cp.update().where(_PARTY).values(waiting=0, seen=bindparam("b_seen"))
+_PARTY_COLUMNS = ("party", "workflow_id", "owner", "parent", "rank", "epoch", "waiting", "target")
+_PARTIES = (
+    select(*(cp.c[c] for c in _PARTY_COLUMNS))
+    .where(cp.c.cluster == _CLUSTER)
+    .order_by(cp.c.waiting, cp.c.target.is_(None), cp.c.target, cp.c.rank, cp.c.party)
+)
 
 #: A party of a logical clock that was given its turn and has not waited again for this long
 #: (wall seconds) is taken for gone (its workflow crashed or ended without leaving) and dropped,
@@ -26,20 +63,20 @@ from orchestrator.contracts.errors import UnknownCluster
 CLOCK_BUSY_TIMEOUT_SECONDS = 120.0
 
 
-def clock_now(conn: sqlite3.Connection, cluster: str) -> float:
+def clock_now(conn: Connection, cluster: str) -> float:
     """The fleet hour ``cluster``'s logical clock stands at; UnknownCluster if it has none."""
-    row = conn.execute("SELECT now FROM clocks WHERE cluster=?", (cluster,)).fetchone()
+    row = conn.execute(_NOW, {"b_cluster": cluster}).first()
     if row is None:
         raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
     return float(row[0])
 
 
-def set_clock(conn: sqlite3.Connection, cluster: str, hours: float) -> None:
-    conn.execute("UPDATE clocks SET now=? WHERE cluster=?", (hours, cluster))
+def set_clock(conn: Connection, cluster: str, hours: float) -> None:
+    conn.execute(_SET, {"b_cluster": cluster, "b_now": hours})
 
 
 def wait(
-    conn: sqlite3.Connection,
+    conn: Connection,
     cluster: str,
     party: ClockMember,
     epoch: str,
@@ -53,38 +90,33 @@ def wait(
     and step the clock (see ``FleetBackend.clock_wait``)."""
     if children is not None:
         _adopt(conn, cluster, party, children, seen)
-    row = conn.execute(
-        "SELECT epoch, waiting FROM clock_parties WHERE cluster=? AND party=?",
-        (cluster, party.key),
-    ).fetchone()
+    key = {"b_cluster": cluster, "b_party": party.key}
+    row = conn.execute(_MINE, key).first()
     if epoch and row is not None and row[0] == epoch:
         if not row[1]:  # released for this very wait: it is this party's turn
             return ClockTurn(now=now, released=True)
-        conn.execute(
-            "UPDATE clock_parties SET seen=? WHERE cluster=? AND party=?",
-            (seen, cluster, party.key),
-        )
+        conn.execute(_SEEN, {**key, "b_seen": seen})
     else:
-        conn.execute(
-            "INSERT OR REPLACE INTO clock_parties VALUES (?,?,?,?,?,?,?,1,?,?)",
-            (
-                cluster,
-                party.key,
-                party.workflow_id,
-                party.owner,
-                party.parent,
-                party.rank,
-                epoch,
-                target_hours,
-                seen,
-            ),
+        upsert(
+            conn,
+            cp,
+            [
+                {
+                    "cluster": cluster,
+                    "party": party.key,
+                    "workflow_id": party.workflow_id,
+                    "owner": party.owner,
+                    "parent": party.parent,
+                    "rank": party.rank,
+                    "epoch": epoch,
+                    "waiting": 1,
+                    "target": target_hours,
+                    "seen": seen,
+                }
+            ],
         )
-    for key in wakes:
-        conn.execute(
-            "UPDATE clock_parties SET target=? WHERE cluster=? AND party=? AND waiting=1 "
-            "AND target > ?",
-            (now, cluster, key, now),
-        )
+    if wakes:
+        conn.execute(_WAKE, [{"b_cluster": cluster, "b_party": k, "b_now": now} for k in wakes])
     released = _step(conn, cluster, now, seen)
     mine = any(r.party == party.key and r.epoch == epoch for r in released)
     now = max([now, *(r.now for r in released)])
@@ -93,29 +125,28 @@ def wait(
 
 
 def leave(
-    conn: sqlite3.Connection, cluster: str, party: str | None, owner: str | None, seen: float
+    conn: Connection, cluster: str, party: str | None, owner: str | None, seen: float
 ) -> tuple[ClockRelease, ...]:
     """Remove ``party`` (or every party of ``owner``) from ``cluster``'s clock and step it."""
     if party is not None:
-        conn.execute("DELETE FROM clock_parties WHERE cluster=? AND party=?", (cluster, party))
+        conn.execute(_DROP, {"b_cluster": cluster, "b_party": party})
     if owner is not None:
-        conn.execute("DELETE FROM clock_parties WHERE cluster=? AND owner=?", (cluster, owner))
+        conn.execute(_DROP_OWNER, {"b_cluster": cluster, "b_owner": owner})
     return tuple(_step(conn, cluster, clock_now(conn, cluster), seen))
 
 
-def parties(conn: sqlite3.Connection, cluster: str) -> list[dict[str, Any]]:
-    """The parties of ``cluster``'s clock, in turn order (for status and tests)."""
-    cols = ("party", "workflow_id", "owner", "parent", "rank", "epoch", "waiting", "target")
-    rows = conn.execute(
-        f"SELECT {', '.join(cols)} FROM clock_parties WHERE cluster=? "
-        "ORDER BY waiting, target IS NULL, target, rank, party",
-        (cluster,),
-    )
-    return [dict(zip(cols, r, strict=True)) for r in rows]
+def parties(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """The rows of ``PARTIES`` (a cluster's parties in turn order) as dicts, for status and
+    tests."""
+    return [dict(zip(_PARTY_COLUMNS, r, strict=True)) for r in rows]
+
+
+#: The parties of one cluster's clock (parameter ``b_cluster``), in turn order.
+PARTIES = _PARTIES
 
 
 def _adopt(
-    conn: sqlite3.Connection,
+    conn: Connection,
     cluster: str,
     parent: ClockMember,
     children: Sequence[str],
@@ -123,51 +154,45 @@ def _adopt(
 ) -> None:
     """``children`` are every party ``parent`` started that still runs: others leave, and
     missing ones join as acting (they hold the clock until they first wait)."""
-    known = {
-        r[0]
-        for r in conn.execute(
-            "SELECT party FROM clock_parties WHERE cluster=? AND parent=?",
-            (cluster, parent.key),
-        )
-    }
+    known = {r[0] for r in conn.execute(_CHILDREN, {"b_cluster": cluster, "b_parent": parent.key})}
     gone = known - set(children)
-    conn.executemany(
-        "DELETE FROM clock_parties WHERE cluster=? AND party=?",
-        [(cluster, k) for k in sorted(gone)],
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO clock_parties VALUES (?,?,?,?,?,0,'',0,NULL,?)",
-        [(cluster, k, k, parent.owner, parent.key, seen) for k in children],
+    if gone:
+        conn.execute(_DROP, [{"b_cluster": cluster, "b_party": k} for k in sorted(gone)])
+    insert_missing(
+        conn,
+        cp,
+        [
+            {
+                "cluster": cluster,
+                "party": k,
+                "workflow_id": k,
+                "owner": parent.owner,
+                "parent": parent.key,
+                "rank": 0,
+                "epoch": "",
+                "waiting": 0,
+                "target": None,
+                "seen": seen,
+            }
+            for k in children
+        ],
     )
 
 
-def _step(conn: sqlite3.Connection, cluster: str, now: float, seen: float) -> list[ClockRelease]:
+def _step(conn: Connection, cluster: str, now: float, seen: float) -> list[ClockRelease]:
     """Give the next turn if nobody is acting: to the party waiting for the earliest instant
     (then the lower rank, then the name), moving the clock there."""
     stale = seen - CLOCK_BUSY_TIMEOUT_SECONDS
-    conn.execute(
-        "DELETE FROM clock_parties WHERE cluster=? AND waiting=0 AND seen < ?",
-        (cluster, stale),
-    )
-    acting = conn.execute(
-        "SELECT 1 FROM clock_parties WHERE cluster=? AND waiting=0 LIMIT 1", (cluster,)
-    ).fetchone()
-    if acting is not None:
+    key = {"b_cluster": cluster}
+    conn.execute(_STALE, {**key, "b_stale": stale})
+    if conn.execute(_ACTING, key).first() is not None:
         return []
-    row = conn.execute(
-        "SELECT party, workflow_id, epoch, target FROM clock_parties "
-        "WHERE cluster=? AND waiting=1 AND target IS NOT NULL "
-        "ORDER BY target, rank, party LIMIT 1",
-        (cluster,),
-    ).fetchone()
+    row = conn.execute(_NEXT, key).first()
     if row is None:
         return []
-    key, workflow_id, epoch, target = row
+    party, workflow_id, epoch, target = row
     if target > now:
         now = float(target)
         set_clock(conn, cluster, now)
-    conn.execute(
-        "UPDATE clock_parties SET waiting=0, seen=? WHERE cluster=? AND party=?",
-        (seen, cluster, key),
-    )
-    return [ClockRelease(party=key, workflow_id=workflow_id, epoch=epoch, now=now)]
+    conn.execute(_TURN, {**key, "b_party": party, "b_seen": seen})
+    return [ClockRelease(party=party, workflow_id=workflow_id, epoch=epoch, now=now)]

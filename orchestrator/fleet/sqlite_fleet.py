@@ -1,13 +1,15 @@
-"""The simulated fleet persisted in SQLite: the default fleet backend.
+"""The simulated fleet persisted in its store: a SQLite file (the default) or PostgreSQL.
 
-Every operation is one ``BEGIN IMMEDIATE`` transaction: load the cluster, advance it to the
-caller's fleet time, act, write back what changed and append the events. SQLite's write lock
-serialises worker processes on one machine, so none can lose another's update or event. A fleet
-is built in a temporary file and renamed into place, so a failed ``fleet init`` leaves nothing.
+Every operation is one write transaction on one cluster (``store_db.Database.tx``): load the
+cluster, advance it to the caller's fleet time, act, write back what changed and append the
+events. On SQLite, ``BEGIN IMMEDIATE``'s write lock serialises worker processes on one machine;
+on PostgreSQL the transaction first locks the cluster's row, so workers on many machines acting
+on one cluster take turns; either way none can lose another's update or event. A fleet is
+built atomically (``ledger_files.create_store``), so a failed ``fleet init`` leaves nothing.
 
 This module is the store itself: opening (and refusing a damaged file), creating, the
 transactions and the reads. What it stores lives beside it: the tables and their migrations
-in ``sqlite_schema``, a cluster's rows in ``sqlite_rows``, the logical clocks' turns in
+in ``store_schema``, a cluster's rows in ``sqlite_rows``, the logical clocks' turns in
 ``sqlite_clock``, the event log in ``event_log``, and the bounds on speed and seed in
 ``settings``.
 """
@@ -21,21 +23,36 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import func as sql_func
+
 from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
-from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
+from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet, UnknownCluster
 from orchestrator.fleet import sqlite_clock
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
 from orchestrator.fleet.fleet_id import new_fleet_id
-from orchestrator.fleet.ledger_files import connect, create_file
+from orchestrator.fleet.ledger_files import connect, create_store, open_store
 from orchestrator.fleet.ledger_store import LedgerStore
 from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
 from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
-from orchestrator.fleet.sqlite_schema import SCHEMA_VERSION, migrate
-from orchestrator.fleet.sqlite_schema import _schema_version as schema_version
+from orchestrator.fleet.store_db import Database
+from orchestrator.fleet.store_schema import (
+    SCHEMA_VERSION,
+    clocks,
+    meta,
+    migrate,
+    stored_version,
+    switches,
+)
+from orchestrator.fleet.store_schema import clusters as cluster_rows
+from orchestrator.fleet.store_url import StoreRef, is_url
 from orchestrator.fleet.topology import Topology
+
+_CLOCK = select(clocks.c.now).where(clocks.c.cluster == bindparam("cluster"))
+_NAMES = select(cluster_rows.c.name).order_by(cluster_rows.c.name)
 
 
 class FleetUnreadable(NoFleet):
@@ -46,7 +63,7 @@ class FleetUnreadable(NoFleet):
     the message names the file and says how to build a new fleet.
     """
 
-    def __init__(self, path: Path, why: str) -> None:
+    def __init__(self, path: Path | str, why: str) -> None:
         super().__init__(
             f"fleet: {path} is not a usable fleet database ({' '.join(why.split())}); "
             "rebuild it with `trainctl fleet init --force`",
@@ -82,57 +99,81 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
 
 
 class SqliteFleet(LedgerStore):
-    """A simulated GPU fleet in one SQLite file, shared by every process on the machine.
+    """A simulated GPU fleet in one store, shared by every worker using it: a SQLite file
+    (every process on the machine) or a PostgreSQL URL (workers on many machines).
 
-    ``read_only``: for commands that only read (``fleet status``): the file is opened so that
-    nothing is ever written (it may be read-only or immutable); a write raises
+    ``read_only``: for commands that only read (``fleet status``): a SQLite file is opened so
+    that nothing is ever written (it may be read-only or immutable); a write raises
     ``sqlite3.OperationalError`` (readonly).
     """
 
-    def __init__(self, path: Path, read_only: bool = False) -> None:
+    def __init__(self, store: StoreRef, read_only: bool = False) -> None:
+        self.store = store
+        self.read_only = read_only
+        if is_url(store):
+            self.db = open_store(store)
+            try:
+                self.db.require_fleet()
+                migrate(self.db, str(store))
+                self._load_meta(str(store))
+            except BaseException:
+                self.db.close()
+                raise
+            self._topology: Topology | None = None
+            return
+        path = Path(store)
         if not path.exists():
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
         if not path.is_file():
             raise FleetUnreadable(path, "not a regular file")
         self.path = path
-        self.read_only = read_only
         try:
-            self.conn = _connect_read_only(path) if read_only else connect(path)
+            raw = _connect_read_only(path) if read_only else connect(path)
         except sqlite3.DatabaseError as err:
             if any(word in str(err) for word in _NOT_DAMAGE):
                 raise
             raise FleetUnreadable(path, str(err)) from None
+        self.db = Database.sqlite(raw, str(path))
         try:
-            if read_only and schema_version(self.conn) < SCHEMA_VERSION:
-                writer = connect(path)  # an old file is migrated once, by whoever opens it
+            if read_only and stored_version(self.db) < SCHEMA_VERSION:
+                writer = open_store(path)  # an old file is migrated once, by whoever opens it
                 try:
-                    migrate(writer, path)
+                    migrate(writer, str(path))
                 finally:
                     writer.close()
             else:  # read-only and current: only refuses a newer schema, writes nothing
-                migrate(self.conn, path)
-            meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-            self.seed = check_seed(int(meta["seed"]))
-            self.preset: Preset = get_preset(meta["preset"])
-            self.speed = float(meta["speed"])
-            if self.speed != MAX_SPEED:
-                parse_speed(self.speed)
-            self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
-            if self.anchor_wall.tzinfo is None:
-                raise ValueError("anchor_wall has no time zone")
+                migrate(self.db, str(path))
+            self._load_meta(str(path))
         except FleetSchemaMismatch:
-            self.conn.close()
+            self.db.close()
             raise
         except sqlite3.DatabaseError as err:
-            self.conn.close()
+            self.db.close()
             if any(word in str(err) for word in _NOT_DAMAGE):
                 raise
             raise FleetUnreadable(path, str(err)) from None
+        except FleetUnreadable:
+            self.db.close()
+            raise
         except (KeyError, ValueError, TypeError, OverflowError) as err:
-            self.conn.close()
+            self.db.close()
+            raise FleetUnreadable(path, str(err)) from None
+        self._topology = None
+
+    def _load_meta(self, where: str) -> None:
+        meta_rows = self.get_meta()
+        try:
+            self.seed = check_seed(int(meta_rows["seed"]))
+            self.preset: Preset = get_preset(meta_rows["preset"])
+            self.speed = float(meta_rows["speed"])
+            if self.speed != MAX_SPEED:
+                parse_speed(self.speed)
+            self.anchor_wall = datetime.fromisoformat(meta_rows["anchor_wall"])
+            if self.anchor_wall.tzinfo is None:
+                raise ValueError("anchor_wall has no time zone")
+        except (KeyError, ValueError, TypeError, OverflowError) as err:
             why = f"meta {err.args[0]!r} is missing" if isinstance(err, KeyError) else str(err)
-            raise FleetUnreadable(path, why) from None
-        self._topology: Topology | None = None
+            raise FleetUnreadable(where, why) from None
 
     @property
     def topology(self) -> Topology:
@@ -143,9 +184,16 @@ class SqliteFleet(LedgerStore):
     # ----------------------------------------------------------------- creation
     @classmethod
     def create(
-        cls, path: Path, preset: Preset, seed: int, speed: float, wall: datetime | None = None
+        cls,
+        path: StoreRef,
+        preset: Preset,
+        seed: int,
+        speed: float,
+        wall: datetime | None = None,
+        force: bool = True,
     ) -> SqliteFleet:
-        """Build a fleet from ``preset`` into a temporary file, then move it to ``path``.
+        """Build a fleet from ``preset`` atomically at ``path`` (a SQLite file, or a
+        PostgreSQL URL: one holding a fleet is replaced only with ``force``), then open it.
 
         ValueError naming ``seed`` or ``speed`` for values no fleet can run with.
         """
@@ -154,10 +202,10 @@ class SqliteFleet(LedgerStore):
         check_seed(seed)
         if speed != MAX_SPEED:
             speed = parse_speed(speed)
-        if path.is_dir():
+        if not is_url(path) and Path(path).is_dir():
             raise ValueError(f"fleet: {path} is a directory")
         wall = wall or datetime.now(UTC)
-        meta = {
+        meta_rows = {
             "seed": seed,
             "preset": preset.name,
             "speed": speed,
@@ -166,20 +214,21 @@ class SqliteFleet(LedgerStore):
             FLEET_ID_KEY: new_fleet_id(),
         }
 
-        def fill(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()]
-            )
+        def fill(conn: Connection) -> None:
+            conn.execute(meta.insert(), [{"key": k, "value": str(v)} for k, v in meta_rows.items()])
             topo = Topology(preset)
-            conn.executemany(
-                "INSERT INTO switches VALUES (?, ?, ?, ?)",
-                [(n, tier, c, INITIAL_SWITCH_FIRMWARE) for n, tier, c in topo.switches],
+            conn.execute(
+                switches.insert(),
+                [
+                    {"name": n, "tier": tier, "cluster": c, "firmware": INITIAL_SWITCH_FIRMWARE}
+                    for n, tier, c in topo.switches
+                ],
             )
             for cluster in preset.cluster_names():
                 save_cluster(conn, build_cluster(preset, seed, cluster, topo), new=True)
-                conn.execute("INSERT INTO clocks VALUES (?, 0.0)", (cluster,))
+                conn.execute(clocks.insert().values(cluster=cluster, now=0.0))
 
-        create_file(path, fill)
+        create_store(path, fill, force)
         return cls(path)
 
     # -------------------------------------------------------------------- clock
@@ -196,16 +245,21 @@ class SqliteFleet(LedgerStore):
         if self.logical:
             if cluster is None:
                 raise ValueError("cluster: a fleet at speed max keeps one clock per cluster")
-            return sqlite_clock.clock_now(self.conn, cluster)
+            rows = self.db.read(_CLOCK, {"cluster": cluster})
+            if not rows:
+                raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
+            return float(rows[0][0])
         wall = wall or datetime.now(UTC)
         return max(0.0, (wall - self.anchor_wall).total_seconds() * self.speed / 3600.0)
 
     def advance_clock(self, cluster: str, target_hours: float) -> float:
         """Move ``cluster``'s logical clock forward to ``target_hours``; the cluster's hour."""
-        with self._tx():
-            now = self.fleet_time(cluster=cluster)
-            if self.logical and target_hours > now:
-                sqlite_clock.set_clock(self.conn, cluster, target_hours)
+        if not self.logical:
+            return self.fleet_time(cluster=cluster)
+        with self.db.tx(cluster) as conn:
+            now = sqlite_clock.clock_now(conn, cluster)
+            if target_hours > now:
+                sqlite_clock.set_clock(conn, cluster, target_hours)
                 return target_hours
             return now
 
@@ -222,8 +276,8 @@ class SqliteFleet(LedgerStore):
         """Register ``party``'s wait on ``cluster``'s logical clock and step it (see
         ``FleetBackend.clock_wait``): one transaction, so two parties never both take a turn."""
         seen = (wall or datetime.now(UTC)).timestamp()
-        with self._tx() as conn:
-            now = self.fleet_time(cluster=cluster)
+        with self.db.tx(cluster) as conn:
+            now = self._time_in(conn, wall, cluster)
             return sqlite_clock.wait(
                 conn, cluster, party, epoch, target_hours, children, wakes, now, seen
             )
@@ -239,58 +293,49 @@ class SqliteFleet(LedgerStore):
         if not self.logical:
             return ()
         seen = (wall or datetime.now(UTC)).timestamp()
-        with self._tx() as conn:
+        with self.db.tx(cluster) as conn:
             return sqlite_clock.leave(conn, cluster, party, owner, seen)
 
     def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
         """The parties of ``cluster``'s logical clock, in turn order (for status and tests)."""
-        return sqlite_clock.parties(self.conn, cluster)
+        return sqlite_clock.parties(self.db.read(sqlite_clock.PARTIES, {"b_cluster": cluster}))
 
     # ---------------------------------------------------------- transactions
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
+    def _time_in(self, conn: Connection, wall: datetime | None, cluster: str) -> float:
+        """``fleet_time`` read inside the transaction ``conn`` (a logical clock's row)."""
+        if self.logical:
+            return sqlite_clock.clock_now(conn, cluster)
+        return self.fleet_time(wall, cluster)
 
     @contextmanager
     def cluster(self, name: str, wall: datetime | None = None) -> Iterator[ClusterSim]:
         """Load ``name`` advanced to the caller's fleet time; changes commit on clean exit."""
-        with self._tx() as conn:
+        with self.db.tx(name) as conn:
             sim = load_cluster(conn, name, self.seed, self.preset)
-            sim.advance(self.fleet_time(wall, name))
+            sim.advance(self._time_in(conn, wall, name))
             yield sim
             save_cluster(conn, sim)
 
     def peek(self, name: str, wall: datetime | None = None) -> ClusterSim:
         """The cluster advanced to the caller's fleet time, without writing anything back."""
-        self.conn.execute("BEGIN")
-        try:
-            sim = load_cluster(self.conn, name, self.seed, self.preset)
-            sim.advance(self.fleet_time(wall, name))
-        finally:
-            self.conn.execute("ROLLBACK")
+        with self.db.snapshot() as conn:
+            sim = load_cluster(conn, name, self.seed, self.preset)
+            sim.advance(self._time_in(conn, wall, name))
         return sim
 
     # ------------------------------------------------------------------ reads
     def cluster_names(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT name FROM clusters ORDER BY name")]
+        return [r[0] for r in self.db.read(_NAMES)]
 
     def installable_components(self) -> frozenset[str] | None:
         return None  # the simulated fleet installs every component
 
     def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
         """Switch firmware per switch kind (rack, spine, aggregation): version -> switches."""
-        sql = "SELECT tier, firmware, COUNT(*) FROM switches"
-        args: tuple[str, ...] = ()
+        query = select(switches.c.tier, switches.c.firmware, sql_func.count())
         if cluster is not None:
-            sql, args = sql + " WHERE cluster = ?", (cluster,)
+            query = query.where(switches.c.cluster == cluster)
         out: dict[str, dict[str, int]] = {}
-        for tier, firmware, n in self.conn.execute(sql + " GROUP BY tier, firmware", args):
+        for tier, firmware, n in self.db.read(query.group_by(switches.c.tier, switches.c.firmware)):
             out.setdefault(tier, {})[firmware] = n
         return {t: dict(sorted(v.items(), key=lambda kv: -kv[1])) for t, v in sorted(out.items())}

@@ -15,11 +15,16 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from sqlalchemy import func, select
 
 from orchestrator.contracts.constants import HELD_STATES
 from orchestrator.contracts.messages import CycleCounts
 from orchestrator.contracts.models import HostState
 from orchestrator.execution.cycle import project_cycle_end
+from orchestrator.fleet.ledger_files import open_postgresql
+from orchestrator.fleet.store_db import Database
+from orchestrator.fleet.store_schema import hosts
+from orchestrator.fleet.store_url import StoreRef, is_url
 
 if TYPE_CHECKING:
     from orchestrator.contracts.ops_types import OperationStatus
@@ -73,10 +78,15 @@ def record_cycle(
         CYCLE_OFF_TRACK.labels(cluster).set(1 if on_track is False else 0)
 
 
+_BY_STATE = select(hosts.c.cluster, hosts.c.state, func.count()).group_by(
+    hosts.c.cluster, hosts.c.state
+)
+
+
 class FleetCollector(Collector):
     """Reads hosts by state per cluster from the fleet file at scrape time."""
 
-    def __init__(self, fleet_path: Path) -> None:
+    def __init__(self, fleet_path: StoreRef) -> None:
         self.fleet_path = fleet_path
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -95,14 +105,16 @@ class FleetCollector(Collector):
             "Hosts out of service for any reason (budget in use)",
             labels=["cluster"],
         )
-        if self.fleet_path.exists():
-            conn = sqlite3.connect(f"file:{self.fleet_path}?mode=ro", uri=True, timeout=5)
+        if is_url(self.fleet_path) or Path(self.fleet_path).exists():
+            if is_url(self.fleet_path):
+                db = open_postgresql(str(self.fleet_path))
+            else:
+                raw = sqlite3.connect(f"file:{self.fleet_path}?mode=ro", uri=True, timeout=5)
+                db = Database.sqlite(raw, str(self.fleet_path))
             try:
-                rows = conn.execute(
-                    "SELECT cluster, state, COUNT(*) FROM hosts GROUP BY cluster, state"
-                ).fetchall()
+                rows = db.read(_BY_STATE)
             finally:
-                conn.close()
+                db.close()
             maint: dict[str, int] = {}
             down: dict[str, int] = {}
             for cluster, state, n in rows:
@@ -125,7 +137,7 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 _collector: FleetCollector | None = None
 
 
-def serve_metrics(port: int, fleet_path: Path, host: str = DEFAULT_METRICS_HOST) -> Any:
+def serve_metrics(port: int, fleet_path: StoreRef, host: str = DEFAULT_METRICS_HOST) -> Any:
     """Expose /metrics on ``host:port`` with the fleet gauges registered once per process.
 
     Returns the HTTP server (``shutdown()`` stops it); OSError if the address is taken.

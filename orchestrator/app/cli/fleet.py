@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.app.cli import fleet_migrate
 from orchestrator.app.cli.common import (
     BadInput,
     emit,
@@ -17,10 +19,12 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.fleet_host import host
 from orchestrator.app.cli.fleet_replace import make_room
-from orchestrator.fleet import create_fleet, fleet_path
+from orchestrator.contracts.paths import trainctl_home
+from orchestrator.fleet import create_fleet, fleet_store
 from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
 from orchestrator.fleet.status import fleet_status
+from orchestrator.fleet.store_url import STORE_FILE, StoreRef, check_store_url, describe, is_url
 
 
 @click.group("fleet")
@@ -65,6 +69,14 @@ def fleet() -> None:
     help=f"Fleet time per wall time, up to {MAX_SPEED_FACTOR:g}, or 'max' (no fleet-time wait).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing fleet.")
+@click.option(
+    "--store",
+    default=None,
+    metavar="URL",
+    help="Keep the fleet's record in PostgreSQL (postgresql://USER@HOST:PORT/DB, no password: "
+    "PGPASSWORD, ~/.pgpass or PGPASSFILE) for workers on many machines; written to "
+    "TRAINCTL_HOME/store. Default: TRAINCTL_STORE, that file, else TRAINCTL_HOME/fleet.db.",
+)
 @json_option
 @handle_errors
 def init(
@@ -75,24 +87,27 @@ def init(
     seed: int,
     speed: str,
     force: bool,
+    store: str | None,
     as_json: bool,
 ) -> None:
     """Build a fleet from a preset, or record a Slurm cluster (atomically: a failed init
     leaves nothing behind)."""
+    target = init_store(store)
     if backend == "slurm":
         from orchestrator.app.cli.fleet_slurm import init_slurm
 
-        init_slurm(slurm_confs, backend_configs, force, as_json)
+        init_slurm(slurm_confs, backend_configs, force, as_json, target)
         return
     if preset is None:
         raise BadInput("preset: required for the simulated fleet (--preset)", field="preset")
     shape = get_preset(preset)
     factor = parse_speed(speed)
-    path = fleet_path()
-    backup = make_room(path, force)  # never under a live worker; the old file kept aside
-    f = create_fleet(path, shape, seed, factor)
+    backup = make_room(target, force)  # never under a live worker; the old file kept aside
+    f = create_fleet(target, shape, seed, factor)
+    remember_store(target)
     out = {
-        "path": str(path),
+        "path": str(target),
+        "store": describe(target),
         "backup": None if backup is None else str(backup),
         "preset": shape.name,
         "seed": seed,
@@ -111,6 +126,25 @@ def init(
             + (f" (the replaced fleet kept at {o['backup']})" if o["backup"] else "")
         ),
     )
+
+
+def init_store(store: str | None) -> StoreRef:
+    """Where ``fleet init`` builds the fleet: ``--store`` (checked: exit 2 naming ``store``
+    for a URL with a password, never repeating it), else the store commands resolve."""
+    if store is not None:
+        return check_store_url(store)
+    return fleet_store()
+
+
+def remember_store(target: StoreRef) -> None:
+    """A PostgreSQL store is written to ``TRAINCTL_HOME/store`` (atomically), so every command
+    and the worker of this home find it; a SQLite fleet under the home needs no file."""
+    if not is_url(target):
+        return
+    home = trainctl_home()
+    tmp = home / f".{STORE_FILE}.tmp"
+    tmp.write_text(f"{target}\n", encoding="utf-8")
+    os.replace(tmp, home / STORE_FILE)
 
 
 def _print_status(o: dict[str, Any]) -> None:
@@ -137,7 +171,9 @@ def status(cluster: str | None, as_json: bool) -> None:
     """Hosts by state, versions per component, jobs and utilisation."""
     f = open_fleet_or_fail(read_only=True)  # reads only: works on a read-only file
     try:
-        emit(fleet_status(f, cluster), as_json, _print_status)
+        out = fleet_status(f, cluster)
+        out["store"] = describe(fleet_store(create=False))
+        emit(out, as_json, _print_status)
     finally:
         f.close()
 
@@ -183,5 +219,6 @@ def inject_fault(cluster: str, component: str, version: str, rate: float, as_jso
 
 
 fleet.add_command(host)
+fleet.add_command(fleet_migrate.migrate)
 
 COMMANDS = [fleet]

@@ -4,7 +4,8 @@ An existing fleet is replaced only with ``--force``; never while a worker's hear
 fresh (``fleet.heartbeats``: the worker would go on writing to the deleted file, and all its
 work and record would be lost), refused with exit 2 naming ``force`` and the live workers; and
 the replaced file is kept beside the new one as ``fleet.db.<UTC time>.bak``, so a mistaken
-replace can be undone by moving it back.
+replace can be undone by moving it back. A PostgreSQL store is replaced under the same rules;
+it keeps no copy (back it up with ``pg_dump``, or ``trainctl fleet migrate --to`` a file).
 """
 
 from __future__ import annotations
@@ -15,14 +16,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.app.cli.common import BadInput
+from orchestrator.contracts.errors import TemporaryError
 from orchestrator.fleet.heartbeats import FRESH_SECONDS, live_workers_at
+from orchestrator.fleet.ledger_files import peek_meta
+from orchestrator.fleet.store_url import StoreRef, is_url
 
 
-def make_room(path: Path, force: bool, hint: str = "") -> Path | None:
+def make_room(path: StoreRef, force: bool, hint: str = "") -> Path | None:
     """Refuse to replace the fleet at ``path`` (BadInput naming ``force``) without ``force``
-    or while a worker uses it; else copy it aside and return the copy's path (None: no fleet
-    was there)."""
-    if not path.exists():
+    or while a worker uses it; else copy a SQLite file aside and return the copy's path (None:
+    no fleet was there, or a PostgreSQL store)."""
+    if is_url(path):
+        if peek_meta(path, "schema_version") is None and peek_meta(path, "seed") is None:
+            return None
+    elif not Path(path).exists():
         return None
     if not force:
         raise BadInput(
@@ -31,7 +38,7 @@ def make_room(path: Path, force: bool, hint: str = "") -> Path | None:
         )
     try:
         live = live_workers_at(path)
-    except sqlite3.Error as err:
+    except (sqlite3.Error, TemporaryError) as err:
         raise BadInput(
             f"force: cannot tell whether a worker uses {path} ({err}); try again",
             field="force",
@@ -44,7 +51,9 @@ def make_room(path: Path, force: bool, hint: str = "") -> Path | None:
             f"stop them (SIGTERM) first, or wait {FRESH_SECONDS:g}s after one died",
             field="force",
         )
-    return keep_backup(path) if path.is_file() else None
+    if is_url(path):
+        return None
+    return keep_backup(Path(path)) if Path(path).is_file() else None
 
 
 def keep_backup(path: Path) -> Path:

@@ -13,14 +13,22 @@ from orchestrator.app.cli.fleet_replace import make_room
 
 if TYPE_CHECKING:
     from orchestrator.fleet.slurm.config import SlurmBackendConfig
+    from orchestrator.fleet.store_url import StoreRef
 
 
 def init_slurm(
-    slurm_confs: Sequence[str], backend_configs: Sequence[str], force: bool, as_json: bool
+    slurm_confs: Sequence[str],
+    backend_configs: Sequence[str],
+    force: bool,
+    as_json: bool,
+    path: StoreRef,
 ) -> None:
-    """Read each cluster's nodes through Slurm and record them with its config's versions."""
-    from orchestrator.fleet import create_slurm_fleet, fleet_path
+    """Read each cluster's nodes through Slurm and record them with its config's versions
+    in the store ``path`` (a SQLite file or a PostgreSQL URL)."""
+    from orchestrator.app.cli.fleet import remember_store
+    from orchestrator.fleet import create_slurm_fleet
     from orchestrator.fleet.slurm.conf_check import ControllerNotAnswering, check_conf, read_conf
+    from orchestrator.fleet.store_url import describe
 
     if not slurm_confs:
         raise BadInput("slurm_conf: required with --backend slurm", field="slurm_conf")
@@ -46,13 +54,14 @@ def init_slurm(
             check_conf(conf)  # a controller configured, and answering
         except ControllerNotAnswering as err:
             raise OperationFailed(str(err), field="slurm_conf") from None
-    path = fleet_path()
     backup = make_room(path, force)  # never under a live worker; the old file kept aside
     fleet = create_slurm_fleet(path, members)
+    remember_store(path)
     try:
         clusters = fleet.cluster_names()
         out = {
             "path": str(path),
+            "store": describe(path),
             "backup": None if backup is None else str(backup),
             "backend": "slurm",
             "slurm_conf": str(confs[0].resolve()),

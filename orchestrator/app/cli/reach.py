@@ -75,10 +75,10 @@ async def check_same_fleet(client: Client, address: str) -> None:
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
     from orchestrator.contracts.constants import TASK_QUEUE
-    from orchestrator.fleet import fleet_path
+    from orchestrator.fleet import fleet_store
     from orchestrator.fleet.fleet_id import identity_fleet, read_fleet_id
 
-    ours = read_fleet_id(fleet_path())
+    ours = read_fleet_id(fleet_store())
     if ours is None:
         return
     try:

@@ -122,15 +122,15 @@ def worker(
     from orchestrator.app.cli.connection import options_from_context
     from orchestrator.app.ops_watch import watching
     from orchestrator.app.worker import heartbeat, serve, stop_on_signals
-    from orchestrator.fleet import fleet_path
+    from orchestrator.fleet import fleet_store, store_exists
     from orchestrator.infra.client import connect_resolved
     from orchestrator.infra.connection import resolve
     from orchestrator.infra.logging import configure_logging
     from orchestrator.telemetry.metrics import serve_metrics
 
     configure_logging(json=log_json or log_format == "json")
-    path = fleet_path()
-    if not path.exists():
+    path = fleet_store()  # TRAINCTL_STORE, else TRAINCTL_HOME/store, else the SQLite file
+    if not store_exists(path):
         fail(f"no fleet at {path}: run `trainctl fleet init` first", field="fleet")
     open_fleet_or_fail().close()  # a damaged fleet stops the worker here, in one line
 

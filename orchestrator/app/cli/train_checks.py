@@ -76,10 +76,9 @@ def check_cluster_in_fleet(cluster: str, domain_size: int | None = None) -> None
     Without a fleet here (the CLI may steer trains of workers elsewhere) there is nothing to
     check against, and the train's own answer decides.
     """
-    from orchestrator.fleet import fleet_path, open_fleet
+    from orchestrator.fleet import fleet_store, open_fleet, store_exists
 
-    path = fleet_path()
-    if not path.exists():
+    if not store_exists(fleet_store()):
         return
     fleet = open_fleet()
     try:
@@ -137,10 +136,10 @@ def check_change_against_fleet(
     ``train start`` (``check_spec_against_fleet``): at least one host under each limit, and a
     whole rack under them while a ``switch_firmware`` target is set. Without a fleet here
     (workers elsewhere) the train's own size stands in and the rack rule is the train's."""
-    from orchestrator.fleet import fleet_path
+    from orchestrator.fleet import fleet_store, store_exists
 
     hosts, rack_hosts = hosts_total, 0
-    if fleet_path().exists():
+    if store_exists(fleet_store()):
         fleet = open_fleet_or_fail()
         try:
             hosts = fleet.preset.hosts_per_cluster

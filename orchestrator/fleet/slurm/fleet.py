@@ -1,4 +1,4 @@
-"""Slurm clusters as a ``FleetBackend``: Slurm for nodes and jobs, SQLite for the record.
+"""Slurm clusters as a ``FleetBackend``: Slurm for nodes and jobs, the fleet store for the record.
 
 ``SlurmFleet`` opens trainctl's record of one or more Slurm clusters (``store``): a fleet is
 many clusters, each with its own ``slurm.conf`` (its own controller and ``ClusterName``) and
@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Connection
+
 from orchestrator.contracts.backend import (
     ClockMember,
     ClockRelease,
@@ -32,7 +34,7 @@ from orchestrator.contracts.errors import (
 )
 from orchestrator.contracts.models import HostState
 from orchestrator.fleet.event_log import append_events
-from orchestrator.fleet.ledger_files import connect
+from orchestrator.fleet.ledger_files import open_store
 from orchestrator.fleet.ledger_rows import load_hosts, save_hosts
 from orchestrator.fleet.ledger_store import LedgerStore
 from orchestrator.fleet.sim_records import HostRec
@@ -43,7 +45,8 @@ from orchestrator.fleet.slurm.config import (
     SlurmBackendConfig,
 )
 from orchestrator.fleet.slurm.topology import failure_domains_of
-from orchestrator.fleet.sqlite_schema import migrate
+from orchestrator.fleet.store_schema import migrate
+from orchestrator.fleet.store_url import StoreRef, is_url
 
 if TYPE_CHECKING:
     from orchestrator.contracts.backend import FleetBackend
@@ -99,20 +102,25 @@ class SlurmShape:
 
 
 class SlurmFleet(LedgerStore):
-    """A Slurm cluster as a ``FleetBackend``: Slurm for nodes and jobs, SQLite for the record."""
+    """Slurm clusters as a ``FleetBackend``: Slurm for nodes and jobs, the store for the record."""
 
     speed = 1.0  # fleet time is wall time
     read_only = False  # a session reads Slurm and reconciles the record: always writable
 
-    def __init__(self, path: Path) -> None:
-        if not path.exists():
+    def __init__(self, path: StoreRef) -> None:
+        if not is_url(path) and not Path(path).exists():
             raise FileNotFoundError(f"no fleet at {path}: run `trainctl fleet init` first")
-        self.path = path
-        self.conn = connect(path)
-        migrate(self.conn, path)
-        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        self.store = path
+        self.db = open_store(path)
+        try:
+            self.db.require_fleet()
+            migrate(self.db, str(path))
+            meta = self.get_meta()
+        except BaseException:
+            self.db.close()
+            raise
         if meta.get("backend") != store.BACKEND:
-            self.conn.close()
+            self.db.close()
             raise NoFleet(f"fleet: {path} is not a Slurm fleet", field="fleet")
         self.meta = meta
         self.anchor_wall = datetime.fromisoformat(meta["anchor_wall"])
@@ -138,12 +146,13 @@ class SlurmFleet(LedgerStore):
     @classmethod
     def create(
         cls,
-        path: Path,
+        path: StoreRef,
         slurm_conf: Path,
         config: SlurmBackendConfig,
         config_path: Path | None = None,
         wall: datetime | None = None,
         more: Sequence[tuple[Path, SlurmBackendConfig, Path | None]] = (),
+        force: bool = True,
     ) -> SlurmFleet:
         """Record every node of the configured partitions of each cluster (``slurm_conf``,
         then ``more``) on its config's ``initial_versions``. Two clusters of one name, or one
@@ -177,7 +186,7 @@ class SlurmFleet(LedgerStore):
             "backend_config_path": first["backend_config_path"],
             "slurm_clusters": json.dumps([m.to_json() for m in members]),
         }
-        store.create_store(path, clusters, meta, wall)
+        store.new_store(path, clusters, meta, wall, force)
         return cls(path)
 
     # ------------------------------------------------------------------ shape
@@ -224,14 +233,16 @@ class SlurmFleet(LedgerStore):
         return ()
 
     # ----------------------------------------------------------- sessions
-    def _session(self, name: str, wall: datetime | None, writable: bool) -> SlurmCluster:
+    def _session(
+        self, conn: Connection, name: str, wall: datetime | None, writable: bool
+    ) -> SlurmCluster:
         self._require(name)
         b = SlurmCluster(
             name,
             self.fleet_time(datetime.now(UTC)),
             self.anchor_wall.timestamp(),
-            load_hosts(self.conn, name),
-            store.load_state(self.conn, name),
+            load_hosts(conn, name),
+            store.load_state(conn, name),
             self._commands[name],
             self.members[name].config,
             writable,
@@ -244,24 +255,17 @@ class SlurmFleet(LedgerStore):
         """One session: Slurm read and reconciled, then the caller's changes; the record
         commits on a clean exit (Slurm's own changes cannot roll back: the next session's
         reconciling finds them)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            b = self._session(name, wall, writable=True)
+        self._require(name)
+        with self.db.tx(name) as conn:
+            b = self._session(conn, name, wall, writable=True)
             yield b
-            save_hosts(self.conn, name, [b.hosts[n] for n in sorted(b.dirty_hosts)])
-            store.save_state(self.conn, name, b.state)
-            append_events(self.conn, name, b.events)
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            save_hosts(conn, name, [b.hosts[n] for n in sorted(b.dirty_hosts)])
+            store.save_state(conn, name, b.state)
+            append_events(conn, name, b.events)
 
     def peek(self, name: str, wall: datetime | None = None) -> SlurmCluster:
-        self.conn.execute("BEGIN")
-        try:
-            return self._session(name, wall, writable=False)
-        finally:
-            self.conn.execute("ROLLBACK")
+        with self.db.snapshot() as conn:
+            return self._session(conn, name, wall, writable=False)
 
     def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
         """Slurm knows no switch firmware: none to report (``fleet status``)."""

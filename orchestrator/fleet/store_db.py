@@ -1,0 +1,240 @@
+"""One connection to a fleet store, SQLite or PostgreSQL, and the transactions every store runs.
+
+Every query of the store is SQLAlchemy Core over the tables of ``store_schema``; this module is
+where the two databases differ, and only in how a transaction takes its lock:
+
+- **SQLite** (the embedded default): the connection is the driver's own (``ledger_files``
+  opens it: WAL, long busy waits, read-only and immutable modes), handed to SQLAlchemy as is.
+  A write transaction is ``BEGIN IMMEDIATE``: SQLite's one write lock serialises every process
+  on the machine, as before; reads run outside a transaction, as the driver does. A driver
+  error comes out as the driver raised it (``sqlite3.OperationalError`` and the like), so every
+  caller that reads them sees what it always saw.
+- **PostgreSQL** (workers on many machines sharing one record): a write transaction on a
+  cluster first takes that cluster's row in ``clocks`` ``FOR UPDATE``, so two workers acting on
+  one cluster take turns and the budget check, the owner rule and the logical clock's turn are
+  each decided on rows nobody else is changing (READ COMMITTED, row locks: no serialisation
+  failures to retry). A lost connection, a deadlock or a database that is not there yet is a
+  ``StoreUnavailable``, a ``TemporaryError``: the transaction rolled back whole, the activity
+  retries and the next use reconnects.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, create_engine, inspect, select, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.pool import StaticPool
+
+from orchestrator.contracts.errors import TemporaryError
+from orchestrator.fleet import store_schema as t
+
+
+class StoreUnavailable(TemporaryError):
+    """The store did not answer (connection lost or refused, a deadlock): nothing of the
+    transaction was written; retrying may succeed."""
+
+
+#: PostgreSQL error codes that mean "try again": serialisation failure, deadlock.
+_RETRY_CODES = {"40001", "40P01"}
+
+
+class Database:
+    """A store's engine and its one connection (a backend is used by one thread at a time)."""
+
+    def __init__(self, engine: Engine, where: str) -> None:
+        self.engine = engine
+        self.where = where  # a path or a URL without secrets: what messages name
+        self.dialect = engine.dialect.name
+        self.is_sqlite = self.dialect == "sqlite"
+        self._conn: Connection | None = None
+
+    @classmethod
+    def sqlite(cls, raw: sqlite3.Connection, where: str) -> Database:
+        """The store in the SQLite file ``raw`` is open on (the driver's connection, kept)."""
+        engine = create_engine("sqlite+pysqlite://", creator=lambda: raw, poolclass=StaticPool)
+        return cls(engine, where)
+
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            try:
+                self._conn = self.engine.connect()
+            except sa_exc.DBAPIError as err:
+                raise self._translate(err) from None
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        self.engine.dispose()
+
+    def require_fleet(self) -> None:
+        """FileNotFoundError, as for a missing fleet file, when the store holds no fleet (a
+        new, empty PostgreSQL database)."""
+        try:
+            found = inspect(self.conn).has_table("meta")
+            self.conn.rollback()
+        except sa_exc.DBAPIError as err:
+            self._rollback(err)
+            raise self._translate(err) from None
+        if not found:
+            raise FileNotFoundError(
+                f"no fleet at {self.where}: run `trainctl fleet init --store {self.where}` first"
+            )
+
+    # --------------------------------------------------------------- transactions
+    @contextmanager
+    def tx(self, cluster: str | None = None) -> Iterator[Connection]:
+        """One write transaction, committed on a clean exit; ``cluster``: the cluster whose row
+        it locks first (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already locks the file)."""
+        conn = self._fresh()
+        try:
+            if self.is_sqlite:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif cluster is not None:
+                conn.execute(
+                    select(t.clocks.c.now).where(t.clocks.c.cluster == cluster).with_for_update()
+                )
+            yield conn
+            conn.commit()
+        except BaseException as err:
+            self._rollback(err)
+            if isinstance(err, sa_exc.DBAPIError):
+                raise self._translate(err) from None
+            raise
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """Reads that must see one state (a ``peek``, a copy), never written back: SQLite's
+        deferred transaction; on PostgreSQL REPEATABLE READ (one snapshot for every read)."""
+        conn = self._fresh()
+        try:
+            if self.is_sqlite:
+                conn.exec_driver_sql("BEGIN")
+            else:
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn
+        except sa_exc.DBAPIError as err:
+            self._rollback(err)
+            raise self._translate(err) from None
+        finally:
+            with suppress(Exception):
+                conn.rollback()
+
+    def read(self, stmt: Any, params: Any = None) -> list[Any]:
+        """The rows of one read (outside any transaction on SQLite, a short one on PostgreSQL)."""
+        conn = self._fresh()
+        try:
+            rows = list(conn.execute(stmt, params).all())
+            if not self.is_sqlite:
+                conn.rollback()
+            return rows
+        except sa_exc.DBAPIError as err:
+            self._rollback(err)
+            raise self._translate(err) from None
+
+    def _fresh(self) -> Connection:
+        conn = self.conn
+        if conn.in_transaction():  # a read's implicit transaction (a no-op on SQLite)
+            conn.rollback()
+        return conn
+
+    def _rollback(self, err: BaseException) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.rollback()
+        except Exception:  # the connection is gone: the next use opens another
+            with suppress(Exception):
+                self._conn.invalidate()
+                self._conn.close()
+            self._conn = None
+
+    def _translate(self, err: sa_exc.DBAPIError) -> BaseException:
+        """A driver error as callers know it: SQLite's own; PostgreSQL's lost connection,
+        refusal or deadlock as ``StoreUnavailable`` (temporary); anything else as raised."""
+        orig = err.orig
+        if self.is_sqlite and isinstance(orig, BaseException):
+            return orig
+        code = getattr(orig, "sqlstate", None)
+        if (
+            err.connection_invalidated
+            or isinstance(err, sa_exc.OperationalError | sa_exc.InterfaceError)
+            or code in _RETRY_CODES
+        ):
+            why = " ".join(str(orig).split())[:300]
+            if self._conn is not None and err.connection_invalidated:
+                self._conn = None
+            return StoreUnavailable(f"store: {self.where} did not answer ({why})", field="store")
+        return err
+
+
+# ------------------------------------------------------------------ statements
+_UPSERTS: dict[tuple[str, str, str], Any] = {}
+
+
+def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert ``rows`` into ``table``, each replacing the row of its primary key (SQLite's and
+    PostgreSQL's ``INSERT ... ON CONFLICT DO UPDATE``, from SQLAlchemy's dialect modules)."""
+    if rows:
+        conn.execute(_conflict(conn, table, "update"), list(rows))
+
+
+def insert_missing(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert the ``rows`` whose primary key ``table`` does not hold yet."""
+    if rows:
+        conn.execute(_conflict(conn, table, "nothing"), list(rows))
+
+
+def _conflict(conn: Connection, table: Table, action: str) -> Any:
+    key = (conn.dialect.name, table.name, action)
+    stmt = _UPSERTS.get(key)
+    if stmt is None:
+        insert = (pg_dialect if key[0] == "postgresql" else sqlite_dialect).insert
+        base = insert(table)
+        pk = [c.name for c in table.primary_key.columns]
+        if action == "nothing":
+            stmt = base.on_conflict_do_nothing(index_elements=pk)
+        else:
+            rest = {c.name: base.excluded[c.name] for c in table.columns if c.name not in pk}
+            stmt = base.on_conflict_do_update(index_elements=pk, set_=rest)
+        _UPSERTS[key] = stmt
+    return stmt
+
+
+def continue_sequences(conn: Connection) -> None:
+    """After rows were copied in with their ``seq``: PostgreSQL's sequence of the event log
+    goes on after the last one (SQLite's AUTOINCREMENT follows the rows by itself)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence('events', 'seq'), "
+                "COALESCE((SELECT MAX(seq) FROM events), 0) + 1, false)"
+            )
+        )
+
+
+def lock_appends(conn: Connection) -> None:
+    """PostgreSQL: appends to the event log take turns until commit, so ``seq`` order is commit
+    order and a reader following the log by ``seq`` never skips an entry that commits later.
+    (SQLite's write lock already orders every transaction.)"""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE"))
+
+
+__all__ = [
+    "Database",
+    "StoreUnavailable",
+    "continue_sequences",
+    "insert_missing",
+    "lock_appends",
+    "upsert",
+]

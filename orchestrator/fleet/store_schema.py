@@ -1,0 +1,251 @@
+"""The fleet store's tables, written once for SQLite and PostgreSQL, and the steps that bring an
+older store up to them.
+
+The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData``: SQLAlchemy renders their
+DDL for each database (``REAL`` on SQLite is ``FLOAT`` on PostgreSQL; the event log's ``seq`` is
+SQLite's ``INTEGER PRIMARY KEY AUTOINCREMENT`` and PostgreSQL's ``BIGSERIAL``), and every query
+of the store is built from them. A store outlives the trainctl that built it, so its layout is
+versioned in the store itself (``meta.schema_version``): every change to the tables bumps
+``SCHEMA_VERSION`` and adds the step from the previous version to ``_MIGRATIONS``. Opening a store
+runs ``migrate``, which brings it up to date in one transaction or refuses it (a store newer
+than this code is never touched: a rolling upgrade never writes an old shape into a new schema).
+
+Why a version row and not Alembic's ``alembic_version``: every fleet file made since version 2
+already carries its number in ``meta``, the refusal of a newer store is one comparison, and the
+steps are a few lines of Core each, run inside the store's own transaction; Alembic's script
+directory and environment would add a second record of the version to keep in step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+from orchestrator.contracts.errors import FleetSchemaMismatch
+
+if TYPE_CHECKING:
+    from orchestrator.fleet.store_db import Database
+
+metadata = MetaData()
+
+
+def _text(name: str, nullable: bool = False, **kw: object) -> Column[str]:
+    return Column(name, Text, nullable=nullable, **kw)  # type: ignore[arg-type]
+
+
+meta = Table("meta", metadata, _text("key", primary_key=True), _text("value"))
+clusters = Table("clusters", metadata, _text("name", primary_key=True), _text("state"))
+hosts = Table(
+    "hosts",
+    metadata,
+    _text("name", primary_key=True),
+    _text("cluster"),
+    _text("zone"),
+    _text("rack"),
+    _text("state"),
+    _text("versions"),
+    Column("job_id", Integer),
+    _text("reason"),
+    _text("owner"),
+    Column("repair_until", Float),
+    _text("defect", nullable=True),
+    Column("last_visit", Float),
+    Column("verified", Integer, nullable=False),
+    Column("updates", Integer, nullable=False),
+    Column("last_boot", Float),
+)
+Index("hosts_cluster", hosts.c.cluster)
+jobs = Table(
+    "jobs",
+    metadata,
+    _text("cluster", primary_key=True),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("size", Integer, nullable=False),
+    Column("work", Float, nullable=False),
+    Column("ckpt", Float, nullable=False),
+    Column("submitted", Float, nullable=False),
+    _text("hosts"),
+    Column("start", Float),
+    _text("driver"),
+    _text("cuda"),
+    _text("state"),
+    Column("interruptions", Integer, nullable=False),
+)
+Index("jobs_live", jobs.c.cluster, jobs.c.state)
+switches = Table(
+    "switches",
+    metadata,
+    _text("name", primary_key=True),
+    _text("tier"),
+    _text("cluster", nullable=True),
+    _text("firmware"),
+)
+events = Table(
+    "events",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+    Column("t", Float, nullable=False),
+    _text("cluster"),
+    _text("actor"),
+    _text("kind"),
+    _text("host", nullable=True),
+    _text("detail"),
+    sqlite_autoincrement=True,
+)
+clocks = Table(
+    "clocks", metadata, _text("cluster", primary_key=True), Column("now", Float, nullable=False)
+)
+clock_parties = Table(
+    "clock_parties",
+    metadata,
+    _text("cluster", primary_key=True),
+    _text("party", primary_key=True),
+    _text("workflow_id"),
+    _text("owner"),
+    _text("parent", nullable=True),
+    Column("rank", Integer, nullable=False),
+    _text("epoch"),
+    Column("waiting", Integer, nullable=False),
+    Column("target", Float),
+    Column("seen", Float, nullable=False),
+)
+workers = Table(
+    "workers",
+    metadata,
+    _text("id", primary_key=True),
+    _text("host"),
+    Column("pid", Integer, nullable=False),
+    _text("fleet"),
+    Column("started", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+)
+
+#: Version of the tables above. Bump it with every change to them and add the step from the
+#: previous version to ``_MIGRATIONS``; a store newer than this code is refused.
+SCHEMA_VERSION = 5
+
+_VERSION = select(meta.c.value).where(meta.c.key == "schema_version")
+
+
+def schema_version(conn: Connection, lock: bool = False) -> int:
+    """The store's schema version (1 for a file of before the numbering); ``lock`` holds the
+    row until the transaction ends (PostgreSQL: two migrating workers take turns)."""
+    row = conn.execute(_VERSION.with_for_update() if lock else _VERSION).first()
+    return 1 if row is None else int(row[0])  # version 1 carried no number
+
+
+def _set_version(conn: Connection, version: int) -> None:
+    conn.execute(meta.delete().where(meta.c.key == "schema_version"))
+    conn.execute(meta.insert().values(key="schema_version", value=str(version)))
+
+
+def _stamp_v2(conn: Connection) -> None:
+    """1 -> 2: the tables are unchanged; version 2 only starts numbering them."""
+    _set_version(conn, 2)
+
+
+def _clocks_v3(conn: Connection) -> None:
+    """2 -> 3: the one logical clock (meta ``logical_now``) becomes one per cluster, each
+    starting where the fleet's clock stood, and the clocks' parties get their table."""
+    row = conn.execute(select(meta.c.value).where(meta.c.key == "logical_now")).first()
+    clocks.create(conn, checkfirst=True)
+    clock_parties.create(conn, checkfirst=True)
+    now = float(row[0]) if row else 0.0
+    names = [r[0] for r in conn.execute(select(clusters.c.name))]
+    if names:
+        conn.execute(clocks.insert(), [{"cluster": n, "now": now} for n in names])
+    conn.execute(meta.delete().where(meta.c.key == "logical_now"))
+    _set_version(conn, 3)
+
+
+def _boots_v4(conn: Connection) -> None:
+    """3 -> 4: hosts remember when they last booted (a reboot operation changes each host once);
+    hosts of an older file have no known boot."""
+    if "last_boot" not in {c["name"] for c in inspect(conn).get_columns("hosts")}:
+        kind = hosts.c.last_boot.type.compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE hosts ADD COLUMN last_boot {kind}"))
+    _set_version(conn, 4)
+
+
+def _workers_v5(conn: Connection) -> None:
+    """4 -> 5: the workers using the store record a heartbeat there (``fleet.heartbeats``), so a
+    destructive command can tell whether one is alive; an older store has none yet."""
+    workers.create(conn, checkfirst=True)
+    _set_version(conn, 5)
+
+
+#: version -> the step that takes a store from that version to the next.
+_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3, 3: _boots_v4, 4: _workers_v5}
+
+
+def refuse_newer(version: int, where: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise FleetSchemaMismatch(
+            f"fleet: {where} has schema version {version}, newer than this trainctl understands "
+            f"({SCHEMA_VERSION}); upgrade trainctl, or run `trainctl fleet init` for a new fleet"
+        )
+
+
+def stored_version(db: Database) -> int:
+    """The schema version of the store ``db`` (read outside any transaction)."""
+    rows = db.read(_VERSION)
+    return 1 if not rows else int(rows[0][0])
+
+
+def migrate(db: Database, where: str) -> None:
+    """Bring an older store up to ``SCHEMA_VERSION`` in one transaction, or refuse it; a
+    current store is only read."""
+    version = stored_version(db)
+    refuse_newer(version, where)
+    if version < SCHEMA_VERSION:
+        with db.tx() as conn:
+            upgrade(conn, where)
+
+
+def upgrade(conn: Connection, where: str) -> None:
+    """Run the steps from the store's version to ``SCHEMA_VERSION`` inside the caller's write
+    transaction (which holds the store's lock), or refuse."""
+    version = schema_version(conn, lock=True)  # another process may have migrated meanwhile
+    refuse_newer(version, where)
+    while version < SCHEMA_VERSION:
+        step = _MIGRATIONS.get(version)
+        if step is None:
+            raise FleetSchemaMismatch(
+                f"fleet: {where} has schema version {version}, which cannot be migrated; "
+                "run `trainctl fleet init` to build a new fleet"
+            )
+        step(conn)
+        version += 1
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "clock_parties",
+    "clocks",
+    "clusters",
+    "events",
+    "hosts",
+    "jobs",
+    "meta",
+    "metadata",
+    "migrate",
+    "schema_version",
+    "stored_version",
+    "switches",
+    "upgrade",
+    "workers",
+]

@@ -1,0 +1,331 @@
+"""The fleet store on PostgreSQL: one schema with SQLite, the store chosen by URL (never with a
+password), a newer schema refused, a lost connection temporary, and two workers racing on one
+cluster never exceeding its budget nor giving one host two owners. A real PostgreSQL
+(``pg_helpers``), no mock."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+from temporalio.service import RPCError
+
+from orchestrator.app.cli import main
+from orchestrator.audit.record_checks import audit
+from orchestrator.contracts.backend import ClockMember
+from orchestrator.contracts.errors import FleetSchemaMismatch
+from orchestrator.fleet import SqliteFleet, open_backend
+from orchestrator.fleet.presets import get_preset
+from orchestrator.fleet.settings import MAX_SPEED
+from orchestrator.fleet.store_db import StoreUnavailable
+from orchestrator.fleet.store_schema import SCHEMA_VERSION
+from orchestrator.fleet.store_url import STORE_ENV
+from tests.pg_helpers import PgServer
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def _script(fleet: SqliteFleet) -> dict[str, Any]:
+    """The same ledger changes on any store; what the store holds afterwards."""
+    c = fleet.cluster_names()[0]
+    with fleet.cluster(c) as b:
+        names = list(b.host_names())[:4]
+        taken = [b.cordon(n, "train-a", "t", limit=3, maintenance=3) for n in names]
+    with fleet.cluster(c) as b:
+        b.release(names[0], "t")
+    held = sorted(n for n in names if fleet.peek(c).host(n).owner == "train-a")
+    with fleet.cluster(c) as b:
+        for n in held:
+            b.release(n, "t")
+        b.close_owner("train-a", "t", "stopped")
+    fleet.mark_bad("os", "6.12.0-bad", "boot loop", "tester")
+    fleet.clear_bad("os", "6.12.0-bad", "fixed", "tester")
+    party = ClockMember(key="p1", workflow_id="wf-1", owner="train-a", rank=0)
+    turn = fleet.clock_wait(c, party, "e1", 5.0)
+    fleet.clock_leave(c, party="p1")
+    return {
+        "taken": taken,
+        "records": [(e.actor, e.kind, e.host, dict(e.detail)) for _, e, _ in fleet.records()],
+        "bad": [(b.component, b.version, b.active) for b in fleet.bad_versions(True)],
+        "turn": (turn.now, turn.released),
+        "clock": fleet.fleet_time(cluster=c),
+        "held": held,
+        "domains": fleet.failure_domains(c),
+    }
+
+
+def test_ledger_gives_the_same_record_on_sqlite_and_postgresql(tmp_path: Path, pg_store: str):
+    """One script of cordons, a release, a bad version and a clock turn leaves the same record,
+    the same holds and the same clock on both stores, and the audit passes on each."""
+    out = []
+    for where in (tmp_path / "fleet.db", pg_store):
+        fleet = SqliteFleet.create(where, get_preset("small"), 3, MAX_SPEED)
+        try:
+            out.append(_script(fleet))
+            assert audit(fleet).ok
+        finally:
+            fleet.close()
+    assert out[0]["taken"] == [True, True, True, False]  # the budget of 3 held
+    assert out[0] == out[1]
+
+
+def test_fleet_init_store_writes_the_url_and_every_command_finds_it(
+    tmp_home: Path, pg_store: str, monkeypatch: pytest.MonkeyPatch
+):
+    """``fleet init --store URL`` builds the fleet in PostgreSQL and writes the URL to
+    TRAINCTL_HOME/store; ``fleet status --json`` then reads it and names it as ``store``;
+    TRAINCTL_STORE wins over the file; no SQLite file is made."""
+    r = run("fleet", "init", "--preset", "small", "--speed", "max", "--store", pg_store, "--json")
+    assert r.exit_code == 0, r.output
+    shown = pg_store.replace("postgres@", "")  # output never carries userinfo (cli.common.emit)
+    assert json.loads(r.stdout)["store"] == shown
+    assert (tmp_home / "store").read_text().strip() == pg_store
+    assert not (tmp_home / "fleet.db").exists()
+    r = run("fleet", "status", "--json")
+    assert r.exit_code == 0, r.output
+    status = json.loads(r.stdout)
+    assert status["store"] == shown and status["hosts_total"] == 128
+    r = run("fleet", "init", "--preset", "small", "--store", pg_store, "--json")
+    assert r.exit_code == 2 and json.loads(r.stdout)["field"] == "force", r.output
+    monkeypatch.setenv(STORE_ENV, str(tmp_home / "other.db"))
+    r = run("fleet", "status", "--json")
+    assert r.exit_code == 1 and "other.db" in r.output, r.output  # no fleet there
+
+
+@pytest.mark.parametrize(
+    "secret_url",
+    [
+        "postgresql://ops:hunter2@db:5432/fleet",
+        "postgresql://ops:@db/fleet",
+        "postgresql://ops@db/fleet?password=hunter2",
+    ],
+)
+def test_store_url_with_a_password_is_refused_and_never_echoed(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch, secret_url: str
+):
+    """A URL carrying a password is refused with exit 2 naming ``store``, in one line, the
+    password nowhere in the output: by ``fleet init --store`` and from TRAINCTL_STORE."""
+    for args in (
+        ("fleet", "init", "--preset", "small", "--store", secret_url),
+        ("fleet", "status"),
+    ):
+        for as_json in (False, True):
+            if args[1] == "status":
+                monkeypatch.setenv(STORE_ENV, secret_url)
+            r = run(*args, *(["--json"] if as_json else []))
+            assert r.exit_code == 2, r.output
+            assert "hunter2" not in r.output and "Traceback" not in r.output
+            if as_json:
+                err = json.loads(r.stdout)
+                assert err["field"] == "store" and "PGPASSWORD" in err["error"], err
+            else:
+                assert len(r.output.strip().splitlines()) == 1 and "store" in r.output
+    assert not (tmp_home / "store").exists()
+
+
+def test_a_postgresql_store_newer_than_this_trainctl_is_refused(pg_store: str):
+    """A store whose schema is newer than the code is refused and left as it is."""
+    SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED).close()
+    fleet = SqliteFleet(pg_store)
+    with fleet.db.tx() as conn:
+        conn.execute(
+            text("UPDATE meta SET value=:v WHERE key='schema_version'"),
+            {"v": str(SCHEMA_VERSION + 1)},
+        )
+    fleet.close()
+    with pytest.raises(FleetSchemaMismatch, match="newer than this trainctl"):
+        SqliteFleet(pg_store)
+    with pytest.raises(FleetSchemaMismatch):
+        open_backend(pg_store)
+
+
+def test_a_lost_connection_is_temporary_and_writes_nothing(pg_server: PgServer, pg_store: str):
+    """PostgreSQL restarting under an open fleet: the transaction in the way fails with a
+    temporary error (an activity retries it), nothing of it is written, the next one works."""
+    fleet = SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED)
+    try:
+        before = sum(1 for _ in fleet.records())
+        c = fleet.cluster_names()[0]
+        pg_server.restart()
+        with pytest.raises(StoreUnavailable), fleet.cluster(c) as b:
+            b.cordon(b.host_names()[0], "train-a", "t", limit=10)
+        assert sum(1 for _ in fleet.records()) == before
+        with fleet.cluster(c) as b:
+            assert b.cordon(b.host_names()[0], "train-a", "t", limit=10)
+        assert sum(1 for _ in fleet.records()) == before + 1
+    finally:
+        fleet.close()
+
+
+# ---------------------------------------------------------------------------- races
+BUDGET = 3
+ROUNDS = 200
+
+
+def _racer(url: str, me: str, start: Any, out: Any) -> None:
+    """One worker: ROUNDS times, cordon every host it can under the budget, then hand back."""
+    fleet = open_backend(url)
+    seen_over = 0
+    start.wait()
+    for _ in range(ROUNDS):
+        with fleet.cluster("c00") as b:
+            for name in list(b.host_names())[:8]:
+                b.cordon(name, me, me, limit=BUDGET, maintenance=BUDGET)
+            seen_over += b.out_of_service_count() > BUDGET
+        with fleet.cluster("c00") as b:
+            for name in list(b.host_names())[:8]:
+                if b.host(name).owner == me:
+                    b.release(name, me)
+    fleet.close()
+    out.put((me, seen_over))
+
+
+def test_two_workers_cordoning_at_once_keep_the_budget_and_one_owner(pg_store: str):
+    """Two processes, each its own connection as on two machines, cordon on one cluster at the
+    same moment 200 times: never more than the budget out, never a host taken by both."""
+    fleet = SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED)
+    fleet.close()
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_racer, args=(pg_store, f"train-w{i}", start, out)) for i in (1, 2)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = dict(out.get(timeout=600) for _ in procs)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert results == {"train-w1": 0, "train-w2": 0}
+    fleet = SqliteFleet(pg_store)
+    try:
+        held: dict[str, str] = {}
+        most = 0
+        cordons = 0
+        for _, ev, _ in fleet.records(cluster="c00"):
+            if ev.kind != "host_state" or ev.host is None:
+                continue
+            if ev.detail["after"] == "cordoned":
+                assert ev.host not in held, f"{ev.host} taken by {held.get(ev.host)} and again"
+                held[ev.host] = str(ev.detail["owner"])
+                cordons += 1
+            elif ev.detail["after"] == "in_service":
+                held.pop(ev.host, None)
+            most = max(most, len(held))
+        assert most == BUDGET and cordons >= ROUNDS
+        assert audit(fleet).ok
+    finally:
+        fleet.close()
+
+
+# --------------------------------------------------------------------------- migrating
+def _audit_json() -> dict[str, Any]:
+    r = run("audit", "--json")
+    assert r.exit_code == 0, r.output
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def test_fleet_migrate_copies_a_sqlite_fleet_and_its_record_to_postgresql(
+    tmp_home: Path, tmp_path: Path, pg_store: str
+):
+    """``fleet migrate --to URL`` copies a SQLite fleet, record included, into an empty
+    PostgreSQL store the home then uses: the audit agrees before and after, the record is the
+    same entry for entry, new entries follow the copied ones, and ``--to FILE`` copies it back."""
+    r = run("fleet", "init", "--preset", "small", "--speed", "max", "--seed", "3")
+    assert r.exit_code == 0, r.output
+    fleet = SqliteFleet(tmp_home / "fleet.db")
+    _script(fleet)
+    before = list(fleet.records())
+    fleet.close()
+    audited = _audit_json()
+    assert audited["ok"] and audited["events_checked"] == len(before)
+
+    r = run("fleet", "migrate", "--to", pg_store, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["events"] == len(before)
+    assert (tmp_home / "store").read_text().strip() == pg_store
+    assert _audit_json() == audited
+    fleet = open_backend(pg_store)
+    try:
+        assert list(fleet.records()) == before
+        with fleet.cluster("c00") as b:
+            b.record("tester", "note", None)
+        assert [seq for seq, _, _ in fleet.records(since=before[-1][0])] == [before[-1][0] + 1]
+    finally:
+        fleet.close()
+
+    r = run("fleet", "migrate", "--to", pg_store, "--json")
+    assert r.exit_code == 2 and json.loads(r.stdout)["field"] == "to", r.output
+    back = tmp_path / "back.db"
+    r = run("fleet", "migrate", "--to", str(back), "--json")
+    assert r.exit_code == 0, r.output
+    fleet = SqliteFleet(back)
+    try:
+        assert list(fleet.records())[: len(before)] == before
+        assert audit(fleet).ok
+    finally:
+        fleet.close()
+
+
+# --------------------------------------------------------------------- a train on it
+async def test_a_train_on_a_postgresql_store_passes_the_audit(
+    dev_env: Any, tmp_home: Path, pg_store: str, task_queue: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A worker on a PostgreSQL store (the real dev server, no mock) runs a train through a
+    whole cycle of the small fleet; `trainctl audit` on the store then passes."""
+    import asyncio
+    import uuid
+
+    from orchestrator.app.worker import build_worker
+    from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+    from orchestrator.contracts.train_types import TrainInput
+    from tests.train_helpers import spec
+    from workflows.cluster_train import ClusterTrain
+
+    r = run("fleet", "init", "--preset", "small", "--speed", "36000", "--store", pg_store)
+    assert r.exit_code == 0, r.output
+    monkeypatch.setenv(STORE_ENV, pg_store)
+    handle = None
+    async with build_worker(dev_env.client, pg_store, task_queue):
+        try:
+            handle = await dev_env.client.start_workflow(
+                ClusterTrain.run,
+                TrainInput(spec=spec(stop_after_cycles=1)),
+                id=f"train-c00-{uuid.uuid4().hex[:8]}",
+                task_queue=task_queue,
+            )
+            final = await asyncio.wait_for(handle.result(), 240)
+        finally:
+            for wid in ([handle.id] if handle else []) + [arbiter_workflow_id("c00")]:
+                with contextlib.suppress(RPCError):  # already ended
+                    await dev_env.client.get_workflow_handle(wid).terminate("test cleanup")
+    assert final.state == "stopped" and final.cycles_completed == 1
+    assert final.hosts_visited_this_cycle + final.quarantined + final.in_repair == 128
+    audited = _audit_json()
+    assert audited["ok"] and audited["events_checked"] > 128, audited
+
+
+def test_compose_workers_share_a_record_on_the_healthy_postgresql():
+    """docker-compose gives the workers a store on its PostgreSQL, without a password in the
+    URL, and starts them only once that PostgreSQL is healthy."""
+    import yaml
+
+    from orchestrator.fleet.store_url import check_store_url
+
+    compose = yaml.safe_load(
+        (Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text()
+    )
+    services = compose["services"]
+    worker = services["worker"]
+    assert worker["depends_on"]["postgresql"]["condition"] == "service_healthy"
+    assert "pg_isready" in " ".join(services["postgresql"]["healthcheck"]["test"])
+    url = worker["environment"]["TRAINCTL_STORE"]
+    assert check_store_url(url) == url and "@postgresql:" in url
