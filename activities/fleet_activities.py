@@ -19,9 +19,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.arbiter_activities import acquire_grant
 from activities.fleet_access import FleetAccess, as_application_error
+from activities.heartbeat import patient_heartbeat
 from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
 from orchestrator.contracts.constants import LOGICAL_CLOCK
-from orchestrator.contracts.errors import PermanentError
+from orchestrator.contracts.errors import PermanentError, TemporaryError
 from orchestrator.contracts.messages import (
     CLOCK_SIGNAL,
     AdvanceClockRequest,
@@ -76,8 +77,22 @@ class FleetActivities(FleetAccess):
         turn it gave. Returns at once; a wait that is not over ends with a ``fleet_clock``
         signal (the workflow asks again now and then, in case a signal was lost)."""
         turn = await asyncio.to_thread(self._clock_wait, req)
-        await self._tell(req.cluster, turn.others)
+        others = list(turn.others)
+        if req.recheck or activity.info().attempt > 1:
+            # A retry may follow a turn given but never told (the worker died between the
+            # two): tell every acting party again. A turn told twice is heard once (epoch).
+            told = {r.party for r in others}
+            others += [r for r in self._acting(req.cluster, turn.now) if r.party not in told]
+        await self._tell(req.cluster, others, mine=req.party)
         return AdvanceClockResult(now=turn.now, released=turn.released)
+
+    def _acting(self, cluster: str, now: float) -> list[ClockRelease]:
+        """The parties of ``cluster``'s clock whose turn came and who have not waited since."""
+        return [
+            ClockRelease(party=p["party"], workflow_id=p["workflow_id"], epoch=p["epoch"], now=now)
+            for p in self.fleet.clock_parties(cluster)
+            if not p["waiting"] and p["epoch"]
+        ]
 
     def _clock_wait(self, req: AdvanceClockRequest) -> ClockTurn:
         self.require_cluster(req.cluster)
@@ -97,23 +112,34 @@ class FleetActivities(FleetAccess):
         except PermanentError as err:
             raise as_application_error(err) from None
 
-    async def _tell(self, cluster: str, releases: Iterable[ClockRelease]) -> None:
-        """Signal each released party that its turn came; drop those whose workflow is gone."""
+    async def _tell(
+        self, cluster: str, releases: Iterable[ClockRelease], mine: str | None = None
+    ) -> None:
+        """Signal each released party that its turn came; drop those whose workflow is gone.
+
+        A turn that could not be told fails the activity once all are tried, so its retry
+        tells again (``advance_clock`` and ``close_owner`` re-tell acting parties on a retry):
+        a party waiting without a timer (``ClockInfo.quiet``) never misses its turn."""
         pending = list(releases)
+        undelivered: list[str] = []
         while pending:
             rel = pending.pop(0)
+            if rel.party == mine:
+                continue
             msg = ClockReleased(party=rel.party, epoch=rel.epoch, now=rel.now)
             try:
                 handle = activity.client().get_workflow_handle(rel.workflow_id)
                 await handle.signal(CLOCK_SIGNAL, msg)
             except RPCError as err:
                 if err.status != RPCStatusCode.NOT_FOUND:
-                    # The party asks again by itself after a while: a lost signal costs time only.
                     log.warning("clock turn not delivered", party=rel.party, error=str(err))
+                    undelivered.append(rel.party)
                     continue
                 log.warning("clock party gone: dropped", cluster=cluster, party=rel.party)
                 more = await asyncio.to_thread(self._clock_leave, cluster, rel.party, None)
                 pending.extend(more)
+        if undelivered:
+            raise TemporaryError(f"clock: turn of {', '.join(undelivered)} not delivered; retrying")
 
     def _clock_leave(
         self, cluster: str, party: str | None, owner: str | None
@@ -140,9 +166,7 @@ class FleetActivities(FleetAccess):
         ``waiting`` until an operator clears the version or changes the target.
         """
         riders = riding(req.rollout, req.rollouts)
-        scopes = [
-            RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders
-        ]
+        scopes = [RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders]
         held = held_on_bad_version(self.fleet, req.targets)
         if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
             held = "no campaign rides this train: nothing to visit until one does"
@@ -178,6 +202,10 @@ class FleetActivities(FleetAccess):
                 claim_until_hours=req.claim_until_hours,
                 cycle_target_hours=req.cycle_target_hours,
             )
+            look = None
+            if req.first_look and taken.hosts:  # the domain's first look, in this transaction
+                deadline = taken.counts.fleet_hours + req.max_wait_hours
+                look = drain.drain_status(b, req.owner, taken.hosts, deadline, req.policy)
         metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
         metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
         metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
@@ -192,6 +220,7 @@ class FleetActivities(FleetAccess):
             limit=taken.limit,
             counts=taken.counts,
             held_back=held_back,
+            look=look,
         )
 
     @activity.defn(name="drain_status")
@@ -239,7 +268,7 @@ class FleetActivities(FleetAccess):
         """Install every pending update in dependency order, with one reboot, on each host."""
         with self.cluster(req.cluster, req.wall) as b:
             out = install.install_hosts(
-                b, req.owner, {h: req.targets for h in req.hosts}, on_host=activity.heartbeat
+                b, req.owner, {h: req.targets for h in req.hosts}, on_host=patient_heartbeat()
             )
         for comp in out.failed_components.values():
             metrics.UPDATE_FAILURES.labels(req.cluster, comp).inc()
@@ -279,7 +308,11 @@ class FleetActivities(FleetAccess):
         """Release whatever the owner still holds, record that it has ended, and take the owner
         (and its domains) off the cluster's logical clock, telling whoever's turn that gives."""
         out = await asyncio.to_thread(self._close_owner, req)
-        releases = await asyncio.to_thread(self._clock_leave, req.cluster, None, req.owner)
+        releases = list(await asyncio.to_thread(self._clock_leave, req.cluster, None, req.owner))
+        if activity.info().attempt > 1 and self.fleet.speed == LOGICAL_CLOCK:
+            told = {r.party for r in releases}
+            now = self.fleet.fleet_time(cluster=req.cluster)
+            releases += [r for r in self._acting(req.cluster, now) if r.party not in told]
         await self._tell(req.cluster, releases)
         return out
 

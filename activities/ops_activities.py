@@ -20,6 +20,7 @@ from pathlib import Path
 from temporalio import activity
 
 from activities.fleet_access import FleetAccess, as_application_error
+from activities.heartbeat import patient_heartbeat
 from orchestrator.contracts.backend import FleetBackend
 from orchestrator.contracts.errors import BadSpec
 from orchestrator.contracts.messages import UpdateResult, VerifyOutcome
@@ -140,7 +141,7 @@ class OpsActivities(FleetAccess):
                 req.owner,
                 dict(sorted(req.previous.items())),
                 rollback=True,
-                on_host=activity.heartbeat,
+                on_host=patient_heartbeat(),
             )
 
     def all(self) -> list[Callable[..., object]]:

@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
-    from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
+    from orchestrator.contracts.messages import ClockInfo, DrainStatus, FleetInfoRequest
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.train_spec import check_train_change
     from orchestrator.contracts.train_types import (
@@ -49,8 +49,8 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.status import train_status
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
-    from workflows.fleet_clock import clock_party, fleet_options
-    from workflows.train_planning import TrainPlanning
+    from workflows.fleet_clock import CLOCK_QUIET_PATCH, clock_party, fleet_options
+    from workflows.train_planning import FIRST_LOOK_PATCH, TrainPlanning
     from workflows.train_waiting import TrainWaiting
     from workflows.train_windows import TrainWindows, train_windows
 
@@ -65,6 +65,8 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.inp: TrainInput | None = None
         self.in_flight: dict[str, list[str]] = {}
         self.wake = False
+        self.capped = False  # the last plan took nothing since the train holds all it may
+        self.first_look = False  # its plans make their domains' first look (logical clocks)
         self.clock_turns: int | None = None  # turns taken on a logical clock in this run
         self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
@@ -205,8 +207,12 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self._show()
         if clock.logical:
             # One logical clock per cluster: the train and its domains are parties of this one.
-            clock = clock.model_copy(update={"cluster": spec.cluster})
-            clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK)
+            # Quiet (no timer per wait, the train watching for lost turns): new runs; the
+            # domains get it in their input.
+            quiet = workflow.patched(CLOCK_QUIET_PATCH)
+            clock = clock.model_copy(update={"cluster": spec.cluster, "quiet": quiet})
+            clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK, watch=True)
+            self.first_look = workflow.patched(FIRST_LOOK_PATCH)
             self.clock_turns = 0
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
@@ -234,6 +240,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
                 self.wake = False
                 self._show()
                 await self._idle(clock)
+                self.capped = False
         except (asyncio.CancelledError, CancelledError):
             for t in tasks:
                 t.cancel()
@@ -259,6 +266,14 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         st.counts = res.counts
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
+        # Holding all it may (its domains' hosts), nothing to retry: only a domain's progress
+        # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
+        self.capped = (
+            not res.hosts
+            and bool(self.in_flight)
+            and res.retry_at_hours is None
+            and res.counts.in_flight >= min(spec.domain_size, grant.granted)
+        )
         if not res.hosts:
             self._show()
             return
@@ -267,7 +282,9 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.in_flight[domain_id] = res.hosts
         self._show()
         task = asyncio.create_task(
-            self._run_domain(clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours)
+            self._run_domain(
+                clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look
+            )
         )
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -279,6 +296,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         hosts: list[str],
         targets: dict[str, str] | None = None,
         start_hours: float = 0.0,
+        look: DrainStatus | None = None,
     ) -> None:
         """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
@@ -288,13 +306,17 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         try:
             result: DomainResult = await workflow.execute_child_workflow(
                 DomainMaintenance.run,
-                self._domain_input(clock, domain_id, hosts, targets, start_hours),
+                self._domain_input(clock, domain_id, hosts, targets, start_hours, look),
                 id=domain_id,
                 task_queue=workflow.info().task_queue,
                 execution_timeout=timedelta(days=30),
                 static_summary=domain_summary(spec.cluster, hosts, spec.targets),
             )
             record_domain(self.inp.state, result)
+            if result.untold and not (
+                domain_id in self.rollout_domains and workflow.patched("train-rollout-failures")
+            ):  # its last batch, told here (``tells_at_end``): as ``domain_progress`` counts
+                self._count_outcomes(result.untold)
             if targets is not None and workflow.patched("train-rollout-failures"):
                 note_rollout_failures(spec, [*result.quarantined, *result.lost_to_repair], targets)
         finally:

@@ -54,6 +54,8 @@ class DomainMaintenance(RackSwitches):
         self.inp: DomainInput | None = None
         #: the look an ask or an eviction made for the next ``Look`` (``look_ahead``)
         self._ahead: tuple[HostsRequest, DrainStatus] | None = None
+        self._drained = False  # every host of the domain has gone to its install
+        self._maintaining = 0  # batches between their install and their verification
 
     @workflow.query(name="phase")
     def current_phase(self) -> dict[str, object]:
@@ -124,6 +126,9 @@ class DomainMaintenance(RackSwitches):
         if inp.frugal and inp.start_hours is not None:
             now = inp.start_hours if inp.clock.logical else fleet_hours_now(inp.clock)
             seq.begin(self._tracker(inp, now))
+            if inp.first_look is not None and seq.tracker is not None:  # its plan looked
+                first = self._req(inp, list(inp.hosts), deadline_hours=seq.tracker.deadline_hours)
+                self._keep_ahead(first, inp.first_look)
         try:
             while not isinstance(cmd := seq.next(), ds.Drained):
                 if not isinstance(cmd, ds.Look):
@@ -143,6 +148,7 @@ class DomainMaintenance(RackSwitches):
                 else:
                     await self._wait(inp, seq, cmd)
             self.waiting = {}
+            self._drained = True
             await aside(inp.clock, asyncio.gather(*tasks))
         except (asyncio.CancelledError, CancelledError):
             self.phase = "cancelled: handing hosts back"
@@ -159,6 +165,15 @@ class DomainMaintenance(RackSwitches):
 
     async def _maintain(self, inp: DomainInput, hosts: list[str], result: DomainResult) -> None:
         """Update, wait out the install in fleet time, verify, return or quarantine."""
+        self._maintaining += 1
+        try:
+            await self._maintain_batch(inp, hosts, result)
+        finally:
+            self._maintaining -= 1
+
+    async def _maintain_batch(
+        self, inp: DomainInput, hosts: list[str], result: DomainResult
+    ) -> None:
         self.phase = "updating"
         self._mark(hosts, "updating", f"installing {versions(inp.targets)}")
         self._show()
@@ -217,6 +232,9 @@ class DomainMaintenance(RackSwitches):
         result.quarantined.update(ver.quarantined)
         outcomes = [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
         result.outcomes += outcomes
+        if inp.tells_at_end and self._drained and self._maintaining == 1:
+            result.untold += outcomes  # the last batch: the domain ends now, its result tells
+            return
         await self._tell_parent(inp, outcomes)
 
     async def _show_talks(

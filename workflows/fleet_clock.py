@@ -14,6 +14,11 @@ its tasks: it waits (registers with the ``advance_clock`` activity) only when ev
 workflow waits for fleet time or for something else (``aside``), and its turn wakes the tasks
 whose instant came. A ``fleet_clock`` signal brings the turn; a party that hears nothing for
 ``RECHECK`` asks the clock itself. Nothing here runs for scaled clocks: their waits are timers.
+
+A quiet clock (``ClockInfo.quiet``, runs past ``CLOCK_QUIET_PATCH``) arms no timer per wait:
+the activity that gives a turn retries until its signal is delivered (a retry tells every
+acting party again), and only the cluster's train or operation (``watch``) keeps one backing-off
+timer while it waits, asking the clock to tell again in case a worker died between the two.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ T = TypeVar("T")
 #: A waiting party that heard nothing of its turn for this long (wall time) asks the clock
 #: itself: a signal lost with a crashed worker costs this much, never the run.
 RECHECK = timedelta(seconds=15)
+#: A watching party's checks back off from RECHECK to this while its wait goes unanswered.
+MAX_RECHECK = timedelta(minutes=10)
+#: Guards quiet clocks (no timer per wait; see the module's docstring). Called once per train
+#: or operation run, which hands the result to its domains in their ``ClockInfo``.
+CLOCK_QUIET_PATCH = "clock-quiet-waits"
 #: Where a workflow keeps its party (one per workflow run).
 _PARTY_ATTR = "_trainctl_clock_party"
 
@@ -77,8 +87,9 @@ def fleet_hours_now(clock: ClockInfo) -> float:
 class ClockParty:
     """This workflow's seat at its cluster's logical clock (fleets at speed ``max`` only)."""
 
-    def __init__(self, clock: ClockInfo, owner: str, rank: int) -> None:
+    def __init__(self, clock: ClockInfo, owner: str, rank: int, watch: bool = False) -> None:
         info = workflow.info()
+        self.watch = watch and clock.quiet
         self.clock = clock
         self.key = info.workflow_id
         self.owner = owner
@@ -95,6 +106,7 @@ class ClockParty:
         self._children: list[str] | None = None
         self._wakes: list[str] = []
         self._driver: asyncio.Task[None] | None = None
+        self._asking: AdvanceClockRequest | None = None  # the wait a quiet turn is awaited for
         workflow.set_signal_handler(CLOCK_SIGNAL, self._on_turn)
 
     # ------------------------------------------------------------- the tasks
@@ -105,6 +117,8 @@ class ClockParty:
         wait for nothing, letting others move the clock); False if ``interrupt`` came first."""
         if self._driver is None:
             self._driver = asyncio.create_task(self._drive())
+            if self.watch:
+                asyncio.create_task(self._watch())
         self._seq += 1
         me = self._seq
         self._waiters[me] = target_hours
@@ -208,6 +222,8 @@ class ClockParty:
             summary=f"wait on {req.cluster}'s logical clock for {until}",
             **fleet_options(),
         )
+        if self.clock.quiet:
+            return await self._quiet_turn(req, res)
         check = req.model_copy(update={"children": None, "wakes": []})
         while not res.released:
             try:
@@ -226,13 +242,52 @@ class ClockParty:
             return self._released.pop(req.epoch, None)
         return res.now
 
+    async def _quiet_turn(self, req: AdvanceClockRequest, res: AdvanceClockResult) -> float | None:
+        """``_turn`` on a quiet clock: wait for the signal (or a newer wait), with no timer."""
+        if res.released:
+            return res.now
+        self._asking = req
+        try:
+            await workflow.wait_condition(
+                lambda: req.epoch in self._released or self._must_register()
+            )
+        finally:
+            self._asking = None
+        return self._released.pop(req.epoch, None)
 
-def clock_party(clock: ClockInfo, owner: str | None = None, rank: int = 0) -> ClockParty:
-    """This workflow's party on ``clock``'s cluster, made at the first call (logical clocks)."""
+    async def _watch(self) -> None:
+        """The train's or operation's one timer on a quiet clock: while a wait of this party
+        goes unanswered, ask the clock now and then (backing off) to tell every acting party
+        again, in case a turn's signal was lost with the worker that sent it."""
+        pause = RECHECK
+        while True:
+            await workflow.wait_condition(lambda: self._asking is not None)
+            asked = self._asking
+            await workflow.sleep(pause)
+            if asked is None or self._asking is not asked or asked.epoch in self._released:
+                pause = RECHECK  # answered meanwhile
+                continue
+            pause = min(pause * 2, MAX_RECHECK)
+            check = asked.model_copy(update={"children": None, "wakes": [], "recheck": True})
+            res = await workflow.execute_activity_method(
+                FleetActivities.advance_clock,
+                check,
+                summary=f"ask {asked.cluster}'s clock to tell again whose turn it is",
+                **fleet_options(),
+            )
+            if res.released and self._asking is asked:
+                self._released[asked.epoch] = res.now
+
+
+def clock_party(
+    clock: ClockInfo, owner: str | None = None, rank: int = 0, watch: bool = False
+) -> ClockParty:
+    """This workflow's party on ``clock``'s cluster, made at the first call (logical clocks);
+    ``watch``: the cluster's train or operation, which watches a quiet clock for lost turns."""
     instance = workflow.instance()
     party: ClockParty | None = getattr(instance, _PARTY_ATTR, None)
     if party is None:
-        party = ClockParty(clock, owner or workflow.info().workflow_id, rank)
+        party = ClockParty(clock, owner or workflow.info().workflow_id, rank, watch)
         setattr(instance, _PARTY_ATTR, party)
     return party
 

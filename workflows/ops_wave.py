@@ -32,6 +32,7 @@ from activities.ops_activities import OpsActivities
 from orchestrator.contracts.messages import (
     AskRequest,
     AskResult,
+    ClockInfo,
     DrainStatus,
     EvictRequest,
     EvictResult,
@@ -60,7 +61,14 @@ from orchestrator.execution.drain_sequence import (
     Release,
 )
 from orchestrator.ops.ui import cluster_details
-from workflows.fleet_clock import clock_party, fleet_hours_now, fleet_options, sleep_until
+from workflows.fleet_clock import (
+    CLOCK_QUIET_PATCH,
+    ClockParty,
+    clock_party,
+    fleet_hours_now,
+    fleet_options,
+    sleep_until,
+)
 from workflows.ops_wave_failures import WaveFailures
 
 #: Fleet hours between two looks at the arbiter or the budget while waiting (doubling, capped).
@@ -157,8 +165,7 @@ class WaveSteps(WaveFailures):
         """Wait until fleet hour ``target``; a control message cuts an interruptible wait short."""
         clock = self.inp.clock
         if clock.logical:  # a party of this cluster's own clock (not the bulk operation's first)
-            party_clock = clock.model_copy(update={"cluster": self.inp.cluster})
-            await clock_party(party_clock, owner=self.inp.operation_id).wait(target)
+            await self._party(clock).wait(target)
             return
         if not interruptible:
             await sleep_until(clock, target, now)
@@ -167,12 +174,17 @@ class WaveSteps(WaveFailures):
         if delay > 0:
             await self._nap(delay)
 
+    def _party(self, clock: ClockInfo) -> ClockParty:
+        """This operation's party of its cluster's logical clock (not the bulk operation's);
+        quiet and watching for lost turns in new runs (``CLOCK_QUIET_PATCH``)."""
+        update = {"cluster": self.inp.cluster, "quiet": workflow.patched(CLOCK_QUIET_PATCH)}
+        return clock_party(clock.model_copy(update=update), self.inp.operation_id, watch=True)
+
     async def _poll(self, hours: float) -> None:
         """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS)."""
         clock, now = self.inp.clock, self.p.fleet_hours
         if clock.logical:  # a logical clock moves only when every party on the cluster waits
-            party_clock = clock.model_copy(update={"cluster": self.inp.cluster})
-            await clock_party(party_clock, owner=self.inp.operation_id).wait(now + hours)
+            await self._party(clock).wait(now + hours)
             self.p.fleet_hours = now + hours
             return
         await self._nap(max(MIN_POLL_WALL_SECONDS, hours * 3600.0 / clock.speed))
@@ -195,9 +207,7 @@ class WaveSteps(WaveFailures):
             negotiate=talks,
             max_refusals=drain.max_refusals,
             # Handing a refusing job's hosts back to a later wave, as trains do: a new step.
-            release=talks
-            and workflow.patched(REFUSAL_RELEASE_PATCH)
-            and not self._whole_cluster(),
+            release=talks and workflow.patched(REFUSAL_RELEASE_PATCH) and not self._whole_cluster(),
         )
         seq = DrainSequence(list(wave.hosts), tracker, together=True)
         while not isinstance(cmd := seq.next(), Drained):

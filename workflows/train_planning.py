@@ -1,8 +1,8 @@
 """How a cluster's train asks for hosts: the arbiter's grant, then the planner's cordon.
 
-A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size. Runs
-past ``PLAN_GRANTED_PATCH`` (issue 27) and before ``PLAN_APART_PATCH`` do both in one activity
-(``plan_granted_domain``); the others, old and new, in two.
+A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size. New runs
+(``PLAN_MERGED_PATCH``), and runs past ``PLAN_GRANTED_PATCH`` before ``PLAN_APART_PATCH``, do
+both in one activity (``plan_granted_domain``); the others in two.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ with workflow.unsafe.imports_passed_through():
 
 PLAN_GRANTED_PATCH = "train-plan-granted"
 PLAN_APART_PATCH = "train-plan-apart"
+#: One activity again for new runs: the case that made PLAN_APART_PATCH was a plan made after
+#: a riding version was marked bad (it rightly gave that rollout nothing; ``held_back`` says so).
+PLAN_MERGED_PATCH = "train-plan-merged"
+#: On a logical clock a plan also looks at the drain of the hosts it took, for their domain
+#: (``PlanDomainRequest.first_look``): one drain_status activity less per domain.
+FIRST_LOOK_PATCH = "train-first-look"
 
 
 class TrainPlanning:
@@ -35,6 +41,8 @@ class TrainPlanning:
     inp: TrainInput | None
     in_flight: dict[str, list[str]]
     windows: TrainWindows | None
+    #: plans also make their domain's first look (logical clocks, ``FIRST_LOOK_PATCH``)
+    first_look: bool
 
     def _arbiter_budget(self, hosts_total: int) -> int:
         """What the arbiter splits among the cluster's owners: the maintenance budget (planned
@@ -64,6 +72,7 @@ class TrainPlanning:
             rollouts=spec.rollouts,
             rollout_only=spec.rollout_only,
             claim_until_hours=self.windows.closes_hours() if self.windows else None,
+            first_look=self.first_look,
         )
 
     async def _ask_and_plan(self, clock: ClockInfo) -> tuple[Grant, PlanDomainResult] | None:
@@ -80,9 +89,11 @@ class TrainPlanning:
             holding=st.counts.in_flight,
             limit=max(1, self._arbiter_budget(clock.hosts_total)),
         )
-        # The merged activity changed which domains rode two campaigns at once (test_staggered_
-        # campaigns): new runs ask and plan apart again; runs past PLAN_GRANTED_PATCH replay it.
-        if not workflow.patched(PLAN_APART_PATCH) and workflow.patched(PLAN_GRANTED_PATCH):
+        # Runs between PLAN_APART_PATCH and PLAN_MERGED_PATCH ask and plan apart; the order of
+        # the checks is what each recorded run saw.
+        if workflow.patched(PLAN_MERGED_PATCH) or (
+            not workflow.patched(PLAN_APART_PATCH) and workflow.patched(PLAN_GRANTED_PATCH)
+        ):
             res: PlanDomainResult = await workflow.execute_activity_method(
                 FleetActivities.plan_granted_domain,
                 PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),

@@ -17,9 +17,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import ReleaseRequest
-    from orchestrator.contracts.messages import ClockInfo, HostsRequest
+    from orchestrator.contracts.messages import ClockInfo, DrainStatus, HostsRequest
     from orchestrator.contracts.train_types import DomainInput, TrainInput
     from orchestrator.execution.cycle import next_look_hours
+    from orchestrator.execution.take import PIGGYBACK_CLAIM_HOURS
     from orchestrator.train.bookkeeping import held_hosts
     from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
     from workflows.history import history_full
@@ -36,6 +37,14 @@ LOGICAL_TURNS_PER_RUN = 120
 FRUGAL_DOMAINS_PATCH = "train-frugal-domains"
 #: Its domains look again within their ask or eviction (``DomainInput.look_ahead``).
 LOOK_AHEAD_PATCH = "train-look-ahead"
+#: A train holding all it may polls only to keep its standing claim (issue 27): just before
+#: the claim would lapse, instead of every POLL_FLEET_HOURS. Such a plan changes nothing else:
+#: the planner has no slot to fill, and the domains' progress wakes the train as hosts return.
+CAPPED_POLL_PATCH = "train-capped-poll"
+#: Its domains tell their last batch's outcomes in their result, not a signal
+#: (``DomainInput.tells_at_end``): the train counts them as the domain ends.
+TELLS_AT_END_PATCH = "train-domain-tells-at-end"
+CAPPED_POLL_FLEET_HOURS = 0.95 * PIGGYBACK_CLAIM_HOURS
 
 
 class TrainWaiting:
@@ -44,6 +53,7 @@ class TrainWaiting:
     inp: TrainInput | None
     in_flight: dict[str, list[str]]
     wake: bool
+    capped: bool
     clock_turns: int | None
     windows: TrainWindows | None
     claim_withdrawn: bool
@@ -76,6 +86,7 @@ class TrainWaiting:
         hosts: list[str],
         targets: dict[str, str] | None,
         start_hours: float,
+        look: DrainStatus | None = None,
     ) -> DomainInput:
         """A domain's input (``targets``: a rollout's, else the train's), planned at fleet hour
         ``start_hours``; frugal (issue 27) once the train is past ``FRUGAL_DOMAINS_PATCH``."""
@@ -96,6 +107,8 @@ class TrainWaiting:
         if workflow.patched(FRUGAL_DOMAINS_PATCH):
             inp.frugal, inp.start_hours = True, start_hours
             inp.look_ahead = workflow.patched(LOOK_AHEAD_PATCH)
+            inp.tells_at_end = workflow.patched(TELLS_AT_END_PATCH)
+            inp.first_look = look
         return inp
 
     def _history_full(self) -> bool:
@@ -123,6 +136,8 @@ class TrainWaiting:
             return
         now = st.counts.fleet_hours
         target = next_look_hours(now, st.retry_at_hours)
+        if self.capped and workflow.patched(CAPPED_POLL_PATCH):
+            target = now + CAPPED_POLL_FLEET_HOURS
         floor: float | None = None
         if self.windows is not None:  # a window edge may come first
             now, target, floor = self.windows.timer(now, target)

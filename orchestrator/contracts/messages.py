@@ -26,6 +26,10 @@ class ClockInfo(BaseModel):
     anchor_wall: datetime
     hosts_total: int = 0
     cluster: str = ""
+    #: Logical clocks: a party hears its turn by signal only, with no timer per wait; the
+    #: cluster's train or operation watches for a lost turn instead (``ClockParty``). Set by a
+    #: train or operation past its ``clock-quiet-waits`` patch and handed to its domains.
+    quiet: bool = False
 
     @property
     def logical(self) -> bool:
@@ -55,6 +59,9 @@ class AdvanceClockRequest(BaseModel):
     epoch: str = ""
     children: list[str] | None = None
     wakes: list[str] = Field(default_factory=list)
+    #: a check after a long silence: tell again every party whose turn came and is still
+    #: acting (a turn's signal may have been lost with the worker that sent it)
+    recheck: bool = False
 
 
 class AdvanceClockResult(BaseModel):

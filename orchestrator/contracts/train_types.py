@@ -12,7 +12,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
-from orchestrator.contracts.messages import ClockInfo, CycleCounts
+from orchestrator.contracts.messages import ClockInfo, CycleCounts, DrainStatus
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
 from orchestrator.contracts.train_spec import (
@@ -41,6 +41,9 @@ class PlanDomainRequest(BaseModel):
     #: The fleet takes freed hosts for this train (piggybacking) until this fleet hour at the
     #: latest: its maintenance window closes then (None: no window).
     claim_until_hours: float | None = None
+    #: also look at the drain of the hosts taken (``PlanDomainResult.look``): on a logical
+    #: clock nothing moves before the domain's first look, which then uses it
+    first_look: bool = False
 
 
 class PlanDomainResult(BaseModel):
@@ -55,6 +58,8 @@ class PlanDomainResult(BaseModel):
     grant: Grant | None = None
     #: campaign -> why its riding rollout gave this domain nothing (a version marked bad)
     held_back: dict[str, str] = Field(default_factory=dict)
+    #: the drain of ``hosts`` at this instant, with the deadline of their domain (``first_look``)
+    look: DrainStatus | None = None
 
 
 class PlanGrantedRequest(BaseModel):
@@ -84,6 +89,11 @@ class DomainInput(BaseModel):
     start_hours: float | None = None
     #: the look after an ask or an eviction comes back with it (``train-look-ahead``)
     look_ahead: bool = False
+    #: the last batch's outcomes come in the result (``DomainResult.untold``), not in a
+    #: ``domain_progress`` signal: the domain ends right after it (``train-domain-tells-at-end``)
+    tells_at_end: bool = False
+    #: its first look at the drain, made by the plan that took its hosts (``train-first-look``)
+    first_look: DrainStatus | None = None
 
 
 class DomainResult(BaseModel):
@@ -93,6 +103,8 @@ class DomainResult(BaseModel):
     lost_to_repair: dict[str, str] = Field(default_factory=dict)
     released: list[str] = Field(default_factory=list)
     outcomes: list[bool] = Field(default_factory=list)  # per host, in completion order: passed?
+    #: the last batch's outcomes, told by this result instead of a signal (``tells_at_end``)
+    untold: list[bool] = Field(default_factory=list)
     jobs_interrupted: int = 0
     lost_gpu_hours: float = 0.0
 
