@@ -1,12 +1,17 @@
 """Orchestration throughput of the maintenance train against the raw rate of the same server.
 
 Baseline: a no-op workflow per host running eight no-op activities in sequence (what a naive
-per-host pipeline of cordon, drain, five updates and return would cost in Temporal alone), with
-as many hosts in flight as the train's domain size. Ours: one full visit cycle of a real train on
-a ``max``-speed fleet (every fleet-time wait is zero), so what remains is orchestration. Both run
-on one dev server started by this script, in the same run; the ratio is what to read.
+per-host pipeline of cordon, drain, five updates and return would cost in Temporal alone), every
+host's workflow started at once on a worker of the SDK's default concurrency. Ours: one full
+visit cycle of a real train on a ``max``-speed fleet (every fleet-time wait is zero), so what
+remains is orchestration. Both run on one dev server started by this script, in the same run;
+the ratio is what to read.
 
-    python benchmarks/bench_train.py [--preset small|meta-24k] [--domain-size N]
+    python benchmarks/bench_train.py [--preset small|meta-24k] [--domain-size N] [--no-repeat]
+
+The train runs twice, with the worker's ``max_concurrent_activities`` at 8 (the product's) and
+at 1: a logical clock gives the same seed the same visits, quarantines, interruptions and lost
+GPU-hours whatever the worker's concurrency, and the figures of both runs are printed.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +30,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities import build_activities
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.paths import temporal_cli_path
 from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
@@ -32,39 +39,55 @@ from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
+from workflows import WORKFLOWS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from noop_workflow import NoopHost, noop  # noqa: E402
 
 
-async def baseline(env: WorkflowEnvironment, hosts: int, parallel: int) -> float:
-    """Hosts per second for the no-op pipeline, ``parallel`` hosts at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
+async def baseline(env: WorkflowEnvironment, hosts: int) -> float:
+    """Hosts per second for the no-op pipeline: every host's workflow started at once, on a
+    worker with the SDK's default concurrency (issue 27's baseline)."""
     tq = f"bench-{uuid.uuid4().hex[:6]}"
-    sem = asyncio.Semaphore(parallel)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        async with Worker(
+            env.client,
+            task_queue=tq,
+            workflows=[NoopHost],
+            activities=[noop],
+            activity_executor=pool,
+        ):
+            start = time.perf_counter()
+            handles = [
+                await env.client.start_workflow(
+                    NoopHost.run, f"h{i}", id=f"noop-{tq}-{i}", task_queue=tq
+                )
+                for i in range(hosts)
+            ]
+            await asyncio.gather(*(h.result() for h in handles))
+            return hosts / (time.perf_counter() - start)
 
-    async def one(i: int) -> None:
-        async with sem:
-            await env.client.execute_workflow(
-                NoopHost.run, f"h{i}", id=f"noop-{tq}-{i}", task_queue=tq
-            )
 
-    async with Worker(
+def _worker(env: WorkflowEnvironment, path: Path, tq: str, concurrency: int) -> Worker:
+    """The product's worker (``build_worker``) with ``concurrency`` activity slots."""
+    worker = build_worker(env.client, path, tq)
+    if concurrency == 8:
+        return worker
+    return Worker(
         env.client,
         task_queue=tq,
-        workflows=[NoopHost],
-        activities=[noop],
-        activity_executor=ThreadPoolExecutor(8),
-        max_concurrent_activities=8,
-    ):
-        start = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(hosts)))
-        return hosts / (time.perf_counter() - start)
+        identity=worker.config()["identity"],
+        workflows=WORKFLOWS,
+        activities=build_activities(path, env.client, tq),
+        activity_executor=ThreadPoolExecutor(max_workers=concurrency),
+        max_concurrent_activities=concurrency,
+    )
 
 
-async def train_rate(env: WorkflowEnvironment, preset: str, domain_size: int) -> tuple[float, int]:
-    """Hosts per second of one full train cycle on a max-speed fleet."""
+async def train_run(
+    env: WorkflowEnvironment, preset: str, domain_size: int, concurrency: int = 8
+) -> tuple[float, dict[str, float]]:
+    """Hosts per second of one full train cycle on a max-speed fleet, and its figures."""
     from workflows.cluster_train import ClusterTrain
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,19 +105,28 @@ async def train_rate(env: WorkflowEnvironment, preset: str, domain_size: int) ->
             }
         )
         tq = f"bench-{uuid.uuid4().hex[:6]}"
-        async with build_worker(env.client, path, tq):
+        async with _worker(env, path, tq, concurrency):
             start = time.perf_counter()
             status = await env.client.execute_workflow(
                 ClusterTrain.run, TrainInput(spec=spec), id=f"train-bench-{tq}", task_queue=tq
             )
             wall = time.perf_counter() - start
-    return status.hosts_total / wall, status.hosts_total
+    figures = {
+        "hosts_visited": status.hosts_visited_this_cycle,
+        "hosts_quarantined": status.quarantined + status.in_repair,
+        "job_interruptions": status.jobs_interrupted,
+        "lost_gpu_hours": status.lost_gpu_hours,
+    }
+    return status.hosts_total / wall, figures
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="small")
     parser.add_argument("--domain-size", type=int, default=32)
+    parser.add_argument(
+        "--no-repeat", action="store_true", help="skip the second train run (concurrency 1)"
+    )
     args = parser.parse_args()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli_path()),
@@ -103,15 +135,23 @@ async def main() -> None:
         dev_server_startup_timeout=timedelta(seconds=60),
     )
     try:
-        ours, hosts = await train_rate(env, args.preset, args.domain_size)
-        base = await baseline(env, min(hosts, 512), args.domain_size)
+        hosts = get_preset(args.preset).hosts_per_cluster
+        base = await baseline(env, hosts)
+        ours, figures = await train_run(env, args.preset, args.domain_size)
+        again = None
+        if not args.no_repeat:
+            _, again = await train_run(env, args.preset, args.domain_size, concurrency=1)
     finally:
         await env.shutdown()
-    print(f"{'measure':<52} {'hosts/s':>9}")
-    print(f"{'no-op workflow, 8 activities per host (baseline)':<52} {base:>9.1f}")
+    print(f"{'measure':<60} {'hosts/s':>9}")
+    print(f"{'no-op workflow per host, 8 activities, all at once (baseline)':<60} {base:>9.1f}")
     label = f"train cycle, {args.preset} ({hosts} hosts), domain {args.domain_size}"
-    print(f"{label:<52} {ours:>9.1f}")
-    print(f"{'ratio train / baseline':<52} {ours / base:>9.2f}")
+    print(f"{label:<60} {ours:>9.1f}")
+    print(f"{'ratio train / baseline':<60} {ours / base:>9.2f}")
+    print(f"figures, max_concurrent_activities 8: {figures}")
+    if again is not None:
+        same = "identical" if again == figures else "DIFFERENT"
+        print(f"figures, max_concurrent_activities 1: {again} ({same})")
 
 
 if __name__ == "__main__":
