@@ -44,6 +44,51 @@ def test_behind_target_the_planner_evicts_what_it_would_gather_for() -> None:
     assert behind.hosts == ["h08", "h09"]
 
 
+def test_ahead_of_target_the_planner_evicts_no_job() -> None:
+    """Nothing in flight, an idle due host, a job ending in 6 minutes and one far from its end:
+    as a rule the planner takes all three (with nothing in flight it takes the best it can);
+    far ahead of the cycle target (``evict=False``) it takes the idle host and the ending job's,
+    and leaves the long job to end or fail."""
+    idle = _host(0, None)
+    ending = [_host(i, 1) for i in (1, 2)]
+    long = [_host(i, 2) for i in (3, 4, 5)]
+    jobs = {
+        1: train_plan.JobView(1, 2, tuple(h.name for h in ending), 10.1, 10.5, 9.5),
+        2: train_plan.JobView(2, 3, tuple(h.name for h in long), 50.0, 10.2, 9.2),
+    }
+    budget = train_plan.BudgetView(limit=10)
+    hosts = [idle, *ending, *long]
+    rule = train_plan.choose_domain(hosts, jobs, 10.0, budget, 8, 4.0)
+    assert rule.hosts == ["h00", "h01", "h02", "h03", "h04", "h05"]
+    ahead = train_plan.choose_domain(hosts, jobs, 10.0, budget, 8, 4.0, evict=False)
+    assert ahead.hosts == ["h00", "h01", "h02"]
+    assert ahead.waiting == "ahead of the cycle target: evicting no job"
+    alone = train_plan.choose_domain(long, jobs, 10.0, budget, 8, 4.0, evict=False)
+    assert alone.hosts == [] and alone.waiting == "ahead of the cycle target: evicting no job"
+
+
+def test_a_train_sparing_large_jobs_evicts_a_small_one() -> None:
+    """Nothing in flight, due hosts of a 6-host job and of a 2-host one, both far from their
+    end: as a rule the planner evicts the one that frees most (the 6-host job); sparing jobs
+    of more than 4 hosts (``max_evict_size``) it evicts the 2-host job, and with only the
+    large one left it evicts nothing."""
+    large = [_host(i, 1) for i in range(6)]
+    small = [_host(i, 2) for i in (6, 7)]
+    jobs = {
+        1: train_plan.JobView(1, 6, tuple(h.name for h in large), 50.0, 10.2, 9.2),
+        2: train_plan.JobView(2, 2, tuple(h.name for h in small), 50.0, 10.2, 9.2),
+    }
+    budget = train_plan.BudgetView(limit=10)
+    rule = train_plan.choose_domain([*large, *small], jobs, 10.0, budget, 6, 4.0)
+    assert rule.hosts == [h.name for h in large]
+    spared = train_plan.choose_domain(
+        [*large, *small], jobs, 10.0, budget, 6, 4.0, max_evict_size=4
+    )
+    assert spared.hosts == ["h06", "h07"]
+    alone = train_plan.choose_domain(large, jobs, 10.0, budget, 6, 4.0, max_evict_size=4)
+    assert alone.hosts == [] and alone.waiting == "ahead of the cycle target: sparing large jobs"
+
+
 def _meta_24k(seed: int, target: float | None) -> SimConfig:
     preset = get_preset("meta-24k")
     return SimConfig(

@@ -31,6 +31,11 @@ _WAITS = {
     "comes back",
     "gathering slots for a job worth evicting": "every host left runs a job; waiting until "
     "enough maintenance slots free up that evicting one job frees many hosts at once",
+    "ahead of the cycle target: evicting no job": "every host left runs a job and the cycle is "
+    "well ahead of its target: waiting for jobs to end or fail rather than stopping one",
+    "ahead of the cycle target: sparing large jobs": "every host left runs a large job and "
+    "the cycle is ahead of its target: waiting for those jobs to end or fail rather than "
+    "stopping one (a large job's restart is paid by all its GPUs)",
     "waiting": "no host fits the budget's per-rack or per-zone limits right now",
 }
 #: What a drain does about a job on a cordoned host (``JobWait.action``).

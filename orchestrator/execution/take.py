@@ -46,6 +46,20 @@ class Taken:
     """What the hosts taken get from campaigns' rollouts (over the train's own); None: own."""
     behind_target: bool = False
     """The cycle was projected past its target, so the planner traded interruptions for pace."""
+    ahead_of_target: bool = False
+    """The cycle was projected within ``AheadRule.no_eviction`` of its target: no eviction."""
+
+
+@dataclass(frozen=True)
+class AheadRule:
+    """How a train ahead of its cycle target spares jobs (a paced simulated train's,
+    ``simulator.pacing.AHEAD``): while the cycle is projected to end within ``no_eviction``
+    of the target it evicts no job; within ``spare_large`` it evicts none of more hosts than
+    ``large_domains`` domains (``max_held``); past that, as any train."""
+
+    no_eviction: float
+    spare_large: float
+    large_domains: float
 
 
 _OWNER = attrgetter("owner")
@@ -72,6 +86,7 @@ def take_domain(
     claim_until_hours: float | None = None,
     steer_jobs: bool = True,
     cycle_target_hours: float | None = None,
+    ahead: AheadRule | None = None,
 ) -> Taken:
     """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
 
@@ -81,7 +96,11 @@ def take_domain(
     verifies one set of targets. Several sets pending: the one the planner takes most of.
     A job-aware train's standing claim also steers new jobs to visited hosts (``steer_jobs``).
     A train whose cycle is projected past ``cycle_target_hours`` evicts sooner
-    (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``): the target is its commitment.
+    (``train_plan.BEHIND_TARGET_EVICT_MIN_FILL``): the target is its commitment. One well
+    ahead of it spares jobs as ``ahead`` says (``AheadRule``; a paced simulated train's, None
+    for the live train: it never spares): no eviction at all, or none of a large job
+    (``choose_domain``'s ``evict`` and ``max_evict_size``); it takes idle and freed hosts and
+    lets jobs end or fail.
     """
     names = b.host_names()
     limit = max(1, budget.limit(len(names)))  # as the arbiter's grant (cluster_train)
@@ -121,12 +140,19 @@ def take_domain(
         out.asked = True
         view = train_plan.BudgetView(limit, budget.per_rack, budget.per_zone, maintenance)
         fill: float | None = None  # the planner's own
+        evict, largest = True, None
         if cycle_target_hours is not None:
             counts = cycle_counts(b, cycle_started_hours, owner)
-            _, on_track = project_cycle_end(counts, cycle_started_hours, cycle_target_hours)
+            end, on_track = project_cycle_end(counts, cycle_started_hours, cycle_target_hours)
             out.behind_target = on_track is False
             if out.behind_target:
                 fill = train_plan.BEHIND_TARGET_EVICT_MIN_FILL
+            elif ahead is not None and end is not None:
+                share = (end - cycle_started_hours) / cycle_target_hours
+                evict = share > ahead.no_eviction
+                out.ahead_of_target = not evict
+                if share <= ahead.spare_large:
+                    largest = max(1, int(ahead.large_domains * max_held))
         best: tuple[tuple[bool, int, int], train_plan.DomainPlan, dict[str, str] | None] | None
         best = None
         retry: list[float] = []
@@ -143,6 +169,8 @@ def take_domain(
                 policy,
                 refused,
                 fill,
+                evict,
+                largest,
             )
             if plan.retry_at_hours is not None:
                 retry.append(plan.retry_at_hours)

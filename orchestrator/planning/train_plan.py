@@ -126,6 +126,8 @@ def choose_domain(
     policy: str = "job-aware",
     refused: Mapping[int, float] | None = None,
     evict_min_fill: float | None = None,
+    evict: bool = True,
+    max_evict_size: int | None = None,
 ) -> DomainPlan:
     """Pick up to ``slots`` due hosts to take out next without breaking the budget.
 
@@ -144,8 +146,14 @@ def choose_domain(
     ``retry_at_hours``, when such a job comes within ``END_WAIT_HOURS`` of its end), and when
     nothing at all is in flight takes the best it can so the cycle always moves. It leaves
     alone the hosts of a job that ``refused`` (job -> when it may be asked again, from a drain
-    that handed them back) until then, and asks to be woken then. The baselines take due hosts
-    in plain host order, as the tools they model do.
+    that handed them back) until then, and asks to be woken then. With ``evict`` False (a train
+    well ahead of its cycle target) it evicts no job at all, in flight or not: it takes idle
+    hosts, more hosts of jobs already draining and jobs that end within ``END_WAIT_HOURS``, and
+    leaves the rest to come free as jobs end or fail (the fleet piggybacks them for the train).
+    With ``max_evict_size`` it evicts no job of more hosts than that: a stop costs a restart paid
+    by all the job's GPUs for the domain's worth of due hosts it frees, and a large job fails
+    often (a 2,048-host one every ~3 h), handing its hosts to the train anyway.
+    The baselines take due hosts in plain host order, as the tools they model do.
     """
     plan = DomainPlan()
     if slots <= 0:
@@ -179,6 +187,8 @@ def choose_domain(
             room,
             refused or {},
             EVICT_MIN_FILL if evict_min_fill is None else evict_min_fill,
+            evict,
+            max_evict_size,
         )
     else:
         for h in due:
@@ -200,6 +210,8 @@ def _job_aware(
     room: _Room,
     refused: Mapping[int, float],
     evict_min_fill: float,
+    evict: bool,
+    max_evict_size: int | None,
 ) -> None:
     # One pass: idle due hosts are taken (in host order), the others grouped by job (which
     # taking idle hosts does not change).
@@ -234,10 +246,20 @@ def _job_aware(
         again = min(not_now.values())
         plan.retry_at_hours = min(again, plan.retry_at_hours or again)
     in_flight = held + len(plan.hosts)
+    if not evict:  # ahead of the cycle target: jobs end or fail before we stop them
+        if groups:
+            plan.waiting = "ahead of the cycle target: evicting no job"
+        return
     cap = in_flight + min(slots - len(plan.hosts), room.free())
     if in_flight:
         for j in later:
             del groups[j]
+    if max_evict_size is not None:  # a large job's due hosts come free as it fails or ends
+        spared = [j for j in groups if jobs[j].size > max_evict_size]
+        for j in spared:
+            del groups[j]
+        if spared and not groups:
+            plan.waiting = "ahead of the cycle target: sparing large jobs"
     left = sum(map(len, groups.values()))
     need = max(1, math.ceil(evict_min_fill * min(cap, left)))
     if groups:

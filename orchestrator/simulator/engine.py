@@ -45,7 +45,7 @@ from orchestrator.fleet.sim_records import JobRec
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 from orchestrator.simulator.horizon import HorizonLog
-from orchestrator.simulator.pacing import Pacer, pacing_on
+from orchestrator.simulator.pacing import AHEAD, Pacer, pacing_on
 from orchestrator.simulator.policies import NONE, get_policy
 from orchestrator.simulator.result import (
     SimResult,
@@ -289,10 +289,13 @@ class Engine(DomainSteps):
             switch_target=cfg.targets.get("switch_firmware"),
             steer_jobs=cfg.steer_jobs,
             cycle_target_hours=cfg.cycle_target_hours,
+            # A paced train ahead of its target spares jobs (``pacing.AHEAD``).
+            ahead=AHEAD if self.pacer is not None else None,
         )
         self.tally.planner_calls += taken.asked
         self.tally.piggybacked += len(taken.piggybacked)
         self.tally.behind_target_plans += taken.behind_target
+        self.tally.ahead_target_plans += taken.ahead_of_target
         out_after = sim.out_of_service_count()
         if taken.hosts and out_after > out_before and out_after > self.floor:
             self.tally.violations += 1
@@ -378,6 +381,8 @@ class Engine(DomainSteps):
             res.horizon_report = self.horizon.report(
                 self.sim, self.cfg, self.goodput, self.cycle_started, self.none
             )
+            if self.pacer is not None:
+                res.horizon_report["ahead_target_plans"] = self.tally.ahead_target_plans
         return res
 
 

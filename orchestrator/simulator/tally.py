@@ -45,6 +45,8 @@ class Tally:
     outage_area: float = 0.0
     planner_calls: int = 0
     behind_target_plans: int = 0
+    ahead_target_plans: int = 0
+    """Plans of a paced train so far ahead of its target that it evicted nothing (``pacing``)."""
     piggybacked: int = 0
     released: int = 0
     #: job negotiation: answers heard by kind, and every maintenance eviction (t, job, lost)
