@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
@@ -76,9 +77,13 @@ class FleetActivities(FleetAccess):
         """Wait on the cluster's logical clock: register the wait, step the clock, tell whoever's
         turn it gave. Returns at once; a wait that is not over ends with a ``fleet_clock``
         signal (the workflow asks again now and then, in case a signal was lost)."""
+        if req.recheck:
+            res, acting = await asyncio.to_thread(self._clock_recheck, req)
+            await self._tell(req.cluster, acting, mine=req.party)
+            return res
         turn = await asyncio.to_thread(self._clock_wait, req)
         others = list(turn.others)
-        if req.recheck or activity.info().attempt > 1:
+        if activity.info().attempt > 1:
             # A retry may follow a turn given but never told (the worker died between the
             # two): tell every acting party again. A turn told twice is heard once (epoch).
             told = {r.party for r in others}
@@ -86,11 +91,29 @@ class FleetActivities(FleetAccess):
         await self._tell(req.cluster, others, mine=req.party)
         return AdvanceClockResult(now=turn.now, released=turn.released)
 
-    def _acting(self, cluster: str, now: float) -> list[ClockRelease]:
+    def _clock_recheck(
+        self, req: AdvanceClockRequest
+    ) -> tuple[AdvanceClockResult, list[ClockRelease]]:
+        """A watching party's check (``recheck``): whether its wait ``req.epoch`` got its turn,
+        and every acting party told again. Only reads: it never registers a wait nor moves
+        the clock, so a check that arrives late (after the party waited anew) changes nothing,
+        and turns stay in the order the registrations gave them, whatever the wall clock."""
+        self.require_cluster(req.cluster)
+        parties = self.fleet.clock_parties(req.cluster)
+        now = self.fleet.fleet_time(cluster=req.cluster)
+        mine = next((p for p in parties if p["party"] == req.party), None)
+        released = mine is not None and mine["epoch"] == req.epoch and not mine["waiting"]
+        return AdvanceClockResult(now=now, released=released), self._acting(
+            req.cluster, now, parties
+        )
+
+    def _acting(
+        self, cluster: str, now: float, parties: list[dict[str, Any]] | None = None
+    ) -> list[ClockRelease]:
         """The parties of ``cluster``'s clock whose turn came and who have not waited since."""
         return [
             ClockRelease(party=p["party"], workflow_id=p["workflow_id"], epoch=p["epoch"], now=now)
-            for p in self.fleet.clock_parties(cluster)
+            for p in (self.fleet.clock_parties(cluster) if parties is None else parties)
             if not p["waiting"] and p["epoch"]
         ]
 
