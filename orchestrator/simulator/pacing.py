@@ -24,7 +24,7 @@ for the 92 due hosts a domain takes of them); past that it evicts as before, and
 projected past the target. On meta-24k (seeds 1-4, the yardstick's command) the stops of
 job-aware fell from 104-132 to 33-71 and their restarts from 242-303k to 46-105k GPU-h, every
 cycle still within 72 h: a cycle of visits alone, which took ~20 h and stopped 5-14 jobs (a
-2,048-host one up to 7 times), takes ~35-60 h. Evicting nothing below 0.4 of the target stopped
+2,048-host one up to 7 times), takes ~30-60 h. Evicting nothing below 0.4 of the target stopped
 more jobs than below 0.5 (64-105 stops), evicting nothing below 0.65 or 0.8 changed little on
 seed 4; sparing large jobs up to the target itself (no 0.8 limit) cut restarts to 6-48k but let
 two cycles of seeds 1-4 each run past 72 h (73-75 h).
