@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet import dynamics as dyn
@@ -152,7 +154,7 @@ SHARED = [f"c00-z00-r002-h0{h}" for h in range(8)]
 
 def _toggle(path: str, actor: str, rounds: int, barrier: Any) -> None:
     """Child process: cordon or release each shared host ``rounds`` times, one transaction each."""
-    fleet = SqliteFleet(Path(path))
+    fleet = SqliteFleet(path if "://" in path else Path(path))
     barrier.wait()
     for _ in range(rounds):
         for name in SHARED:
@@ -167,15 +169,20 @@ def _toggle(path: str, actor: str, rounds: int, barrier: Any) -> None:
     fleet.close()
 
 
-def test_two_processes_lose_no_event(tmp_path: Path) -> None:
-    """Two processes toggling the same hosts at once: every event kept, in a consistent chain."""
-    fleet = make(tmp_path / "f.db", "small", seed=3)
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_two_processes_lose_no_event(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    """Two processes toggling the same hosts at once, on either store: every event kept, in a
+    consistent chain."""
+    where = request.getfixturevalue("pg_store") if store == "postgresql" else tmp_path / "f.db"
+    fleet = SqliteFleet.create(where, PRESETS["small"], 3, 1.0, wall=ANCHOR)
     before = [seq for seq, _, _ in fleet.events()]
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(2)
     rounds = {"p0": 25, "p1": 24}  # 49 toggles per host: all cordoned at the end
     procs = [
-        ctx.Process(target=_toggle, args=(str(fleet.path), actor, n, barrier))
+        ctx.Process(target=_toggle, args=(str(where), actor, n, barrier))
         for actor, n in rounds.items()
     ]
     for p in procs:

@@ -329,3 +329,119 @@ def test_compose_workers_share_a_record_on_the_healthy_postgresql():
     assert "pg_isready" in " ".join(services["postgresql"]["healthcheck"]["test"])
     url = worker["environment"]["TRAINCTL_STORE"]
     assert check_store_url(url) == url and "@postgresql:" in url
+
+
+def test_the_audit_names_a_host_taken_while_another_owner_holds_it():
+    """A record where a second owner cordons a host the first still holds (a lost update)
+    fails the audit with ``two_owners``; a hand-back before the second cordon does not."""
+    from orchestrator.audit.record_checks import audit_events
+    from orchestrator.contracts.backend import RecordEntry
+
+    def cordon(seq: int, owner: str, before: str = "in_service") -> tuple[int, Any, str]:
+        detail = {"before": before, "after": "cordoned", "reason": f"maintenance by {owner}"}
+        detail |= {"owner": owner, "limit": 10}
+        return seq, RecordEntry(1.0, owner, "host_state", "c00-z00-r000-h00", detail), "c00"
+
+    back = {"before": "cordoned", "after": "in_service", "reason": "released untouched"}
+    released = (2, RecordEntry(1.0, "a", "host_state", "c00-z00-r000-h00", back), "c00")
+    lost = audit_events([cordon(1, "train-a"), cordon(2, "train-b", "cordoned")])
+    assert [v.kind for v in lost.violations] == ["two_owners"]
+    assert "train-a" in lost.violations[0].detail
+    assert audit_events([cordon(1, "train-a"), released, cordon(3, "train-b")]).ok
+
+
+def test_a_slurm_fleet_keeps_its_record_on_postgresql(tmp_home: Path, pg_store: str):
+    """``fleet init --backend slurm --store URL`` records a real (lab) Slurm cluster in
+    PostgreSQL: status names the store, a cordon and release through Slurm land in the record
+    there, and the audit passes on it."""
+    from orchestrator.fleet.slurm import SlurmFleet
+    from orchestrator.lab.slurm import lab_down
+    from tests.test_slurm_two_clusters import lab_up
+
+    try:
+        lab = lab_up(tmp_home, "pg")
+        r = run(
+            "fleet", "init", "--backend", "slurm", "--slurm-conf", lab.slurm_conf,
+            "--backend-config", lab.backend_config, "--store", pg_store, "--json",
+        )  # fmt: skip
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["store"] == pg_store.replace("postgres@", "")
+        assert not (tmp_home / "fleet.db").exists()
+        r = run("fleet", "status", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["store"] == pg_store.replace("postgres@", "")
+        fleet = open_backend(pg_store)
+        assert isinstance(fleet, SlurmFleet)
+        try:
+            c = fleet.cluster_names()[0]
+            with fleet.cluster(c) as b:
+                node = b.host_names()[0]
+                assert b.cordon(node, "train-pg", "tester", limit=4)
+            with fleet.cluster(c) as b:
+                b.release(node, "tester")
+                b.close_owner("train-pg", "tester")
+            kinds = [(e.kind, e.host) for _, e, _ in fleet.records()]
+            assert kinds.count(("host_state", node)) >= 2
+            assert audit(fleet).ok
+        finally:
+            fleet.close()
+    finally:
+        lab_down(tmp_home, "pg")
+
+
+#: The hand-written SQLite tables every fleet file had before the SQLAlchemy schema (schema 5).
+HAND_WRITTEN_V5 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE clusters (name TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE hosts (
+    name TEXT PRIMARY KEY, cluster TEXT NOT NULL, zone TEXT NOT NULL, rack TEXT NOT NULL,
+    state TEXT NOT NULL, versions TEXT NOT NULL, job_id INTEGER, reason TEXT NOT NULL,
+    owner TEXT NOT NULL, repair_until REAL, defect TEXT, last_visit REAL,
+    verified INTEGER NOT NULL, updates INTEGER NOT NULL, last_boot REAL);
+CREATE INDEX hosts_cluster ON hosts(cluster);
+CREATE TABLE jobs (
+    cluster TEXT NOT NULL, id INTEGER NOT NULL, size INTEGER NOT NULL, work REAL NOT NULL,
+    ckpt REAL NOT NULL, submitted REAL NOT NULL, hosts TEXT NOT NULL, start REAL,
+    driver TEXT NOT NULL, cuda TEXT NOT NULL, state TEXT NOT NULL, interruptions INTEGER NOT NULL,
+    PRIMARY KEY (cluster, id));
+CREATE INDEX jobs_live ON jobs(cluster, state);
+CREATE TABLE switches (
+    name TEXT PRIMARY KEY, tier TEXT NOT NULL, cluster TEXT, firmware TEXT NOT NULL);
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, cluster TEXT NOT NULL,
+    actor TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, detail TEXT NOT NULL);
+CREATE TABLE clocks (cluster TEXT PRIMARY KEY, now REAL NOT NULL);
+CREATE TABLE clock_parties (
+    cluster TEXT NOT NULL, party TEXT NOT NULL, workflow_id TEXT NOT NULL, owner TEXT NOT NULL,
+    parent TEXT, rank INTEGER NOT NULL, epoch TEXT NOT NULL, waiting INTEGER NOT NULL,
+    target REAL, seen REAL NOT NULL, PRIMARY KEY (cluster, party));
+CREATE TABLE workers (
+    id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, fleet TEXT NOT NULL,
+    started REAL NOT NULL, last_seen REAL NOT NULL);
+"""
+
+
+def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(tmp_path: Path):
+    """A fleet file whose tables were made by the hand-written DDL of before (same rows) gives
+    the same record under the same script as a file made by the SQLAlchemy schema."""
+    import sqlite3
+
+    new = tmp_path / "new.db"
+    SqliteFleet.create(new, get_preset("small"), 3, MAX_SPEED).close()
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    conn.executescript(HAND_WRITTEN_V5)
+    conn.execute("ATTACH DATABASE ? AS src", (str(new),))
+    for table in ("meta", "clusters", "hosts", "jobs", "switches", "events", "clocks"):
+        conn.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
+    conn.execute("DETACH DATABASE src")
+    conn.close()
+    out = []
+    for where in (new, old):
+        fleet = SqliteFleet(where)
+        try:
+            out.append(_script(fleet))
+            assert audit(fleet).ok
+        finally:
+            fleet.close()
+    assert out[0] == out[1]

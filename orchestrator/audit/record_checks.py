@@ -63,6 +63,7 @@ KINDS = (
     "host_lost",
     "stale_return",
     "scope_incomplete",
+    "two_owners",
 )
 
 
@@ -218,7 +219,24 @@ class _ClusterReplay:
             return
         # Cordoned by an owner, or reclaimed from quarantine by one to roll a bad build back.
         if d.get("owner") and (after == HostState.CORDONED or d.get("reclaimed")):
-            h.holder, h.hold_seq, h.hold_t = str(d["owner"]), seq, ev.t
+            taker = str(d["owner"])
+            if was_down and h.holder not in (
+                None,
+                taker,
+                IN_REPAIR,
+                QUARANTINED,
+                *NOT_MAINTENANCE_OWNERS,
+            ):
+                # two workers' transactions both took it (a lost update): never one host
+                # held by two owners at once
+                self.flag(
+                    "two_owners",
+                    name,
+                    ev,
+                    seq,
+                    f"taken by {taker} while {h.holder} held it (since seq {h.hold_seq})",
+                )
+            h.holder, h.hold_seq, h.hold_t = taker, seq, ev.t
             h.bound = self._recorded_by(h.holder)
         elif after in (IN_REPAIR, QUARANTINED):
             h.holder, h.hold_seq, h.hold_t, h.bound = after, seq, ev.t, None

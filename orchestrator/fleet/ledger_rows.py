@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, bindparam, select
 
 from orchestrator.fleet.sim_records import HostRec
-from orchestrator.fleet.store_db import upsert
+from orchestrator.fleet.store_db import fetch, upsert
 from orchestrator.fleet.store_schema import hosts as table
 
 #: The ``hosts`` table's columns, in the order of ``store_schema.hosts``.
@@ -63,7 +63,7 @@ def load_hosts(conn: Connection, cluster: str) -> list[HostRec]:
             updates=r[13],
             last_boot=r[14],
         )
-        for r in conn.execute(_SELECT, {"cluster": cluster})
+        for r in fetch(conn, _SELECT, {"cluster": cluster})
     ]
 
 

@@ -19,7 +19,7 @@ from orchestrator.fleet.cluster_sim import ClusterSim, ClusterState, JobRec
 from orchestrator.fleet.event_log import append_events
 from orchestrator.fleet.ledger_rows import load_hosts, save_hosts
 from orchestrator.fleet.presets import Preset
-from orchestrator.fleet.store_db import upsert
+from orchestrator.fleet.store_db import fetch, upsert
 from orchestrator.fleet.store_schema import clusters, switches
 from orchestrator.fleet.store_schema import jobs as job_rows
 
@@ -50,7 +50,7 @@ def load_cluster(conn: Connection, name: str, seed: int, preset: Preset) -> Clus
     hosts = load_hosts(conn, name)
     jobs = {
         r[1]: JobRec(r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11])
-        for r in conn.execute(_JOBS, key)
+        for r in fetch(conn, _JOBS, key)
     }
     sim = ClusterSim(
         name,
@@ -61,7 +61,7 @@ def load_cluster(conn: Connection, name: str, seed: int, preset: Preset) -> Clus
         preset.max_job_hosts,
         preset.target_utilisation,
     )
-    sim.switches.update({n: f for n, f in conn.execute(_RACKS, key)})
+    sim.switches.update({n: f for n, f in fetch(conn, _RACKS, key)})
     return sim
 
 

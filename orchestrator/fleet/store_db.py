@@ -53,6 +53,9 @@ class Database:
         self.dialect = engine.dialect.name
         self.is_sqlite = self.dialect == "sqlite"
         self._conn: Connection | None = None
+        #: Inside ``tx`` or ``snapshot``: a read or a nested transaction joins it, as a
+        #: statement on the store's one connection always did.
+        self._open = False
 
     @classmethod
     def sqlite(cls, raw: sqlite3.Connection, where: str) -> Database:
@@ -95,7 +98,11 @@ class Database:
     def tx(self, cluster: str | None = None) -> Iterator[Connection]:
         """One write transaction, committed on a clean exit; ``cluster``: the cluster whose row
         it locks first (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already locks the file)."""
+        if self._open:  # nested: part of the transaction already open
+            yield self.conn
+            return
         conn = self._fresh()
+        self._open = True
         try:
             if self.is_sqlite:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -110,12 +117,18 @@ class Database:
             if isinstance(err, sa_exc.DBAPIError):
                 raise self._translate(err) from None
             raise
+        finally:
+            self._open = False
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
         """Reads that must see one state (a ``peek``, a copy), never written back: SQLite's
         deferred transaction; on PostgreSQL REPEATABLE READ (one snapshot for every read)."""
+        if self._open:
+            yield self.conn
+            return
         conn = self._fresh()
+        self._open = True
         try:
             if self.is_sqlite:
                 conn.exec_driver_sql("BEGIN")
@@ -126,11 +139,15 @@ class Database:
             self._rollback(err)
             raise self._translate(err) from None
         finally:
+            self._open = False
             with suppress(Exception):
                 conn.rollback()
 
     def read(self, stmt: Any, params: Any = None) -> list[Any]:
-        """The rows of one read (outside any transaction on SQLite, a short one on PostgreSQL)."""
+        """The rows of one read (outside any transaction on SQLite, a short one on PostgreSQL;
+        inside the open transaction when there is one)."""
+        if self._open:
+            return list(self.conn.execute(stmt, params).all())
         conn = self._fresh()
         try:
             rows = list(conn.execute(stmt, params).all())
@@ -178,6 +195,27 @@ class Database:
 
 
 # ------------------------------------------------------------------ statements
+_COMPILED: dict[Any, tuple[str, tuple[str, ...], dict[str, Any]]] = {}
+
+
+def fetch(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+    """Every row of ``stmt`` (a SELECT built from the tables): the fast path of a cluster's
+    load. On SQLite the statement, compiled once by SQLAlchemy's SQLite dialect, runs on the
+    driver's cursor (SQLAlchemy's result machinery costs more than SQLite's own work here);
+    elsewhere through SQLAlchemy."""
+    if conn.dialect.name != "sqlite":
+        return conn.execute(stmt, params).all()
+    found = _COMPILED.get(stmt)
+    if found is None:
+        compiled = stmt.compile(dialect=conn.dialect)
+        found = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
+        _COMPILED[stmt] = found
+    sql, order, defaults = found
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    return raw.execute(sql, [params[k] if k in params else defaults[k] for k in order]).fetchall()
+
+
 _UPSERTS: dict[tuple[str, str, str], Any] = {}
 
 
@@ -234,6 +272,7 @@ __all__ = [
     "Database",
     "StoreUnavailable",
     "continue_sequences",
+    "fetch",
     "insert_missing",
     "lock_appends",
     "upsert",
