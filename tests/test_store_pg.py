@@ -131,8 +131,9 @@ def test_store_url_with_a_password_is_refused_and_never_echoed(
     assert not (tmp_home / "store").exists()
 
 
-def test_a_postgresql_store_newer_than_this_trainctl_is_refused(pg_store: str):
-    """A store whose schema is newer than the code is refused and left as it is."""
+def test_a_postgresql_store_newer_than_this_trainctl_is_refused(tmp_home: Path, pg_store: str):
+    """A store whose schema is newer than the code is refused and left as it is: by the
+    backend, and by a worker before it polls (a rolling upgrade never writes an old shape)."""
     SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED).close()
     fleet = SqliteFleet(pg_store)
     with fleet.db.tx() as conn:
@@ -145,6 +146,10 @@ def test_a_postgresql_store_newer_than_this_trainctl_is_refused(pg_store: str):
         SqliteFleet(pg_store)
     with pytest.raises(FleetSchemaMismatch):
         open_backend(pg_store)
+    worker = CliRunner(env={STORE_ENV: pg_store}).invoke(
+        main, ["worker", "--address", "127.0.0.1:1", "--metrics-port", "0", "--json"]
+    )
+    assert worker.exit_code == 2 and "newer than this trainctl" in worker.output, worker.output
 
 
 def test_a_lost_connection_is_temporary_and_writes_nothing(pg_server: PgServer, pg_store: str):
