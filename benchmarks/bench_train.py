@@ -77,14 +77,13 @@ async def baseline(env: WorkflowEnvironment, hosts: int) -> float:
 
 
 def _worker(env: WorkflowEnvironment, path: Path, tq: str, concurrency: int) -> Worker:
-    """The product's worker (``build_worker``) with ``concurrency`` activity slots."""
-    worker = build_worker(env.client, path, tq)
+    """The product's worker (``build_worker``), or the same with ``concurrency`` activity
+    slots and threads."""
     if concurrency == 8:
-        return worker
+        return build_worker(env.client, path, tq)
     return Worker(
         env.client,
         task_queue=tq,
-        identity=worker.config()["identity"],
         workflows=WORKFLOWS,
         activities=build_activities(path, env.client, tq),
         activity_executor=ThreadPoolExecutor(max_workers=concurrency),
@@ -144,8 +143,10 @@ async def main() -> None:
     )
     try:
         hosts = get_preset(args.preset).hosts_per_cluster
-        base = await baseline(env, hosts)
         ours, figures = await train_run(env, args.preset, args.domain_size)
+        print(f"train: {ours:.1f} hosts/s, figures {figures}", flush=True)
+        base = await baseline(env, hosts)
+        print(f"baseline: {base:.1f} hosts/s", flush=True)
         again = None
         if not args.no_repeat:
             _, again = await train_run(env, args.preset, args.domain_size, concurrency=1)
