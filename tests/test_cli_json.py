@@ -36,6 +36,7 @@ ERRORS: dict[str, tuple[str, ...]] = {
     "demo": ("--preset", "nope"),
     "fleet init": ("--preset", "nope"),
     "fleet inject-fault": ("--cluster", "c00", "--component", "kernel", "--version", "1"),
+    "fleet migrate": ("--to", "postgresql://ops:hunter2@127.0.0.1:5432/fleet"),  # a password
     "fleet status": (),  # no fleet
     "fleet host": ("--behind", "c00-z00-r000-h00"),  # a host or --behind, not both
     "lab slurm up": ("--nodes", "0"),
