@@ -41,6 +41,12 @@ OPERATOR_NODE = "a07"
 OPERATOR_REASON = "operator: PSU swap, ticket 9001"
 KILLED_NODE = "b08"
 
+#: Liveness bounds (wall seconds from the start), not speed claims: alone the whole test takes
+#: ~95 s, but in the full suite on a loaded machine the operation has needed more than 170 s
+#: to finish after the chaos (it succeeded). A real hang still fails here.
+PROGRESS_BOUND = 360
+DONE_BOUND = 420
+
 
 def start_worker(env: dict[str, str], log: Path, queue: str) -> subprocess.Popen[bytes]:
     """``trainctl worker`` as its own process; returns once it polls."""
@@ -103,7 +109,7 @@ async def test_cuda_upgrade_on_two_slurm_clusters_survives_chaos(
 
         async def updated(cluster: str, n: int) -> None:
             while len(lab_versions(tmp_home, cluster)) < n:
-                assert time.monotonic() - t0 < 150, await op_state(op_id)
+                assert time.monotonic() - t0 < PROGRESS_BOUND, await op_state(op_id)
                 await asyncio.sleep(0.5)
 
         await updated("a", 1)
@@ -124,7 +130,7 @@ async def test_cuda_upgrade_on_two_slurm_clusters_survives_chaos(
         chaos.append(("worker killed", time.monotonic() - t0))
         worker = start_worker(env, log, task_queue)
         while (status := await op_state(op_id))["state"] in ("running", "pending", "?"):
-            assert time.monotonic() - t0 < 170, (chaos, status)
+            assert time.monotonic() - t0 < DONE_BOUND, (chaos, status)
             await asyncio.sleep(2)
     finally:
         if worker.poll() is None:
