@@ -32,7 +32,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities import build_activities
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.paths import temporal_cli_path
 from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
@@ -41,7 +40,6 @@ from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
-from workflows import WORKFLOWS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from noop_workflow import NoopHost, noop  # noqa: E402
@@ -76,21 +74,6 @@ async def baseline(env: WorkflowEnvironment, hosts: int) -> float:
             return hosts / (time.perf_counter() - start)
 
 
-def _worker(env: WorkflowEnvironment, path: Path, tq: str, concurrency: int) -> Worker:
-    """The product's worker (``build_worker``), or the same with ``concurrency`` activity
-    slots and threads."""
-    if concurrency == 8:
-        return build_worker(env.client, path, tq)
-    return Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=build_activities(path, env.client, tq),
-        activity_executor=ThreadPoolExecutor(max_workers=concurrency),
-        max_concurrent_activities=concurrency,
-    )
-
-
 async def train_run(
     env: WorkflowEnvironment, preset: str, domain_size: int, concurrency: int = 8
 ) -> tuple[float, dict[str, float]]:
@@ -112,7 +95,7 @@ async def train_run(
             }
         )
         tq = f"bench-{uuid.uuid4().hex[:6]}"
-        async with _worker(env, path, tq, concurrency):
+        async with build_worker(env.client, path, tq, concurrency):
             start = time.perf_counter()
             status = await env.client.execute_workflow(
                 ClusterTrain.run, TrainInput(spec=spec), id=f"train-bench-{tq}", task_queue=tq

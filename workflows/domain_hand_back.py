@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 class DomainHandBack:
-    """The hand-back steps; the workflow class provides the state, the UI and the requests."""
+    """The hand-back steps; the workflow class provides its state, its UI and ``_req``."""
 
     def _mark(self, hosts: list[str], phase: str, note: str) -> None:
         raise NotImplementedError

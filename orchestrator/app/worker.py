@@ -40,9 +40,12 @@ RECONNECT_DELAYS = (1.0, 2.0, 5.0, 10.0, 15.0)
 RECONNECT_TIMEOUT = 10.0
 
 
-def build_worker(client: Client, fleet_path: StoreRef, task_queue: str = TASK_QUEUE) -> Worker:
-    """A worker with every workflow and activity, activities on a small thread pool; its
-    identity names the fleet it serves (``fleet_id``), so commands can tell fleets apart."""
+def build_worker(
+    client: Client, fleet_path: StoreRef, task_queue: str = TASK_QUEUE, concurrency: int = 8
+) -> Worker:
+    """A worker with every workflow and activity, activities on a small thread pool of
+    ``concurrency`` threads and slots; its identity names the fleet it serves (``fleet_id``),
+    so commands can tell fleets apart."""
     identity = worker_identity(f"{os.getpid()}@{socket.gethostname()}", read_fleet_id(fleet_path))
     return Worker(
         client,
@@ -50,8 +53,8 @@ def build_worker(client: Client, fleet_path: StoreRef, task_queue: str = TASK_QU
         identity=identity,
         workflows=WORKFLOWS,
         activities=build_activities(fleet_path, client, task_queue),
-        activity_executor=ThreadPoolExecutor(max_workers=8),
-        max_concurrent_activities=8,
+        activity_executor=ThreadPoolExecutor(max_workers=concurrency),
+        max_concurrent_activities=concurrency,
         graceful_shutdown_timeout=timedelta(seconds=30),
     )
 
