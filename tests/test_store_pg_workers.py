@@ -1,8 +1,9 @@
 """Three workers, each with a TRAINCTL_HOME of its own (nothing shared but the Temporal address
-and the store URL, as on three machines), run trains on three clusters of ``multi`` from one
-PostgreSQL record; one worker is SIGKILLed while its hosts drain and PostgreSQL restarts once.
-Everything finishes, the audit passes, and the record shows no host with two owners and no
-instant over the budget. Real PostgreSQL, real Temporal dev server, real worker processes."""
+and the store URL, as on three machines), share one PostgreSQL record: trains on three clusters
+of ``multi`` and a CUDA operation on the fourth, then a campaign over all four. One worker is
+SIGKILLed while hosts drain and PostgreSQL restarts once. Everything finishes, the audit passes,
+and the record shows no instant over either budget, no host with two owners and no job on mixed
+driver/CUDA. Real PostgreSQL, real Temporal dev server, real worker processes."""
 
 from __future__ import annotations
 
@@ -17,25 +18,35 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from orchestrator.app.cli import main
 from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.campaign_types import CampaignStatus
+from orchestrator.contracts.constants import HELD_STATES
+from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.train_spec import train_workflow_id
 from orchestrator.contracts.train_types import TrainInput, TrainStatus
 from orchestrator.fleet import open_backend
 from orchestrator.fleet.store_url import STORE_ENV
 from tests.pg_helpers import PgServer
+from tests.test_ops_exec import CUDA, op_spec, trainctl, write_spec
 from tests.train_helpers import spec
 from workflows.cluster_train import ClusterTrain
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTERS = ("c00", "c01", "c02")
+ALL = (*CLUSTERS, "c03")
+KERNEL = "6.12.0-9"
 
 
 def _worker(
     env: Any, home: Path, store: str, task_queue: str, log: Path
 ) -> subprocess.Popen[bytes]:
+    """``trainctl worker`` of this tree (cwd and PYTHONPATH inherited) with its own home."""
     home.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-c", "from orchestrator.app.cli import entrypoint; entrypoint()"]
     cmd += ["worker", "--task-queue", task_queue, "--metrics-port", "0"]
@@ -46,27 +57,48 @@ def _worker(
 
 
 def _record_holds(store: str) -> tuple[int, dict[str, int]]:
-    """(cordons, the most hosts held at once per cluster), asserting no host is taken while
-    another owner holds it and no cordon leaves more held than the budget it was checked
-    against (its ``limit``)."""
+    """(cordons, the most hosts held at once per cluster), read from the record alone: no host
+    is taken while another owner holds it, and after every cordon neither the hosts owners
+    hold nor those held for planned work exceed the budgets it was checked against (``limit``:
+    out of service, ``maintenance``: planned work of every owner)."""
     fleet = open_backend(store)
     try:
         held: dict[str, dict[str, str]] = {}
+        planned: dict[str, set[str]] = {}
         most: dict[str, int] = {}
         cordons = 0
         for _, ev, cluster in fleet.records():
             if ev.kind != "host_state" or ev.host is None:
                 continue
-            mine = held.setdefault(cluster, {})
-            if ev.detail["after"] == "cordoned" and ev.detail.get("owner"):
+            mine, work = held.setdefault(cluster, {}), planned.setdefault(cluster, set())
+            after = ev.detail["after"]
+            if after == "cordoned" and ev.detail.get("owner"):
                 assert ev.host not in mine, f"{ev.host}: {mine[ev.host]} and {ev.detail['owner']}"
                 mine[ev.host] = str(ev.detail["owner"])
+                work.add(ev.host)
                 cordons += 1
                 assert len(mine) <= int(ev.detail["limit"]), (cluster, sorted(mine))
-            elif ev.detail["after"] == "in_service":
+                if ev.detail.get("maintenance") is not None:
+                    assert len(work) <= int(ev.detail["maintenance"]), (cluster, sorted(work))
+            elif after == "in_service":
                 mine.pop(ev.host, None)
+            if after not in HELD_STATES:
+                work.discard(ev.host)
             most[cluster] = max(most.get(cluster, 0), len(mine))
         return cordons, most
+    finally:
+        fleet.close()
+
+
+def _jobs_on(store: str, cluster: str, upper: tuple[str, str]) -> int:
+    """Jobs the record shows started on ``cluster`` on the gpu_driver/cuda pair ``upper``."""
+    fleet = open_backend(store)
+    try:
+        return sum(
+            1
+            for _, ev, c in fleet.records(cluster=cluster)
+            if ev.kind == "job_start" and (ev.detail["gpu_driver"], ev.detail["cuda"]) == upper
+        )
     finally:
         fleet.close()
 
@@ -83,26 +115,73 @@ def _draining(store: str) -> bool:
         fleet.close()
 
 
+def _hosts(store: str) -> list[tuple[str, str, str, dict[str, str]]]:
+    fleet = open_backend(store)
+    try:
+        return [
+            (h.name, c, str(h.state), dict(h.versions))
+            for c in ALL
+            for h in fleet.peek(c).snapshot().hosts
+        ]
+    finally:
+        fleet.close()
+
+
+async def _terminate(env: Any, workflow_ids: list[str]) -> None:
+    for wid in workflow_ids:
+        with contextlib.suppress(RPCError):
+            await env.client.get_workflow_handle(wid).terminate("test cleanup")
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(40)
+        if p.poll() is None:
+            p.kill()
+
+
 async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_restart(
-    dev_env: Any, tmp_path: Path, pg_server: PgServer, pg_store: str, task_queue: str
+    dev_env: Any,
+    tmp_path: Path,
+    pg_server: PgServer,
+    pg_store: str,
+    task_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
 ):
-    """Trains on three clusters finish on three workers sharing one PostgreSQL store, though
-    one worker is killed mid-drain and PostgreSQL restarts; the audit passes on the record."""
+    """Trains on c00-c02 and a CUDA operation on c03, then a campaign over all four, finish on
+    three workers sharing one PostgreSQL store, though one worker is killed mid-drain and
+    PostgreSQL restarts; the audit passes on the record, which shows no instant over either
+    budget, no host with two owners and no job on mixed driver/CUDA."""
     home = tmp_path / "home-init"
     home.mkdir()
-    env = {"TRAINCTL_HOME": str(home)}
-    r = CliRunner(env=env).invoke(
+    for k, v in {"TRAINCTL_HOME": str(home), STORE_ENV: pg_store}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
+    r = CliRunner().invoke(
         main, ["fleet", "init", "--preset", "multi", "--speed", "36000", "--store", pg_store]
     )
     assert r.exit_code == 0, r.output
     log = tmp_path / "workers.log"
     procs = [_worker(dev_env, tmp_path / f"home-{i}", pg_store, task_queue, log) for i in range(3)]
-    handles = []
+    op = op_spec(scope={"cluster": "c03"})
+    campaign = {
+        "name": f"kernel-{uuid.uuid4().hex[:8]}",
+        "targets": {"os": KERNEL},
+        "scope": {"cluster": "*"},
+        "stages": [{"name": "all", "clusters": "*", "parallel": 4}],
+        "train": {"domain_size": 8, "budget": {"max_unavailable": "25%"}},
+    }
+    started = [arbiter_workflow_id(c, task_queue) for c in ALL]
+    started += [train_workflow_id(c) for c in ALL] + [f"campaign-{campaign['name']}"]
+    await _terminate(dev_env, started)  # none left running by another test
+    trains: list[WorkflowHandle[Any, TrainStatus]] = []
     try:
         for c in CLUSTERS:
-            with contextlib.suppress(RPCError):
-                await dev_env.client.get_workflow_handle(arbiter_workflow_id(c)).terminate("t")
-            handles.append(
+            trains.append(
                 await dev_env.client.start_workflow(
                     ClusterTrain.run,
                     TrainInput(spec=spec(cluster=c, stop_after_cycles=1)),
@@ -110,6 +189,16 @@ async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_re
                     task_queue=task_queue,
                 )
             )
+            started.append(trains[-1].id)
+        code, out, err = await trainctl(
+            "ops", "start", "--spec", str(write_spec(tmp_path / "op.json", op)),
+            "--task-queue", task_queue, "--json",
+        )  # fmt: skip
+        assert code == 0 and out["started"], err
+        started.append(out["operation_id"])
+        operation = dev_env.client.get_workflow_handle(
+            out["operation_id"], result_type=OperationStatus
+        )
         for _ in range(600):
             if await asyncio.to_thread(_draining, pg_store):
                 break
@@ -121,28 +210,39 @@ async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_re
         await asyncio.to_thread(pg_server.restart)
         procs.append(_worker(dev_env, tmp_path / "home-3", pg_store, task_queue, log))
         finals: list[TrainStatus] = await asyncio.wait_for(
-            asyncio.gather(*(h.result() for h in handles)), 360
+            asyncio.gather(*(h.result() for h in trains)), 360
         )
+        op_final = await asyncio.wait_for(operation.result(), 120)
+        spec_file = write_spec(tmp_path / "campaign.json", campaign)
+        args = ("campaign", "start", "--spec", str(spec_file), "--wait", "--json")
+        code, out, err = await asyncio.wait_for(trainctl(*args, "--task-queue", task_queue), 360)
+        assert "error" not in out, err
+        rolled = CampaignStatus.model_validate(out)
     except BaseException:
         print(log.read_text()[-4000:])
         raise
     finally:
-        for wid in [h.id for h in handles] + [arbiter_workflow_id(c) for c in CLUSTERS]:
-            with contextlib.suppress(RPCError):
-                await dev_env.client.get_workflow_handle(wid).terminate("test cleanup")
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(40)
-            if p.poll() is None:
-                p.kill()
+        await _terminate(dev_env, started)
+        _stop(procs)
     for final in finals:
         assert final.state == "stopped" and final.cycles_completed == 1, final
         assert final.hosts_visited_this_cycle + final.quarantined + final.in_repair == 64
-    r = CliRunner(env={**env, STORE_ENV: pg_store}).invoke(main, ["audit", "--json"])
+    assert op_final.state == "succeeded", op_final.reason
+    assert code == 0 and rolled.state == "succeeded", rolled.reason
+    assert [s.state for s in rolled.stages] == ["passed"]
+    rows = _hosts(pg_store)
+    up = [r for r in rows if r[2] == "in_service"]
+    assert {r[1] for r in up} == set(ALL)
+    assert all(r[3]["os"] == KERNEL for r in up), "an in-service host was missed"
+    assert all(r[2] in ("quarantined", "in_repair") for r in rows if r[2] != "in_service")
+    on_cuda = [r for r in up if r[1] == "c03"]
+    assert on_cuda and all({k: r[3][k] for k in CUDA} == CUDA for r in on_cuda)
+    r = CliRunner().invoke(main, ["audit", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["ok"]
+    audited = json.loads(r.stdout)
+    assert audited["ok"] and not audited["violations"], audited["violations"][:3]
     cordons, most = _record_holds(pg_store)
-    assert cordons >= 3 * 64 and len(most) == 3 and all(n > 0 for n in most.values()), most
+    assert cordons >= 2 * 4 * 64 and set(most) == set(ALL) and all(most.values()), most
+    # jobs started on the new driver/CUDA (none on a mix of it and the old: the audit's
+    # mixed_versions, checked above, covers every job of the record)
+    assert _jobs_on(pg_store, "c03", (CUDA["gpu_driver"], CUDA["cuda"])) > 0
