@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -108,10 +109,32 @@ def pg_server() -> Iterator[PgServer]:
         remove_server(server)
 
 
+#: The PostgreSQL stores a test was given: audited after it, as its SQLite files are.
+_PG_STORES = pytest.StashKey[list[str]]()
+
+
 @pytest.fixture
-def pg_store(pg_server: PgServer) -> str:
-    """The URL of a fresh, empty PostgreSQL database (no password in it)."""
-    return pg_server.new_database()
+def pg_store(pg_server: PgServer, request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh, empty PostgreSQL database (no password in it); whatever fleet the
+    test leaves in it is audited after the test."""
+    url = pg_server.new_database()
+    request.node.stash.setdefault(_PG_STORES, []).append(url)
+    return url
+
+
+#: The two stores of the fleet record: the tests of the ledger run on each.
+STORES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=STORES)
+def store_where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a ledger test builds its fleet: a SQLite file under ``tmp_path``, or a fresh
+    database on the session's PostgreSQL (a ``CREATE DATABASE``, no new cluster); either is
+    audited after the test."""
+    if request.param == "sqlite":
+        return tmp_path / "fleet.db"
+    url: str = request.getfixturevalue("pg_store")
+    return url
 
 
 # ------------------------------------------------------------------ the audit after every test
@@ -162,31 +185,54 @@ def _audit_record(path: Path) -> list[tuple[str, str]]:
         report = audit_events(read_events(db), domains)
     finally:
         db.close()
-    return [
-        (v.kind, f"{v.cluster} {v.host or '-'} seq {v.seq}: {v.detail}") for v in report.violations
-    ]
+    return _found(report.violations)
+
+
+def _found(violations: list[Any]) -> list[tuple[str, str]]:
+    return [(v.kind, f"{v.cluster} {v.host or '-'} seq {v.seq}: {v.detail}") for v in violations]
+
+
+def _audit_store(url: str) -> list[tuple[str, str]]:
+    """(kind, detail) of every violation in the record of the PostgreSQL store ``url``; none
+    when it holds no fleet, or one newer than this code (a test's doing)."""
+    from orchestrator.audit.record_checks import audit
+    from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
+    from orchestrator.fleet import open_backend
+
+    try:
+        fleet = open_backend(url)
+    except (NoFleet, FleetSchemaMismatch):
+        return []
+    try:
+        return _found(audit(fleet).violations)
+    finally:
+        fleet.close()
 
 
 @pytest.fixture(autouse=True)
 def audit_after_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every test that leaves a fleet record ends with the audit passing on it, so a false
     alarm (or a real break) can never go unnoticed; ``@pytest.mark.audit_violations(...)``
-    names the kinds a test breaks on purpose."""
-    if "tmp_path" not in request.fixturenames:
-        yield
-        return
-    tmp: Path = request.getfixturevalue("tmp_path")  # set up first, so torn down after us
+    names the kinds a test breaks on purpose. Its records: the SQLite files under its
+    ``tmp_path`` and the PostgreSQL databases ``pg_store`` gave it."""
+    tmp: Path | None = None
+    if "tmp_path" in request.fixturenames:
+        tmp = request.getfixturevalue("tmp_path")  # set up first, so torn down after us
     yield
     marker = request.node.get_closest_marker("audit_violations")
     allowed = set(marker.args) if marker is not None else set()
     problems = []
-    for path in _records(tmp):
+    for path in _records(tmp) if tmp is not None else []:
         try:
             found = _audit_record(path)
         except Exception:  # noqa: BLE001 - a record the test broke on purpose (a bad schema)
             continue
         problems += [
             f"{path.name}: {kind}: {detail}" for kind, detail in found if kind not in allowed
+        ]
+    for url in request.node.stash.get(_PG_STORES, []):
+        problems += [
+            f"{url}: {kind}: {detail}" for kind, detail in _audit_store(url) if kind not in allowed
         ]
     if problems:
         pytest.fail(

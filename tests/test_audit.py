@@ -1,13 +1,15 @@
 """The audit over real event logs: a clean maintenance log passes, each broken invariant is found.
 
-Logs are made by real ``ClusterSim`` operations on a real SQLite fleet. To break an invariant the
-tests reach for the simulator's internals (``_set_state``, ``_place``), standing in for a buggy
-train or scheduler; the audit must catch it from the log alone.
+Logs are made by real ``ClusterSim`` operations on a real fleet, each test once on SQLite and
+once on PostgreSQL (``store_where``): the ledger is one for both stores. To break an invariant
+the tests reach for the simulator's internals (``_set_state``, ``_place``), standing in for a
+buggy train or scheduler; the audit must catch it from the log alone.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -32,9 +34,14 @@ def at(hours: float) -> datetime:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> SqliteFleet:
-    """A fresh small fleet (128 hosts, speed 1.0, so wall ``at(h)`` is fleet hour h)."""
-    return SqliteFleet.create(tmp_path / "fleet.db", PRESETS["small"], 2, 1.0, wall=ANCHOR)
+def fleet(store_where: Path | str) -> Iterator[SqliteFleet]:
+    """A fresh small fleet (128 hosts, speed 1.0, so wall ``at(h)`` is fleet hour h), on each
+    store (``store_where``): the ledger writes the same record on SQLite and PostgreSQL."""
+    fleet = SqliteFleet.create(store_where, PRESETS["small"], 2, 1.0, wall=ANCHOR)
+    try:
+        yield fleet
+    finally:
+        fleet.close()
 
 
 def idle(sim: ClusterSim, name: str) -> None:

@@ -1,8 +1,9 @@
 """Logical clocks (``--speed max``): one per cluster, moved like a discrete-event simulator's.
 
-The unit tests drive ``SqliteFleet``'s clock directly: a cluster's clock moves only when every
-party on that cluster waits, to the earliest instant any of them waits for, one turn at a time;
-other clusters' clocks never move with it; a party that vanished cannot hold a clock forever.
+The unit tests drive ``SqliteFleet``'s clock directly, each on SQLite and on PostgreSQL
+(``store_where``): a cluster's clock moves only when every party on that cluster waits, to the
+earliest instant any of them waits for, one turn at a time; other clusters' clocks never move
+with it; a party that vanished cannot hold a clock forever.
 The demo tests run ``trainctl demo --speed max`` for real (each run its own embedded Temporal
 server, a worker and a real SQLite fleet), two runs at once so that they race for the machine,
 and check that the same seed gives the same visits, quarantines, interruptions and lost GPU-hours,
@@ -56,14 +57,14 @@ def duo(monkeypatch: pytest.MonkeyPatch) -> Preset:
     return DUO
 
 
-def logical_fleet(path: Path, preset: Preset) -> SqliteFleet:
+def logical_fleet(path: Path | str, preset: Preset) -> SqliteFleet:
     return SqliteFleet.create(path, preset, 3, MAX_SPEED)
 
 
 # ------------------------------------------------------------------- the clock itself
-def test_each_cluster_has_its_own_logical_clock(tmp_path: Path, duo: Preset) -> None:
+def test_each_cluster_has_its_own_logical_clock(store_where: Path | str, duo: Preset) -> None:
     """Advancing c01 leaves c00 where it was, and c00's transactions see c00's time only."""
-    fleet = logical_fleet(tmp_path / "fleet.db", duo)
+    fleet = logical_fleet(store_where, duo)
     try:
         assert fleet.advance_clock("c01", 40.0) == 40.0
         assert fleet.fleet_time(cluster="c00") == 0.0
@@ -78,10 +79,12 @@ def test_each_cluster_has_its_own_logical_clock(tmp_path: Path, duo: Preset) -> 
         fleet.close()
 
 
-def test_scaled_fleet_derives_every_cluster_from_wall_time(tmp_path: Path, duo: Preset) -> None:
+def test_scaled_fleet_derives_every_cluster_from_wall_time(
+    store_where: Path | str, duo: Preset
+) -> None:
     """At a scaled speed nothing changes: every cluster reads the same hours from ``wall``."""
     wall = datetime(2025, 1, 1, tzinfo=UTC)
-    fleet = SqliteFleet.create(tmp_path / "fleet.db", duo, 3, 3600.0, wall=wall)
+    fleet = SqliteFleet.create(store_where, duo, 3, 3600.0, wall=wall)
     try:
         later = wall + timedelta(hours=2)
         assert fleet.fleet_time(later, "c00") == fleet.fleet_time(later, "c01") == 7200.0
@@ -90,11 +93,11 @@ def test_scaled_fleet_derives_every_cluster_from_wall_time(tmp_path: Path, duo: 
         fleet.close()
 
 
-def test_clock_moves_only_when_every_party_waits(tmp_path: Path, duo: Preset) -> None:
+def test_clock_moves_only_when_every_party_waits(store_where: Path | str, duo: Preset) -> None:
     """A train that starts a domain does not move time until the domain waits too; then time
     goes to the earliest instant either wants, and a domain's wake gives the train its turn at
     the current instant; the other cluster's clock never moves."""
-    fleet = logical_fleet(tmp_path / "fleet.db", duo)
+    fleet = logical_fleet(store_where, duo)
     try:
         turn = fleet.clock_wait("c00", TRAIN, "t1", 1.0, children=["d1"])
         assert (turn.now, turn.released) == (0.0, False)  # d1 acts: nothing moves
@@ -115,9 +118,9 @@ def test_clock_moves_only_when_every_party_waits(tmp_path: Path, duo: Preset) ->
         fleet.close()
 
 
-def test_simultaneous_turns_go_by_rank_then_name(tmp_path: Path, duo: Preset) -> None:
+def test_simultaneous_turns_go_by_rank_then_name(store_where: Path | str, duo: Preset) -> None:
     """Parties waiting for the same instant take turns in one order, however they arrived."""
-    fleet = logical_fleet(tmp_path / "fleet.db", duo)
+    fleet = logical_fleet(store_where, duo)
     try:
         fleet.clock_wait("c00", TRAIN, "t1", 2.0, children=["d2", "d1"])
         d2 = ClockMember("d2", "d2", "train-c00", "train")
@@ -132,10 +135,10 @@ def test_simultaneous_turns_go_by_rank_then_name(tmp_path: Path, duo: Preset) ->
         fleet.close()
 
 
-def test_a_party_that_never_waits_again_is_dropped(tmp_path: Path, duo: Preset) -> None:
+def test_a_party_that_never_waits_again_is_dropped(store_where: Path | str, duo: Preset) -> None:
     """A party given its turn whose workflow then vanished holds the clock only until the
     timeout; a party that leaves (its owner closed) hands the turn on at once."""
-    fleet = logical_fleet(tmp_path / "fleet.db", duo)
+    fleet = logical_fleet(store_where, duo)
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     try:
         fleet.clock_wait("c00", TRAIN, "t1", 1.0, children=["d1"], wall=t0)

@@ -30,7 +30,7 @@ def at(hours: float) -> datetime:
     return ANCHOR + timedelta(hours=hours)
 
 
-def make(path: Path, preset: str, seed: int) -> SqliteFleet:
+def make(path: Path | str, preset: str, seed: int) -> SqliteFleet:
     return SqliteFleet.create(path, PRESETS[preset], seed, 1.0, wall=ANCHOR)
 
 
@@ -90,9 +90,10 @@ def _change_cuda(sim: ClusterSim, names: list[str], cuda: str, owner: str) -> li
     return done
 
 
-def test_scheduler_never_uses_unavailable_hosts_or_mixes_versions(tmp_path: Path) -> None:
-    """Replaying the log, every job starts on in-service hosts that share gpu_driver and cuda."""
-    fleet = make(tmp_path / "f.db", "small", seed=5)
+def test_scheduler_never_uses_unavailable_hosts_or_mixes_versions(store_where: Path | str) -> None:
+    """Replaying the log, every job starts on in-service hosts that share gpu_driver and cuda
+    (on either store)."""
+    fleet = make(store_where, "small", seed=5)
     held = [f"c00-z0{z}-r00{r}-h0{h}" for z in (0, 1) for r in (1, 4, 6) for h in (2, 5)]
     with fleet.cluster("c00", at(1)) as sim:
         for name in held:

@@ -1,10 +1,10 @@
 """Bad versions known fleet-wide, the version skew window, and blame (issue 12, items 1, 2, 4).
 
-Through the real CLI and a real SQLite fleet: a version marked bad is refused as a target by
-`train start`, `train reconfigure` and `ops plan`/`ops start` (exit 2 naming the field) until
-an operator clears it; a target that would put a fourth os version in service is refused naming
-``os`` and the versions, and accepted with ``supersedes``. Blame is a pure ranking: tested on the
-issue's two staggered campaigns.
+Through the real CLI and a real fleet (its list of bad versions on SQLite and on PostgreSQL):
+a version marked bad is refused as a target by `train start`, `train reconfigure` and `ops
+plan`/`ops start` (exit 2 naming the field) until an operator clears it; a target that would put
+a fourth os version in service is refused naming ``os`` and the versions, and accepted with
+``supersedes``. Blame is a pure ranking: tested on the issue's two staggered campaigns.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.app.cli import main
 from orchestrator.app.cli.train import check_spec_against_fleet
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
+from orchestrator.fleet.store_url import STORE_ENV
 from orchestrator.planning.blame import HostOutcome, rank_blame
 from tests.train_helpers import make_fleet
 
@@ -35,8 +38,12 @@ def write(path: Path, doc: dict[str, Any]) -> str:
     return str(path)
 
 
-def test_a_bad_version_is_refused_everywhere_until_cleared(tmp_home: Path) -> None:
-    make_fleet(tmp_home, 3600.0)
+def test_a_bad_version_is_refused_everywhere_until_cleared(
+    tmp_home: Path, store_where: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fleet's list of bad versions, kept in its store (SQLite or PostgreSQL)."""
+    SqliteFleet.create(store_where, get_preset("small"), 5, 3600.0).close()
+    monkeypatch.setenv(STORE_ENV, str(store_where))
     train = write(tmp_home / "t.json", {"cluster": "c00", "targets": {"os": BAD}})
     op = write(
         tmp_home / "o.json",
