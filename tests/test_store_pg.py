@@ -1,7 +1,7 @@
 """The fleet store on PostgreSQL: one schema with SQLite, the store chosen by URL (never with a
-password), a newer schema refused, a lost connection temporary, and two workers racing on one
-cluster never exceeding its budget nor giving one host two owners. A real PostgreSQL
-(``pg_helpers``), no mock."""
+password), a newer schema refused (on both stores), a lost connection temporary, and two workers
+racing on one cluster never exceeding its budget nor giving one host two owners. A real
+PostgreSQL (``pg_helpers``), no mock."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.backend import ClockMember
 from orchestrator.contracts.errors import FleetSchemaMismatch
 from orchestrator.fleet import SqliteFleet, open_backend
+from orchestrator.fleet.ledger_files import peek_meta
 from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.fleet.store_db import StoreUnavailable
@@ -131,11 +132,12 @@ def test_store_url_with_a_password_is_refused_and_never_echoed(
     assert not (tmp_home / "store").exists()
 
 
-def test_a_postgresql_store_newer_than_this_trainctl_is_refused(tmp_home: Path, pg_store: str):
-    """A store whose schema is newer than the code is refused and left as it is: by the
-    backend, and by a worker before it polls (a rolling upgrade never writes an old shape)."""
-    SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED).close()
-    fleet = SqliteFleet(pg_store)
+def test_a_store_newer_than_this_trainctl_is_refused(tmp_home: Path, store_where: Path | str):
+    """A store whose schema is newer than the code is refused and left as it is, on SQLite and
+    on PostgreSQL: by the backend, and by a worker before it polls (a rolling upgrade never
+    writes an old shape into a new schema)."""
+    SqliteFleet.create(store_where, get_preset("small"), 1, MAX_SPEED).close()
+    fleet = SqliteFleet(store_where)
     with fleet.db.tx() as conn:
         conn.execute(
             text("UPDATE meta SET value=:v WHERE key='schema_version'"),
@@ -143,13 +145,14 @@ def test_a_postgresql_store_newer_than_this_trainctl_is_refused(tmp_home: Path, 
         )
     fleet.close()
     with pytest.raises(FleetSchemaMismatch, match="newer than this trainctl"):
-        SqliteFleet(pg_store)
+        SqliteFleet(store_where)
     with pytest.raises(FleetSchemaMismatch):
-        open_backend(pg_store)
-    worker = CliRunner(env={STORE_ENV: pg_store}).invoke(
+        open_backend(store_where)
+    worker = CliRunner(env={STORE_ENV: str(store_where)}).invoke(
         main, ["worker", "--address", "127.0.0.1:1", "--metrics-port", "0", "--json"]
     )
     assert worker.exit_code == 2 and "newer than this trainctl" in worker.output, worker.output
+    assert peek_meta(store_where, "schema_version") == str(SCHEMA_VERSION + 1)  # untouched
 
 
 def test_a_lost_connection_is_temporary_and_writes_nothing(pg_server: PgServer, pg_store: str):
