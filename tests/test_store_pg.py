@@ -283,6 +283,60 @@ def test_fleet_migrate_copies_a_sqlite_fleet_and_its_record_to_postgresql(
         fleet.close()
 
 
+def test_backup_and_restore_as_the_readme_shows(
+    tmp_home: Path,
+    tmp_path: Path,
+    pg_server: PgServer,
+    pg_store: str,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The README's backup and restore of a PostgreSQL record: ``pg_dump -Fc`` then
+    ``pg_restore`` into an empty database, and ``fleet migrate --to FILE`` then, from that
+    file, ``fleet migrate --to URL``: each restored store has the same record entry for entry,
+    the audit agrees, and new entries follow the restored ones."""
+    import subprocess
+
+    from tests.pg_helpers import pg_bin
+
+    r = run("fleet", "init", "--preset", "small", "--speed", "max", "--store", pg_store)
+    assert r.exit_code == 0, r.output
+    fleet = SqliteFleet(pg_store)
+    try:
+        _script(fleet)
+        before = list(fleet.records())
+    finally:
+        fleet.close()
+    audited = _audit_json()
+    dump = tmp_path / "trainctl.dump"
+    subprocess.run([pg_bin("pg_dump"), "-Fc", "-f", str(dump), pg_store], check=True)
+    from_dump = pg_server.new_database()
+    subprocess.run([pg_bin("pg_restore"), "--no-owner", "-d", from_dump, str(dump)], check=True)
+    backup = tmp_path / "backup.db"
+    r = run("fleet", "migrate", "--to", str(backup), "--json")
+    assert r.exit_code == 0, r.output
+    from_file = pg_server.new_database()
+    with monkeypatch.context() as env:  # restore: the backup file is the source
+        env.setenv(STORE_ENV, str(backup))
+        r = run("fleet", "migrate", "--to", from_file, "--json")
+    assert r.exit_code == 0, r.output
+    for restored in (from_dump, from_file):
+        fleet = open_backend(restored)
+        try:
+            assert list(fleet.records()) == before
+            with fleet.cluster("c00") as b:
+                b.record("tester", "note", None)
+            after = list(fleet.records(since=before[-1][0]))  # the note, and what c00 did
+            last = before[-1][0]
+            assert [s for s, _, _ in after] == list(range(last + 1, last + 1 + len(after)))
+            assert "note" in [e.kind for _, e, _ in after]
+        finally:
+            fleet.close()
+        with monkeypatch.context() as env:
+            env.setenv(STORE_ENV, restored)
+            again = _audit_json()
+        assert again["ok"] and again["events_checked"] == audited["events_checked"] + len(after)
+
+
 # --------------------------------------------------------------------- a train on it
 async def test_a_train_on_a_postgresql_store_passes_the_audit(
     dev_env: Any, tmp_home: Path, pg_store: str, task_queue: str, monkeypatch: pytest.MonkeyPatch
