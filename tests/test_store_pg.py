@@ -483,21 +483,30 @@ CREATE TABLE workers (
 """
 
 
-def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(tmp_path: Path):
+@pytest.mark.parametrize("version", [5, 4])
+def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(
+    tmp_path: Path, version: int
+):
     """A fleet file whose tables were made by the hand-written DDL of before (same rows) gives
-    the same record under the same script as a file made by the SQLAlchemy schema."""
+    the same record under the same script as a file made by the SQLAlchemy schema; one of
+    schema 4 (no workers table) is first migrated in place, the same file, to the current."""
     import sqlite3
 
     new = tmp_path / "new.db"
     SqliteFleet.create(new, get_preset("small"), 3, MAX_SPEED).close()
     old = tmp_path / "old.db"
     conn = sqlite3.connect(old, isolation_level=None)
-    conn.executescript(HAND_WRITTEN_V5)
+    ddl = HAND_WRITTEN_V5
+    if version == 4:
+        ddl = ddl[: ddl.index("CREATE TABLE workers")]
+    conn.executescript(ddl)
     conn.execute("ATTACH DATABASE ? AS src", (str(new),))
     for table in ("meta", "clusters", "hosts", "jobs", "switches", "events", "clocks"):
         conn.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
     conn.execute("DETACH DATABASE src")
+    conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
     conn.close()
+    inode = old.stat().st_ino
     out = []
     for where in (new, old):
         fleet = SqliteFleet(where)
@@ -507,3 +516,11 @@ def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(tmp_pat
         finally:
             fleet.close()
     assert out[0] == out[1]
+    conn = sqlite3.connect(old)
+    try:
+        (stored,) = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert stored == str(SCHEMA_VERSION) and "workers" in tables
+    assert old.stat().st_ino == inode  # in place: the same file, not a copy
