@@ -1,9 +1,9 @@
 """Three workers, each with a TRAINCTL_HOME of its own (nothing shared but the Temporal address
 and the store URL, as on three machines), share one PostgreSQL record: trains on three clusters
-of ``multi`` and a CUDA operation on the fourth, then a campaign over all four. One worker is
-SIGKILLed while hosts drain and PostgreSQL restarts once. Everything finishes, the audit passes,
-and the record shows no instant over either budget, no host with two owners and no job on mixed
-driver/CUDA. Real PostgreSQL, real Temporal dev server, real worker processes."""
+of ``multi`` and a CUDA operation on the fourth, then a campaign over all four. The worker of a
+domain whose hosts drain is SIGKILLed, and PostgreSQL restarts once. Everything finishes, the
+audit passes, and the record shows no instant over either budget, no host with two owners and
+no job on mixed driver/CUDA. Real PostgreSQL, real Temporal dev server, real worker processes."""
 
 from __future__ import annotations
 
@@ -127,6 +127,28 @@ def _hosts(store: str) -> list[tuple[str, str, str, dict[str, str]]]:
         fleet.close()
 
 
+async def _drainer(env: Any, task_queue: str, pids: set[int]) -> int | None:
+    """The pid of the worker (one of ``pids``) that ran the latest task of a running domain
+    workflow, whose hosts are out: its identity starts with ``pid@host``."""
+    query = (
+        f'TaskQueue="{task_queue}" AND WorkflowType="DomainMaintenance" '
+        'AND ExecutionStatus="Running"'
+    )
+    async for wf in env.client.list_workflows(query):
+        handle = env.client.get_workflow_handle(wf.id, run_id=wf.run_id)
+        last = ""
+        async for ev in handle.fetch_history_events():
+            for attrs in (
+                ev.workflow_task_started_event_attributes,
+                ev.activity_task_started_event_attributes,
+            ):
+                last = attrs.identity or last
+        pid = last.split("@", 1)[0]
+        if pid.isdigit() and int(pid) in pids:
+            return int(pid)
+    return None
+
+
 async def _terminate(env: Any, workflow_ids: list[str]) -> None:
     for wid in workflow_ids:
         with contextlib.suppress(RPCError):
@@ -153,9 +175,9 @@ async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_re
     monkeypatch: pytest.MonkeyPatch,
 ):
     """Trains on c00-c02 and a CUDA operation on c03, then a campaign over all four, finish on
-    three workers sharing one PostgreSQL store, though one worker is killed mid-drain and
-    PostgreSQL restarts; the audit passes on the record, which shows no instant over either
-    budget, no host with two owners and no job on mixed driver/CUDA."""
+    three workers sharing one PostgreSQL store, though the worker of a draining domain is
+    killed and PostgreSQL restarts; the audit passes on the record, which shows no instant
+    over either budget, no host with two owners and no job on mixed driver/CUDA."""
     home = tmp_path / "home-init"
     home.mkdir()
     for k, v in {"TRAINCTL_HOME": str(home), STORE_ENV: pg_store}.items():
@@ -199,14 +221,18 @@ async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_re
         operation = dev_env.client.get_workflow_handle(
             out["operation_id"], result_type=OperationStatus
         )
-        for _ in range(600):
+        victim = None
+        for _ in range(600):  # the worker of a domain whose hosts drain
             if await asyncio.to_thread(_draining, pg_store):
-                break
+                victim = await _drainer(dev_env, task_queue, {p.pid for p in procs})
+                if victim is not None:
+                    break
             await asyncio.sleep(0.1)
         else:
-            raise AssertionError("no host ever drained")
-        procs[0].send_signal(signal.SIGKILL)
-        procs[0].wait(10)
+            raise AssertionError("no worker's hosts ever drained")
+        killed = next(p for p in procs if p.pid == victim)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
         await asyncio.to_thread(pg_server.restart)
         procs.append(_worker(dev_env, tmp_path / "home-3", pg_store, task_queue, log))
         finals: list[TrainStatus] = await asyncio.wait_for(
