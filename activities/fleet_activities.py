@@ -69,7 +69,11 @@ class FleetActivities(FleetAccess):
         fleet = self.fleet
         hosts = fleet.hosts_in(req.cluster)
         return ClockInfo(
-            speed=fleet.speed, anchor_wall=fleet.anchor_wall, hosts_total=hosts, cluster=req.cluster
+            speed=fleet.speed,
+            anchor_wall=fleet.anchor_wall,
+            hosts_total=hosts,
+            cluster=req.cluster,
+            outside_changes=fleet.outside_changes,
         )
 
     @activity.defn(name="advance_clock")

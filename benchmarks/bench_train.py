@@ -74,6 +74,22 @@ async def baseline(env: WorkflowEnvironment, hosts: int) -> float:
             return hosts / (time.perf_counter() - start)
 
 
+def one_cycle_spec(cluster: str, domain_size: int) -> TrainSpec:
+    """One cycle of an OS and BIOS update over ``cluster``, never halting on failures: what
+    every train of these benchmarks runs."""
+    return TrainSpec.model_validate(
+        {
+            "cluster": cluster,
+            "domain_size": domain_size,
+            "budget": {"max_unavailable": domain_size + 16},
+            "targets": {"os": "6.8.0-45", "bios": "3.2"},
+            "stop_after_cycles": 1,
+            "halt_after_failures": 10_000,
+            "halt_failure_rate": 1.0,
+        }
+    )
+
+
 async def train_run(
     env: WorkflowEnvironment, preset: str, domain_size: int, concurrency: int = 8
 ) -> tuple[float, dict[str, float]]:
@@ -83,17 +99,7 @@ async def train_run(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fleet.db"
         SqliteFleet.create(path, get_preset(preset), 1, MAX_SPEED).close()
-        spec = TrainSpec.model_validate(
-            {
-                "cluster": "c00",
-                "domain_size": domain_size,
-                "budget": {"max_unavailable": domain_size + 16},
-                "targets": {"os": "6.8.0-45", "bios": "3.2"},
-                "stop_after_cycles": 1,
-                "halt_after_failures": 10_000,
-                "halt_failure_rate": 1.0,
-            }
-        )
+        spec = one_cycle_spec("c00", domain_size)
         tq = f"bench-{uuid.uuid4().hex[:6]}"
         async with build_worker(env.client, path, tq, concurrency):
             start = time.perf_counter()

@@ -27,6 +27,7 @@ from orchestrator.app.cli import main as cli_main
 from orchestrator.app.worker import build_worker
 from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
 from tests.test_ops_exec import _terminate, outcome, start_op
@@ -205,4 +206,44 @@ async def test_bad_cuda_build_on_slurm_fails_the_wave_and_rolls_it_back(
     }
     assert {features(f) for _, _, f in table.values()} == old_features, table
     assert not [n for n, (st, r, _) in table.items() if "drain" in st or r != "none"], table
+    audit_ok(path)
+
+
+async def test_an_operation_waiting_for_room_an_operator_holds_goes_on_soon_after_the_resume(
+    dev_env, tmp_home, task_queue, lab8
+):
+    """Nobody signals trainctl when an operator resumes a node: the waiting operation must find
+    out by looking, within a minute of wall time on Slurm (it looked a quarter of a real hour
+    later before ``MAX_POLL_WALL_SECONDS``)."""
+    lab = lab8
+    path = init_fleet(lab)
+    held = lab.nodes[:2]
+    for n in held:
+        slurm(lab, "scontrol", "update", f"nodename={n}", "state=drain", "reason=operator: cabling")
+    spec = cuda_op(lab, budget={"max_unavailable": 2})
+    async with build_worker(dev_env.client, path, task_queue):
+        try:
+            handle = await start_op(dev_env, task_queue, spec)
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            while True:  # the operator's two nodes fill the budget: the operation waits
+                st = await handle.query("status", result_type=OperationStatus)
+                c = st.clusters.get(lab.cluster)
+                if c is not None and c.state.startswith("waiting"):
+                    break
+                assert loop.time() - t0 < 120 and (c is None or c.hosts_changed == 0), (st.state, c)
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(2)
+            for n in held:
+                slurm(lab, "scontrol", "update", f"nodename={n}", "state=resume")
+            resumed = loop.time()
+            status = await asyncio.wait_for(outcome(handle), 300)
+            took = loop.time() - resumed
+        finally:
+            await _terminate(dev_env, spec["request_id"])
+            await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+    assert status.state == "succeeded", (status.state, status.reason)
+    # a liveness bound: the cap is 30 s, and the eight nodes change in well under a minute alone
+    assert took < 200, took
+    assert all({k: v[k] for k in UPPER} == NEW for v in lab_versions(tmp_home).values())
     audit_ok(path)

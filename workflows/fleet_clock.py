@@ -330,3 +330,27 @@ async def sleep_until(
 def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
     """Wall seconds that ``fleet_hours`` take at this clock's speed (0 for 'max')."""
     return 0.0 if clock.logical else fleet_hours * 3600.0 / clock.speed
+
+
+#: The longest a waiting train or operation goes without looking at its fleet again, in wall
+#: seconds, on a fleet that changes outside trainctl (``ClockInfo.outside_changes``: Slurm,
+#: whose time is wall time): a poll of a quarter of a fleet hour was a quarter of a real hour
+#: there, so an operation waiting for room that nobody signals (a budget freed by a worker's
+#: crash recovery, a node an operator resumed) sat that long idle. Simulated fleets keep
+#: their fleet-hour polls (the time-skipping tests skip them).
+MAX_POLL_WALL_SECONDS = 30.0
+#: Guards that cap: recorded runs that waited longer replay their longer timers.
+POLL_WALL_CAP_PATCH = "poll-wall-cap"
+
+
+def capped_poll_seconds(clock: ClockInfo, seconds: float) -> float:
+    """``seconds`` of a poll's wait, at most ``MAX_POLL_WALL_SECONDS`` on a fleet that changes
+    outside trainctl, in runs past the patch. The patch is asked only when the cap binds, so
+    runs on simulated fleets (and the replay histories) gain no marker and no command."""
+    if (
+        clock.outside_changes
+        and seconds > MAX_POLL_WALL_SECONDS
+        and workflow.patched(POLL_WALL_CAP_PATCH)
+    ):
+        return MAX_POLL_WALL_SECONDS
+    return seconds

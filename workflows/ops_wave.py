@@ -64,6 +64,7 @@ from orchestrator.ops.ui import cluster_details
 from workflows.fleet_clock import (
     CLOCK_QUIET_PATCH,
     ClockParty,
+    capped_poll_seconds,
     clock_party,
     fleet_hours_now,
     fleet_options,
@@ -181,13 +182,16 @@ class WaveSteps(WaveFailures):
         return clock_party(clock.model_copy(update=update), self.inp.operation_id, watch=True)
 
     async def _poll(self, hours: float) -> None:
-        """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS)."""
+        """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS, never
+        slower than ``MAX_POLL_WALL_SECONDS`` of wall time)."""
         clock, now = self.inp.clock, self.p.fleet_hours
         if clock.logical:  # a logical clock moves only when every party on the cluster waits
             await self._party(clock).wait(now + hours)
             self.p.fleet_hours = now + hours
             return
-        await self._nap(max(MIN_POLL_WALL_SECONDS, hours * 3600.0 / clock.speed))
+        await self._nap(
+            capped_poll_seconds(clock, max(MIN_POLL_WALL_SECONDS, hours * 3600.0 / clock.speed))
+        )
 
     async def _nap(self, seconds: float) -> None:
         self.poked = False

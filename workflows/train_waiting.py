@@ -22,7 +22,12 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.cycle import next_look_hours
     from orchestrator.execution.take import PIGGYBACK_CLAIM_HOURS
     from orchestrator.train.bookkeeping import held_hosts
-    from workflows.fleet_clock import clock_party, fleet_options, wall_seconds
+    from workflows.fleet_clock import (
+        capped_poll_seconds,
+        clock_party,
+        fleet_options,
+        wall_seconds,
+    )
     from workflows.history import history_full
     from workflows.train_windows import TrainWindows
 
@@ -147,7 +152,7 @@ class TrainWaiting:
         if self.wake:
             return
         floor = MIN_POLL_SECONDS if floor is None else floor
-        timeout = max(floor, wall_seconds(clock, target - now))
+        timeout = capped_poll_seconds(clock, max(floor, wall_seconds(clock, target - now)))
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
 

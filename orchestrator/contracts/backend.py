@@ -238,6 +238,13 @@ class FleetBackend(Protocol):
         ...
 
     @property
+    def outside_changes(self) -> bool:
+        """Whether hosts change outside trainctl with nobody telling it (a real scheduler: a
+        job ends, an operator resumes a node), so a waiting workflow must look again within
+        a bounded wall time (``ClockInfo.outside_changes``)."""
+        ...
+
+    @property
     def preset(self) -> FleetShape: ...
 
     @property

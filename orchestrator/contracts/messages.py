@@ -30,6 +30,9 @@ class ClockInfo(BaseModel):
     #: cluster's train or operation watches for a lost turn instead (``ClockParty``). Set by a
     #: train or operation past its ``clock-quiet-waits`` patch and handed to its domains.
     quiet: bool = False
+    #: The fleet changes outside trainctl unannounced (Slurm): a waiting train or operation
+    #: looks again at least every ``MAX_POLL_WALL_SECONDS`` of wall time.
+    outside_changes: bool = False
 
     @property
     def logical(self) -> bool:

@@ -107,6 +107,10 @@ class SqliteFleet(LedgerStore):
     ``sqlite3.OperationalError`` (readonly).
     """
 
+    #: Nothing moves a simulated host but trainctl's own workflows and the simulator's clock,
+    #: whose hours a scaled poll follows (``FleetBackend.outside_changes``).
+    outside_changes = False
+
     def __init__(self, store: StoreRef, read_only: bool = False) -> None:
         self.store = store
         self.read_only = read_only

@@ -105,6 +105,7 @@ class SlurmFleet(LedgerStore):
     """Slurm clusters as a ``FleetBackend``: Slurm for nodes and jobs, the store for the record."""
 
     speed = 1.0  # fleet time is wall time
+    outside_changes = True  # Slurm, its jobs and its operators move nodes unannounced
     read_only = False  # a session reads Slurm and reconciles the record: always writable
 
     def __init__(self, path: StoreRef) -> None:

@@ -1,0 +1,135 @@
+"""A train on every cluster of ``meta-600k`` at ``--speed max`` on one worker (issue 27's goal:
+a whole cycle, 76,800 host visits, in at most 10 minutes, the worker at most 300 MB).
+
+One dev server and one worker of the product's default concurrency (in this process, so the
+RSS printed is the worker's process), 25 trains started at once, each running one cycle of
+``bench_train``'s spec. Every ``--every`` seconds it reads each train's ``status`` and prints
+hosts visited so far, the rate, and the process's resident memory; it stops when every train
+completed its cycle or at ``--cap`` seconds, and prints the wall time of the cycle (or its
+projection at the rate reached, marked so) beside the goals. Outside CI.
+
+    nice python benchmarks/bench_fleet_trains.py [--preset meta-600k] [--domain-size 92]
+        [--cap 600] [--every 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.paths import temporal_cli_path
+from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
+from orchestrator.contracts.train_types import TrainInput, TrainStatus
+from orchestrator.fleet import SqliteFleet
+from orchestrator.fleet.presets import get_preset
+from orchestrator.fleet.settings import MAX_SPEED
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_train import one_cycle_spec  # noqa: E402
+
+GOAL_WALL_SECONDS = 600.0
+GOAL_RSS_MB = 300.0
+
+
+def rss_mb() -> float:
+    """This process's resident set now, in MB (Linux /proc)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+async def visited(client: Client, ids: list[str]) -> tuple[int, int]:
+    """(hosts visited this cycle over every train, trains done)."""
+    total = done = 0
+    for wf in ids:
+        st = await client.get_workflow_handle(wf).query("status", result_type=TrainStatus)
+        total += st.hosts_visited_this_cycle
+        done += st.cycles_completed >= 1 or st.state in ("stopped", "halted")
+    return total, done
+
+
+async def run(preset: str, domain_size: int, cap: float, every: float) -> None:
+    shape = get_preset(preset)
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli_path()),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_startup_timeout=timedelta(seconds=60),
+    )
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "fleet.db"
+            t0 = time.perf_counter()
+            SqliteFleet.create(path, shape, 1, MAX_SPEED).close()
+            hosts = shape.clusters * shape.hosts_per_cluster
+            print(f"{preset}: {hosts:,} hosts, fleet built in {time.perf_counter() - t0:.0f} s")
+            from workflows.cluster_train import ClusterTrain
+
+            tq = f"bench-{uuid.uuid4().hex[:6]}"
+            clusters = [f"c{i:02d}" for i in range(shape.clusters)]
+            ids = [f"train-{c}-{tq}" for c in clusters]
+            peak = rss_mb()
+            async with build_worker(env.client, path, tq):
+                start = time.perf_counter()
+                for c, wf in zip(clusters, ids, strict=True):
+                    await env.client.start_workflow(
+                        ClusterTrain.run,
+                        TrainInput(spec=one_cycle_spec(c, domain_size)),
+                        id=wf,
+                        task_queue=tq,
+                    )
+                seen, done = 0, 0
+                while done < len(ids) and time.perf_counter() - start < cap:
+                    await asyncio.sleep(every)
+                    seen, done = await visited(env.client, ids)
+                    peak = max(peak, rss_mb())
+                    wall = time.perf_counter() - start
+                    print(
+                        f"  {wall:6.0f} s  {seen:>7,} visits  {seen / wall:6.1f} hosts/s  "
+                        f"{done}/{len(ids)} trains done  rss {rss_mb():.0f} MB",
+                        flush=True,
+                    )
+                wall = time.perf_counter() - start
+                if done < len(ids):  # the cap came first: what still runs stops here
+                    for wf in ids:
+                        with contextlib.suppress(RPCError):  # those that completed
+                            await env.client.get_workflow_handle(wf).terminate("benchmark over")
+    finally:
+        await env.shutdown()
+    rate = seen / wall if wall else 0.0
+    whole = done == len(ids)
+    cycle = wall if whole else (hosts / rate if rate else float("inf"))
+    how = "measured" if whole else f"projected from {seen:,} visits in {wall:.0f} s"
+    print(f"{'measure':<44} {'value':>12} {'goal':>10}")
+    label = f"hosts/s, {len(ids)} trains on one worker"
+    print(f"{label:<44} {rate:>12.1f} {hosts / GOAL_WALL_SECONDS:>10.1f}")
+    print(f"{'whole-cycle wall, s (' + how + ')':<44} {cycle:>12.0f} {GOAL_WALL_SECONDS:>10.0f}")
+    print(f"{'worker process peak RSS, MB':<44} {peak:>12.0f} {GOAL_RSS_MB:>10.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="meta-600k")
+    parser.add_argument("--domain-size", type=int, default=92)
+    parser.add_argument("--cap", type=float, default=GOAL_WALL_SECONDS, help="seconds at most")
+    parser.add_argument("--every", type=float, default=15.0, help="seconds between readings")
+    args = parser.parse_args()
+    asyncio.run(run(args.preset, args.domain_size, args.cap, args.every))
+
+
+if __name__ == "__main__":
+    main()
