@@ -21,17 +21,12 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.app.worker import build_worker
-from orchestrator.contracts.paths import temporal_cli_path
-from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.contracts.train_types import TrainInput, TrainStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
@@ -39,6 +34,7 @@ from orchestrator.fleet.settings import MAX_SPEED
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_train import one_cycle_spec  # noqa: E402
+from dev_server import dev_server  # noqa: E402
 
 GOAL_WALL_SECONDS = 600.0
 GOAL_RSS_MB = 300.0
@@ -64,12 +60,7 @@ async def visited(client: Client, ids: list[str]) -> tuple[int, int]:
 
 async def run(preset: str, domain_size: int, cap: float, every: float) -> None:
     shape = get_preset(preset)
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await dev_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "fleet.db"

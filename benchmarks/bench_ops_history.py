@@ -24,25 +24,23 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.app.worker import build_worker
 from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.ops_types import MAX_HISTORY_EVENTS, OperationStatus
-from orchestrator.contracts.paths import temporal_cli_path
-from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import OperationSpec, resolve_clusters
 from orchestrator.ops.client import start_operation
+
+sys.path.insert(0, str(Path(__file__).parent))
+from dev_server import dev_server  # noqa: E402
 
 GOAL = 10_000  # events in any one run
 
@@ -107,13 +105,7 @@ def figures(
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await dev_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "fleet.db"

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
+
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.presets import get_preset
@@ -56,7 +58,7 @@ def run(preset_name: str, seed: int, repeat: int) -> dict[str, Any]:
         try:
             names = resolve_clusters(spec.scope, fleet.cluster_names())
             baseline_s, rows = best_of(
-                repeat, lambda: fleet.conn.execute("SELECT * FROM hosts").fetchall()
+                repeat, lambda: fleet.db.read(sa.text("SELECT * FROM hosts"))
             )
             peek_s, sims = best_of(repeat, lambda: [fleet.peek(n) for n in names])
         finally:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from orchestrator.contracts.train_spec import POLICIES
 from orchestrator.fleet import dynamics
 from orchestrator.fleet.presets import get_preset
-from orchestrator.planning.train_plan import POLICIES
 from orchestrator.simulator import SimConfig, SimResult, simulate
 from orchestrator.simulator.budget import sim_budget
 

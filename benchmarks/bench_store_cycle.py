@@ -39,18 +39,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.app.demo import demo_spec
-from orchestrator.contracts.paths import temporal_cli_path
-from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.fleet import SqliteFleet, open_backend
 from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
@@ -61,6 +56,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 import store_counter  # noqa: E402
+from dev_server import dev_server  # noqa: E402
 
 DOMAIN, BUDGET = 92, "3%"  # bench_temporal_cost's meta scenario
 _WORKER = (
@@ -145,16 +141,6 @@ def workers(n: int, address: str, store: str, queue: str, tmp: Path) -> Iterator
             except subprocess.TimeoutExpired:
                 p.kill()
         log.close()
-
-
-async def dev_server() -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
 
 
 def visits(store: str | Path, since: int = 0) -> tuple[int, int]:

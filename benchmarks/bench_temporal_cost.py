@@ -41,19 +41,15 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.app.demo import demo_spec
 from orchestrator.app.worker import build_worker, heartbeat
 from orchestrator.contracts.ops_spec import load_spec, operation_id
-from orchestrator.contracts.paths import temporal_cli_path
-from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
@@ -63,6 +59,7 @@ from orchestrator.train.client import control_train, start_train, train_result
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
+from dev_server import dev_server  # noqa: E402
 from temporal_tally import KINDS, Meter, peak, read_histories  # noqa: E402
 
 NAMESPACE_LIMIT = 500  # actions per second a Temporal Cloud namespace is allowed by default
@@ -182,13 +179,7 @@ SCENARIOS = {
 
 
 async def bench_one(sc: Scenario, seed: int, timeout: float) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await dev_server()
     meter = Meter()
     try:
         target = env.client.service_client.config.target_host

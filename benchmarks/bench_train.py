@@ -23,18 +23,14 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator.app.worker import build_worker
-from orchestrator.contracts.paths import temporal_cli_path
-from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
@@ -42,6 +38,7 @@ from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.settings import MAX_SPEED
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dev_server import dev_server  # noqa: E402
 from noop_workflow import NoopHost, noop  # noqa: E402
 
 
@@ -124,12 +121,7 @@ async def main() -> None:
         "--no-repeat", action="store_true", help="skip the second train run (concurrency 1)"
     )
     args = parser.parse_args()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await dev_server()
     try:
         hosts = get_preset(args.preset).hosts_per_cluster
         ours, figures = await train_run(env, args.preset, args.domain_size)
