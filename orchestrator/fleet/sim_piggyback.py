@@ -41,8 +41,9 @@ class PiggybackOps(MaintenanceOps):
         raw = self.state.piggyback
         if not raw or not raw.get("visited_first"):
             return None
-        claim = PiggybackClaim(**raw)  # type: ignore[arg-type]
-        return None if claim.until_hours < self.now else claim.cycle_started_hours
+        # Read off the stored claim (``PiggybackClaim.to_json``): asked before every placing.
+        until, started = raw.get("until_hours", 0.0), raw["cycle_started_hours"]
+        return None if until < self.now else started  # type: ignore[operator,return-value]
 
     def _before_placing(self) -> None:
         freed, self.freed[:] = list(self.freed), []

@@ -14,14 +14,16 @@ is out.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 
 from orchestrator.contracts.models import GPUS_PER_HOST, HostState
-from orchestrator.contracts.views import is_due
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
 from orchestrator.fleet.sim_records import JobRec
 
 S = HostState
+_SIZE = attrgetter("size")
+_INF = float("inf")
 RESERVE_AFTER_HOURS = 6.0
 QUEUE_DEPTH_EASY = 64
 
@@ -69,12 +71,12 @@ class JobScheduler(SimCore):
     def _release(self, job: JobRec) -> None:
         if self.state.job_refusals:  # a refusal stands only while the job runs
             self.state.job_refusals.pop(str(job.id), None)
-        for name in job.hosts:
-            h = self.hosts[name]
-            if h.job_id == job.id:
-                h.job_id = None
-                self.dirty_hosts.add(name)
-                self.freed.append(name)
+        hosts = self.hosts
+        mine = [hosts[name] for name in job.hosts if hosts[name].job_id == job.id]
+        self._index.set_job_id(mine, None)
+        names = [h.name for h in mine]
+        self.dirty_hosts.update(names)
+        self.freed.extend(names)
 
     def _before_placing(self) -> None:
         """A hook run before placing: maintenance may take freed hosts first (piggybacking)."""
@@ -127,14 +129,18 @@ class JobScheduler(SimCore):
         visited then due hosts), then by rack (inventory order)."""
         tiers = 1 if since is None else 2
         free: dict[tuple[str, str], list[dict[str, list[str]]]] = {}
-        index = self._index
-        for name in sorted(index.free, key=index.pos.__getitem__):
-            h = self.hosts[name]
-            key = (h.versions["gpu_driver"], h.versions["cuda"])
+        index, hosts, order = self._index, self.hosts, self._index.order
+        for i in sorted(map(index.pos.__getitem__, index.free)):  # inventory order
+            name = order[i]
+            h = hosts[name]
+            versions = h.versions
+            key = (versions["gpu_driver"], versions["cuda"])
             groups = free.get(key)
             if groups is None:
                 groups = free[key] = [defaultdict(list) for _ in range(tiers)]
-            tier = 1 if since is not None and is_due(h, since) else 0
+            # ``is_due`` inlined (thousands of calls a cycle): an idle host is in service.
+            last = h.last_visit
+            tier = 1 if since is not None and (last is None or last < since) else 0
             groups[tier][h.rack].append(name)
         return free
 
@@ -175,16 +181,19 @@ class JobScheduler(SimCore):
                 window = len(self.state.queue)
             # When not even the smallest job of the window fits in all idle hosts, nothing can
             # be placed (what the counts would find key by key, at every step of the clock).
-            if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
+            # (Sizes read at C speed: this runs at every step of the clock, over 64 jobs.)
+            jobs = map(self.jobs.__getitem__, self.state.queue[:window])
+            if idle < min(map(_SIZE, jobs)):
                 break
             if self.easy_backfill and head.size > idle:
                 # Past the head, a job starts only within the room below the target.
                 within = min(idle, goal - busy)
-                if all(self.jobs[j].size > within for j in self.state.queue[1:]):
+                rest = map(self.jobs.__getitem__, self.state.queue[1:])
+                if min(map(_SIZE, rest), default=_INF) > within:
                     break
             if free is None:
                 free = self._free_hosts(since)
-                counts = {k: sum(len(n) for t in ts for n in t.values()) for k, ts in free.items()}
+                counts = {k: sum(sum(map(len, t.values())) for t in ts) for k, ts in free.items()}
             if self.easy_backfill:
                 placed = self._fits_easy(self.state.queue, counts, starting, goal - busy)
             else:
@@ -330,9 +339,9 @@ class JobScheduler(SimCore):
             extra["restart_hours"] = round(phase, 6)
         job.hosts, job.start, job.state = chosen, start, "running"
         job.driver, job.cuda = key
-        for name in chosen:
-            self.hosts[name].job_id = job.id
-            self.dirty_hosts.add(name)
+        hosts = self.hosts
+        self._index.set_job_id([hosts[name] for name in chosen], job.id)
+        self.dirty_hosts.update(chosen)
         self.dirty_jobs.add(job.id)
         self._log(
             "scheduler",
