@@ -123,19 +123,22 @@ class SimIndex:
         """Write ``job_id`` on each of ``hosts`` (all of this index), keeping the index as
         ``HostRec.__setattr__`` and ``job_id_changed`` would host by host: the scheduler places
         and releases whole jobs, ~10^6 host writes a simulated month, where the per-write
-        dispatch cost more than the bookkeeping."""
-        free, dirty, pos = self.free, self.dirty, self.pos
+        dispatch cost more than the bookkeeping (here in set operations over the job's hosts)."""
+        names = [h.name for h in hosts]
+        had_none = 0
         for h in hosts:
             fields = h.__dict__
-            old = fields["job_id"]
+            had_none += fields["job_id"] is None
             fields["job_id"] = job_id
-            if (old is None) != (job_id is None):
-                self.busy += 1 if old is None else -1
-            if job_id is None and fields["state"] == IN_SERVICE:
-                free.add(h.name)
-            else:
-                free.discard(h.name)
-            dirty.add(pos[h.name])
+        if job_id is None:
+            self.busy -= len(hosts) - had_none
+            serving = [h.name for h in hosts if h.state == IN_SERVICE]
+            self.free.difference_update(names)
+            self.free.update(serving)
+        else:
+            self.busy += had_none
+            self.free.difference_update(names)
+        self.dirty.update(map(self.pos.__getitem__, names))
 
     def next_repair(self, hosts: dict[str, HostRec]) -> tuple[float, HostRec | None]:
         """The earliest ``repair_until`` of any host, and the first host with it."""
