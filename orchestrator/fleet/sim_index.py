@@ -97,19 +97,21 @@ class SimIndex:
         if field == "repair_until" and h.repair_until is not None:
             heapq.heappush(self.repairs, (h.repair_until, self.pos[h.name], h.name))
 
-    def host_changing(self, h: HostRec, field: str) -> None:
-        if field in COUNTED:
+    def host_write(self, h: HostRec, field: str, value: object) -> None:
+        """Write a watched ``field`` of ``h`` (not ``job_id``: ``job_id_changed``): uncount it,
+        write, count it again, then its place among the idle hosts, repairs and views."""
+        counted = field in COUNTED
+        if counted:
             self._count(h, -1)
-
-    def host_changed(self, h: HostRec, field: str) -> None:
-        if field in COUNTED:
+        object.__setattr__(h, field, value)
+        if counted:
             self._count(h, 1)
         self._place(h, field)
         if field in VIEWED:
             self.dirty.add(self.pos[h.name])
 
     def job_id_changed(self, h: HostRec, old: int | None) -> None:
-        """``host_changing`` then ``host_changed`` for ``job_id`` alone, in one step: its state
+        """``host_write``'s bookkeeping for ``job_id`` alone, after the write: its state
         and owner are as they were, so only ``busy``, ``free`` and the view can change."""
         if (old is None) != (h.job_id is None):
             self.busy += 1 if old is None else -1

@@ -34,7 +34,9 @@ class PiggybackOps(MaintenanceOps):
 
     def set_piggyback(self, claim: PiggybackClaim | None) -> None:
         """Leave (or with None withdraw) the standing claim of a train on freed due hosts."""
-        self.state.piggyback = {} if claim is None else claim.to_json()
+        # ``claim.to_json()``'s fields as a plain copy (its ``asdict`` recursion, at every plan
+        # of the simulator, cost more than the rest of this): the claim holds only scalars.
+        self.state.piggyback = {} if claim is None else dict(vars(claim))
 
     def _visited_first_since(self) -> float | None:
         """The claim's cycle start while a claim in force steers jobs to visited hosts."""
