@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.contracts.constants import HELD_STATES
 from orchestrator.contracts.models import HostState
-from orchestrator.contracts.views import HostView, JobView
+from orchestrator.contracts.views import HostView, JobView, is_due
 from orchestrator.fleet.ledger_rules import holds_planned_work, host_view
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class SimIndex:
 
     def __init__(self, hosts: list[HostRec]) -> None:
         self.order = [h.name for h in hosts]
+        self.recs = list(hosts)  # by position, as ``order``
         self.pos = {n: i for i, n in enumerate(self.order)}
         self.down = self.planned = self.busy = 0
         self.down_rack: Counter[str] = Counter()
@@ -163,10 +164,28 @@ class SimIndex:
         else:
             todo = self.dirty
         views, order = self.views, self.order
+        changed = self.view_tuple is None
         for i in todo:
-            views[i] = host_view(hosts[order[i]], cycle)
+            h, old = hosts[order[i]], views[i]
+            # Half the hosts written since the last snapshot look as they did (a job placed and
+            # ended in between, an owner written again): their view stays, unbuilt.
+            if (
+                old is not None
+                and old.job_id == h.job_id
+                and old.state == h.state
+                and old.owner == h.owner
+                and old.last_visit == h.last_visit
+                and old.last_boot == h.last_boot
+                and old.versions is h.versions
+                and old.due == (cycle is not None and is_due(h, cycle))
+            ):
+                continue
+            views[i] = host_view(h, cycle)
+            changed = True
         self.dirty = set()
-        self.view_tuple = tuple(views)  # type: ignore[arg-type]  # every slot built above
+        if changed:
+            self.view_tuple = tuple(views)  # type: ignore[arg-type]  # every slot built above
+        assert self.view_tuple is not None
         return self.view_tuple
 
     # -------------------------------------------------------------- jobs
