@@ -141,7 +141,8 @@ class JobScheduler(SimCore):
             tier_of: Iterable[int] = repeat(0)
         else:  # ``is_due``: an idle host is in service, so due = not visited since
             tier_of = [0 if last is not None and last >= since else 1 for last in map(_LAST, idle)]
-        for name, rack, key, tier in zip(map(_NAME, idle), map(_RACK, idle), keys, tier_of):
+        columns = zip(map(_NAME, idle), map(_RACK, idle), keys, tier_of, strict=False)  # repeat
+        for name, rack, key, tier in columns:
             groups = free.get(key)
             if groups is None:
                 groups = free[key] = [defaultdict(list) for _ in range(tiers)]

@@ -85,7 +85,8 @@ def run_fleets(
     # every policy run: the pool's workers take the long runs first and even out on the short
     # ones, instead of one worker running the last cluster's pair alone.
     judging = [c.horizon_hours is not None and c.policy != NONE for c in configs]
-    tasks = [(c, False) for c in configs] + [(c, True) for c, j in zip(configs, judging) if j]
+    tasks = [(c, False) for c in configs]
+    tasks += [(c, True) for c, j in zip(configs, judging, strict=True) if j]
     if workers == 1:
         done = [_run_one(t) for t in tasks]
     else:
