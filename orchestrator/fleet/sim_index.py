@@ -101,7 +101,7 @@ class SimIndex:
     def host_write(self, h: HostRec, field: str, value: object) -> None:
         """Write a watched ``field`` of ``h`` (not ``job_id``: ``job_id_changed``): uncount it,
         write, count it again, then its place among the idle hosts, repairs and views."""
-        counted = field in COUNTED
+        counted = field in COUNTED and self._recounts(h, field, value)
         if counted:
             self._count(h, -1)
         object.__setattr__(h, field, value)
@@ -110,6 +110,20 @@ class SimIndex:
         self._place(h, field)
         if field in VIEWED:
             self.dirty.add(self.pos[h.name])
+
+    @staticmethod
+    def _recounts(h: HostRec, field: str, value: object) -> bool:
+        """Whether writing ``value`` to ``field`` can change what ``_count`` counts of ``h``:
+        most of a visit's state changes are between held states (cordoned, draining, in
+        maintenance, verifying), and an owner counts only for a held host."""
+        if field == "state":
+            old = h.state
+            return (old == IN_SERVICE) != (value == IN_SERVICE) or (old in HELD_STATES) != (
+                value in HELD_STATES
+            )
+        if field == "owner":
+            return h.state in HELD_STATES
+        return True
 
     def job_id_changed(self, h: HostRec, old: int | None) -> None:
         """``host_write``'s bookkeeping for ``job_id`` alone, after the write: its state
