@@ -34,15 +34,18 @@ class PiggybackOps(MaintenanceOps):
 
     def set_piggyback(self, claim: PiggybackClaim | None) -> None:
         """Leave (or with None withdraw) the standing claim of a train on freed due hosts."""
-        self.state.piggyback = {} if claim is None else claim.to_json()
+        # ``claim.to_json()``'s fields as a plain copy (its ``asdict`` recursion, at every plan
+        # of the simulator, cost more than the rest of this): the claim holds only scalars.
+        self.state.piggyback = {} if claim is None else dict(vars(claim))
 
     def _visited_first_since(self) -> float | None:
         """The claim's cycle start while a claim in force steers jobs to visited hosts."""
         raw = self.state.piggyback
         if not raw or not raw.get("visited_first"):
             return None
-        claim = PiggybackClaim(**raw)  # type: ignore[arg-type]
-        return None if claim.until_hours < self.now else claim.cycle_started_hours
+        # Read off the stored claim (``PiggybackClaim.to_json``): asked before every placing.
+        until, started = raw.get("until_hours", 0.0), raw["cycle_started_hours"]
+        return None if until < self.now else started  # type: ignore[operator,return-value]
 
     def _before_placing(self) -> None:
         freed, self.freed[:] = list(self.freed), []

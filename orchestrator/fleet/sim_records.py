@@ -43,9 +43,7 @@ class HostRec:
             object.__setattr__(self, name, value)
             index.job_id_changed(self, old)
             return
-        index.host_changing(self, name)
-        object.__setattr__(self, name, value)
-        index.host_changed(self, name)
+        index.host_write(self, name, value)
 
 
 @dataclass

@@ -14,14 +14,20 @@ is out.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from itertools import repeat
+from operator import attrgetter, itemgetter
 
 from orchestrator.contracts.models import GPUS_PER_HOST, HostState
-from orchestrator.contracts.views import is_due
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_core import SimCore
 from orchestrator.fleet.sim_records import JobRec
 
 S = HostState
+_SIZE = attrgetter("size")
+_NAME, _RACK, _LAST = attrgetter("name"), attrgetter("rack"), attrgetter("last_visit")
+_VERSIONS, _UPPER = attrgetter("versions"), itemgetter("gpu_driver", "cuda")
+_INF = float("inf")
 RESERVE_AFTER_HOURS = 6.0
 QUEUE_DEPTH_EASY = 64
 
@@ -69,12 +75,12 @@ class JobScheduler(SimCore):
     def _release(self, job: JobRec) -> None:
         if self.state.job_refusals:  # a refusal stands only while the job runs
             self.state.job_refusals.pop(str(job.id), None)
-        for name in job.hosts:
-            h = self.hosts[name]
-            if h.job_id == job.id:
-                h.job_id = None
-                self.dirty_hosts.add(name)
-                self.freed.append(name)
+        hosts = self.hosts
+        mine = [hosts[name] for name in job.hosts if hosts[name].job_id == job.id]
+        self._index.set_job_id(mine, None)
+        names = [h.name for h in mine]
+        self.dirty_hosts.update(names)
+        self.freed.extend(names)
 
     def _before_placing(self) -> None:
         """A hook run before placing: maintenance may take freed hosts first (piggybacking)."""
@@ -128,14 +134,19 @@ class JobScheduler(SimCore):
         tiers = 1 if since is None else 2
         free: dict[tuple[str, str], list[dict[str, list[str]]]] = {}
         index = self._index
-        for name in sorted(index.free, key=index.pos.__getitem__):
-            h = self.hosts[name]
-            key = (h.versions["gpu_driver"], h.versions["cuda"])
+        # Inventory order, each host's fields read at C speed: this runs at every placing.
+        idle = list(map(index.recs.__getitem__, sorted(map(index.pos.__getitem__, index.free))))
+        keys = map(_UPPER, map(_VERSIONS, idle))
+        if since is None:
+            tier_of: Iterable[int] = repeat(0)
+        else:  # ``is_due``: an idle host is in service, so due = not visited since
+            tier_of = [0 if last is not None and last >= since else 1 for last in map(_LAST, idle)]
+        columns = zip(map(_NAME, idle), map(_RACK, idle), keys, tier_of, strict=False)  # repeat
+        for name, rack, key, tier in columns:
             groups = free.get(key)
             if groups is None:
                 groups = free[key] = [defaultdict(list) for _ in range(tiers)]
-            tier = 1 if since is not None and is_due(h, since) else 0
-            groups[tier][h.rack].append(name)
+            groups[tier][rack].append(name)
         return free
 
     def _fill_and_place(self) -> None:
@@ -175,16 +186,19 @@ class JobScheduler(SimCore):
                 window = len(self.state.queue)
             # When not even the smallest job of the window fits in all idle hosts, nothing can
             # be placed (what the counts would find key by key, at every step of the clock).
-            if idle < min(self.jobs[j].size for j in self.state.queue[:window]):
+            # (Sizes read at C speed: this runs at every step of the clock, over 64 jobs.)
+            jobs = map(self.jobs.__getitem__, self.state.queue[:window])
+            if idle < min(map(_SIZE, jobs)):
                 break
             if self.easy_backfill and head.size > idle:
                 # Past the head, a job starts only within the room below the target.
                 within = min(idle, goal - busy)
-                if all(self.jobs[j].size > within for j in self.state.queue[1:]):
+                rest = map(self.jobs.__getitem__, self.state.queue[1:])
+                if min(map(_SIZE, rest), default=_INF) > within:
                     break
             if free is None:
                 free = self._free_hosts(since)
-                counts = {k: sum(len(n) for t in ts for n in t.values()) for k, ts in free.items()}
+                counts = {k: sum(sum(map(len, t.values())) for t in ts) for k, ts in free.items()}
             if self.easy_backfill:
                 placed = self._fits_easy(self.state.queue, counts, starting, goal - busy)
             else:
@@ -330,9 +344,9 @@ class JobScheduler(SimCore):
             extra["restart_hours"] = round(phase, 6)
         job.hosts, job.start, job.state = chosen, start, "running"
         job.driver, job.cuda = key
-        for name in chosen:
-            self.hosts[name].job_id = job.id
-            self.dirty_hosts.add(name)
+        hosts = self.hosts
+        self._index.set_job_id([hosts[name] for name in chosen], job.id)
+        self.dirty_hosts.update(chosen)
         self.dirty_jobs.add(job.id)
         self._log(
             "scheduler",

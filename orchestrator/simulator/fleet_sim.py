@@ -55,16 +55,12 @@ def _topology(preset: Preset) -> Topology:
     return _TOPOLOGIES[preset.name]
 
 
-def _run_one(cfg: SimConfig) -> SimResult:
-    """One cluster's campaign (a pool worker's task)."""
+def _run_one(task: tuple[SimConfig, bool]) -> SimResult:
+    """One run on one cluster (a pool worker's task): ``cfg``'s own, or (``baseline``) the
+    ``none`` baseline of its fixed horizon, on a fresh cluster of the same preset and seed."""
+    cfg, baseline = task
     sim = build_cluster(cfg.preset, cfg.seed, cfg.cluster, _topology(cfg.preset))
-    if cfg.horizon_hours is None:
-        return simulate(cfg, sim)
-    res = simulate(cfg, sim)  # a fixed horizon: judged against the baseline of its cluster
-    if cfg.policy == NONE:
-        return judged(res, res)
-    fresh = build_cluster(cfg.preset, cfg.seed, cfg.cluster, _topology(cfg.preset))
-    return judged(res, simulate(baseline_config(cfg), fresh))
+    return simulate(baseline_config(cfg) if baseline else cfg, sim)
 
 
 def simulate_fleet(cfg: SimConfig, workers: int | None = None) -> dict[str, Any]:
@@ -85,11 +81,22 @@ def run_fleets(
         dataclasses.replace(cfg, cluster=c) for cfg in cfgs for c in cfg.preset.cluster_names()
     ]
     workers = max(1, min(workers or os.cpu_count() or 1, len(configs)))
+    # A fixed horizon is judged against its cluster's baseline, run as a task of its own after
+    # every policy run: the pool's workers take the long runs first and even out on the short
+    # ones, instead of one worker running the last cluster's pair alone.
+    judging = [c.horizon_hours is not None and c.policy != NONE for c in configs]
+    tasks = [(c, False) for c in configs]
+    tasks += [(c, True) for c, j in zip(configs, judging, strict=True) if j]
     if workers == 1:
-        flat = [_run_one(c) for c in configs]
+        done = [_run_one(t) for t in tasks]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            flat = list(pool.map(_run_one, configs))
+            done = list(pool.map(_run_one, tasks))
+    baselines = iter(done[len(configs) :])
+    flat = [
+        res if c.horizon_hours is None else judged(res, next(baselines) if j else res)
+        for c, j, res in zip(configs, judging, done, strict=False)
+    ]
     out, i = [], 0
     for cfg in cfgs:
         n = cfg.preset.clusters
