@@ -247,3 +247,31 @@ async def test_an_operation_waiting_for_room_an_operator_holds_goes_on_soon_afte
     assert took < 200, took
     assert all({k: v[k] for k in UPPER} == NEW for v in lab_versions(tmp_home).values())
     audit_ok(path)
+
+
+async def test_a_drain_on_slurm_sees_a_job_end_before_its_time_limit(
+    dev_env, tmp_home, task_queue, lab8
+):
+    """A job ending long before its time limit (what the drain takes for its end: 8 minutes,
+    inside the 20 of ``drain.max_wait``, so the drain waits for it rather than evicting) frees
+    its nodes unannounced: the operation's drain looks again within ``MAX_POLL_WALL_SECONDS``
+    and goes on, instead of waiting out the 8 minutes."""
+    lab = lab8
+    path = init_fleet(lab)
+    out = slurm(lab, "sbatch", "--parsable", "-N8", "-t8", "-o/dev/null",
+                f"--chdir={Path(lab.slurm_conf).parent}", "--wrap=sleep 10")  # fmt: skip
+    job = out.strip().split(";")[0]
+    for _ in range(100):  # running on all eight before the operation starts
+        if slurm(lab, "squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING":
+            break
+        await asyncio.sleep(0.2)
+    spec = cuda_op(lab, budget={"max_unavailable": 8}, drain={"max_wait": "20m"})
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    status = await run_op(dev_env, task_queue, lab, path, spec)
+    took = loop.time() - t0
+    assert status.state == "succeeded", (status.state, status.reason)
+    assert status.jobs_interrupted == 0, status  # it ended by itself, nobody evicted it
+    assert took < 240, took  # a liveness bound: the job's limit was 8 minutes away
+    assert all({k: v[k] for k in UPPER} == NEW for v in lab_versions(tmp_home).values())
+    audit_ok(path)

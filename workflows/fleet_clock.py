@@ -327,6 +327,23 @@ async def sleep_until(
         await workflow.sleep(timedelta(seconds=max(delay, 0.001)))
 
 
+async def sleep_until_or_look(
+    clock: ClockInfo, target_hours: float, from_hours: float | None = None
+) -> None:
+    """``sleep_until`` for a drain's wait for its jobs: on a fleet that changes outside trainctl
+    (Slurm) at most ``MAX_POLL_WALL_SECONDS``, after which the caller looks again. A job there
+    may end long before the hour its wait was computed from (its time limit, its checkpoint),
+    and nobody says so: the cordoned node would sit idle until then."""
+    if clock.outside_changes and not clock.logical:
+        now = fleet_hours_now(clock) if from_hours is None else from_hours
+        delay = (target_hours - now) * 3600.0 / clock.speed
+        capped = capped_poll_seconds(clock, delay)
+        if capped < delay:
+            await workflow.sleep(timedelta(seconds=capped))
+            return
+    await sleep_until(clock, target_hours, from_hours)
+
+
 def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
     """Wall seconds that ``fleet_hours`` take at this clock's speed (0 for 'max')."""
     return 0.0 if clock.logical else fleet_hours * 3600.0 / clock.speed

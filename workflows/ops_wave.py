@@ -162,8 +162,12 @@ class WaveSteps(WaveFailures):
         except Exception as err:  # the operation may have ended: progress is best effort
             workflow.logger.warning("progress not delivered: %s", err)
 
-    async def _wait_fleet(self, target: float, now: float, interruptible: bool = True) -> None:
-        """Wait until fleet hour ``target``; a control message cuts an interruptible wait short."""
+    async def _wait_fleet(
+        self, target: float, now: float, interruptible: bool = True, look: bool = False
+    ) -> None:
+        """Wait until fleet hour ``target``; a control message cuts an interruptible wait short.
+        ``look``: a drain's wait, which the caller follows with a look, so on a fleet that
+        changes outside trainctl it lasts at most ``MAX_POLL_WALL_SECONDS``."""
         clock = self.inp.clock
         if clock.logical:  # a party of this cluster's own clock (not the bulk operation's first)
             await self._party(clock).wait(target)
@@ -173,7 +177,7 @@ class WaveSteps(WaveFailures):
             return
         delay = (target - max(now, fleet_hours_now(clock))) * 3600.0 / clock.speed
         if delay > 0:
-            await self._nap(delay)
+            await self._nap(capped_poll_seconds(clock, delay) if look else delay)
 
     def _party(self, clock: ClockInfo) -> ClockParty:
         """This operation's party of its cluster's logical clock (not the bulk operation's);
@@ -228,7 +232,7 @@ class WaveSteps(WaveFailures):
             elif isinstance(cmd, Release):
                 await self._release_refused(cmd)
             else:
-                await self._wait_fleet(cmd.at_hours, cmd.now)
+                await self._wait_fleet(cmd.at_hours, cmd.now, look=True)
         return []
 
     def _whole_cluster(self) -> bool:
