@@ -134,20 +134,23 @@ async def train_status(
 ) -> TrainStatus:
     """Where the cluster's train stands (its ``status`` query), waiting at most ``timeout``.
     A query the server asks to be retried (``buffered query cleared, please retry``: its
-    workflow task was busy with a flood of updates) is asked again a few times."""
+    workflow task was busy with a flood of updates; ``query buffer is full``: too many queries
+    at once) is asked again a few times, backing off."""
     handle = train_handle(client, cluster)
     for attempt in range(QUERY_RETRIES):
         try:
             return await _query_status(handle, timeout)
         except TrainNotFound as err:
-            if "please retry" not in str(err) or attempt == QUERY_RETRIES - 1:
+            if not any(busy in str(err) for busy in SERVER_BUSY) or attempt == QUERY_RETRIES - 1:
                 raise
             await asyncio.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
 
 
-#: Tries of a status query the server asks to retry.
-QUERY_RETRIES = 5
+#: Tries of a status query the server asks to retry (about 7 s of backing off in all).
+QUERY_RETRIES = 8
+#: What the server says when a query may succeed if asked again a little later.
+SERVER_BUSY = ("please retry", "query buffer is full")
 
 
 async def _query_status(handle: Any, timeout: timedelta) -> TrainStatus:
