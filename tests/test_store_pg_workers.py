@@ -34,7 +34,7 @@ from orchestrator.fleet import open_backend
 from orchestrator.fleet.store_url import STORE_ENV
 from tests.pg_helpers import PgServer
 from tests.test_ops_exec import CUDA, op_spec, trainctl, write_spec
-from tests.train_helpers import spec
+from tests.train_helpers import spec, stop_processes
 from workflows.cluster_train import ClusterTrain
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,17 +155,6 @@ async def _terminate(env: Any, workflow_ids: list[str]) -> None:
             await env.client.get_workflow_handle(wid).terminate("test cleanup")
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(40)
-        if p.poll() is None:
-            p.kill()
-
-
 async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_restart(
     dev_env: Any,
     tmp_path: Path,
@@ -249,7 +238,7 @@ async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_re
         raise
     finally:
         await _terminate(dev_env, started)
-        _stop(procs)
+        stop_processes(procs)
     for final in finals:
         assert final.state == "stopped" and final.cycles_completed == 1, final
         assert final.hosts_visited_this_cycle + final.quarantined + final.in_repair == 64

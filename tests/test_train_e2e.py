@@ -38,7 +38,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.cluster_sim import Event
-from tests.train_helpers import TARGETS, host_states, make_fleet, spec
+from tests.train_helpers import TARGETS, host_states, make_fleet, spec, stop_processes
 from workflows.cluster_train import ClusterTrain
 
 SPEED = 36000.0  # 10 fleet hours per wall second
@@ -431,14 +431,7 @@ async def test_worker_killed_mid_maintenance(dev_env, tmp_home, tmp_path, task_q
     finally:
         await _terminate(dev_env, handle.id)
         await _terminate(dev_env, arbiter_workflow_id("c00"))
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(40)
-            if proc.poll() is None:
-                proc.kill()
+        stop_processes(procs)
     assert final.state == "stopped" and final.cycles_completed == 1
     assert final.hosts_visited_this_cycle + final.quarantined + final.in_repair == 128
     states = host_states(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,3 +49,16 @@ def host_states(path: Path) -> dict[str, tuple[str, str, dict[str, str]]]:
         }
     finally:
         conn.close()
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]], wait: float = 40) -> None:
+    """SIGTERM every process still running (a worker hands its hosts back), wait up to ``wait``
+    seconds for each, then SIGKILL what is left."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(wait)
+        if p.poll() is None:
+            p.kill()

@@ -39,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
         fleet_hours_now,
         fleet_options,
         sleep_until,
-        sleep_until_or_look,
         spawn,
     )
 
@@ -295,7 +294,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         }
         self.waiting.update(seq.tracker.describe() if seq.tracker else {})
         self._show()
-        await sleep_until_or_look(inp.clock, cmd.at_hours, cmd.now)
+        await sleep_until(inp.clock, cmd.at_hours, cmd.now, look=True)
 
     async def _evict(
         self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Evict, result: DomainResult

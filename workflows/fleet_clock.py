@@ -313,9 +313,14 @@ def wake(clock: ClockInfo, workflow_id: str) -> None:
 
 
 async def sleep_until(
-    clock: ClockInfo, target_hours: float, from_hours: float | None = None
+    clock: ClockInfo, target_hours: float, from_hours: float | None = None, look: bool = False
 ) -> None:
-    """Wait until fleet time reaches ``target_hours`` (on a logical clock: and it is our turn)."""
+    """Wait until fleet time reaches ``target_hours`` (on a logical clock: and it is our turn).
+
+    ``look``: a drain's wait for its jobs, which the caller follows with a look, so on a fleet
+    that changes outside trainctl (Slurm) it lasts at most ``MAX_POLL_WALL_SECONDS``: a job
+    there may end long before the hour its wait was computed from (its time limit, its
+    checkpoint), and nobody says so, so the cordoned node would sit idle until then."""
     if clock.logical:
         await clock_party(clock).wait(target_hours)
         return
@@ -324,24 +329,9 @@ async def sleep_until(
     now = fleet_hours_now(clock) if from_hours is None else from_hours
     delay = (target_hours - now) * 3600.0 / clock.speed
     if delay > 0:
+        if look:
+            delay = capped_poll_seconds(clock, delay)
         await workflow.sleep(timedelta(seconds=max(delay, 0.001)))
-
-
-async def sleep_until_or_look(
-    clock: ClockInfo, target_hours: float, from_hours: float | None = None
-) -> None:
-    """``sleep_until`` for a drain's wait for its jobs: on a fleet that changes outside trainctl
-    (Slurm) at most ``MAX_POLL_WALL_SECONDS``, after which the caller looks again. A job there
-    may end long before the hour its wait was computed from (its time limit, its checkpoint),
-    and nobody says so: the cordoned node would sit idle until then."""
-    if clock.outside_changes and not clock.logical:
-        now = fleet_hours_now(clock) if from_hours is None else from_hours
-        delay = (target_hours - now) * 3600.0 / clock.speed
-        capped = capped_poll_seconds(clock, delay)
-        if capped < delay:
-            await workflow.sleep(timedelta(seconds=capped))
-            return
-    await sleep_until(clock, target_hours, from_hours)
 
 
 def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
