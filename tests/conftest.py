@@ -8,6 +8,7 @@ downloaded at test time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +29,10 @@ from orchestrator.contracts.paths import (
 )
 from orchestrator.contracts.search_attributes import SEARCH_ATTRIBUTES
 from tests.pg_helpers import PgServer
+
+# Every reuse of a kept cluster (``fleet.kept_clusters``) is checked against a fresh load, in
+# this process and in the workers and CLI processes the tests start (they inherit it).
+os.environ.setdefault("TRAINCTL_CHECK_KEPT", "1")
 
 # A loaded 2-core CI machine can take longer than the SDK's 5 s default to boot a server.
 _STARTUP_TIMEOUT = timedelta(seconds=60)

@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import Connection, create_engine, inspect, select
 
 from orchestrator.fleet.store_db import Database, StoreUnavailable, continue_sequences
-from orchestrator.fleet.store_schema import meta, metadata
+from orchestrator.fleet.store_schema import generations, meta, metadata
 from orchestrator.fleet.store_url import BadStore, StoreRef, driver_url, is_url
 
 
@@ -102,6 +102,8 @@ def copy_store(source: Database, target: StoreRef, force: bool = False) -> dict[
     def fill(conn: Connection) -> None:
         with source.snapshot() as src:
             for table in metadata.sorted_tables:
+                if table is generations:  # made by the triggers as the others are copied
+                    continue
                 counts[table.name] = 0
                 result = src.execute(select(table).order_by(*table.primary_key.columns))
                 while rows := result.fetchmany(_COPY_CHUNK):

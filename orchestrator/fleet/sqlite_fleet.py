@@ -33,6 +33,7 @@ from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
 from orchestrator.fleet.fleet_id import new_fleet_id
+from orchestrator.fleet.kept_clusters import KEPT, check_enabled, check_same, generation
 from orchestrator.fleet.ledger_files import connect, create_store, open_store
 from orchestrator.fleet.ledger_store import LedgerStore
 from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
@@ -166,6 +167,9 @@ class SqliteFleet(LedgerStore):
 
     def _load_meta(self, where: str) -> None:
         meta_rows = self.get_meta()
+        #: this store among the process's kept clusters: where it is and which fleet (a fleet
+        #: built anew at the same path is another)
+        self._kept_key = f"{where}#{meta_rows.get(FLEET_ID_KEY, '')}"
         try:
             self.seed = check_seed(int(meta_rows["seed"]))
             self.preset: Preset = get_preset(meta_rows["preset"])
@@ -313,12 +317,26 @@ class SqliteFleet(LedgerStore):
 
     @contextmanager
     def cluster(self, name: str, wall: datetime | None = None) -> Iterator[ClusterSim]:
-        """Load ``name`` advanced to the caller's fleet time; changes commit on clean exit."""
+        """Load ``name`` advanced to the caller's fleet time; changes commit on clean exit.
+
+        The process keeps the cluster it saved and reuses it while nothing else wrote it
+        (``kept_clusters``); a nested transaction (its commit is its caller's) neither reuses
+        nor keeps."""
+        outer = not self.db.in_transaction
+        key = self._kept_key
+        at: int | None = None
         with self.db.tx(name) as conn:
-            sim = load_cluster(conn, name, self.seed, self.preset)
+            sim = KEPT.take(key, conn, name) if outer else None
+            if sim is None:
+                sim = load_cluster(conn, name, self.seed, self.preset)
+            elif check_enabled():
+                check_same(sim, load_cluster(conn, name, self.seed, self.preset))
             sim.advance(self._time_in(conn, wall, name))
             yield sim
             save_cluster(conn, sim)
+            if outer:
+                at = generation(conn, name)
+        KEPT.put(key, name, at, sim)  # committed: kept for the next transaction
 
     def peek(self, name: str, wall: datetime | None = None) -> ClusterSim:
         """The cluster advanced to the caller's fleet time, without writing anything back."""

@@ -93,6 +93,11 @@ class Database:
                 f"no fleet at {self.where}: run `trainctl fleet init --store {self.where}` first"
             )
 
+    @property
+    def in_transaction(self) -> bool:
+        """A ``tx`` or ``snapshot`` of this store object is open (a new one would be nested)."""
+        return self._open
+
     # --------------------------------------------------------------- transactions
     @contextmanager
     def tx(self, cluster: str | None = None) -> Iterator[Connection]:

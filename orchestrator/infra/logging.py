@@ -18,6 +18,8 @@ import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 from temporalio import activity, workflow
 
+from orchestrator.infra.connection import known_secrets, redact
+
 
 def add_temporal_context(
     logger: WrappedLogger, method_name: str, event_dict: EventDict
@@ -45,8 +47,6 @@ def add_temporal_context(
 def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """Scrub every connection secret this process resolved (an API key quoted in an error a
     library raised, say) from the line's text values: no secret reaches a log."""
-    from orchestrator.infra.connection import known_secrets, redact
-
     secrets = known_secrets()
     if secrets:
         for key, value in event_dict.items():
