@@ -47,11 +47,15 @@ def load_hosts(conn: Connection, cluster: str) -> list[HostRec]:
     """Every host record of ``cluster``, by name (= topology order, whatever order the rows
     were written in).
 
-    Every activity on a simulated cluster loads all its hosts (3,072 on ``meta-24k``), so this
-    is the fleet's hottest loop: records are made straight into their ``__dict__`` (no
-    ``__setattr__`` per field; none is indexed yet), and a ``versions`` text seen before is
-    decoded once, each host getting its own copy (installs change it in place)."""
+    A worker keeps every cluster it serves in memory (``kept_clusters``) and each activity
+    it cannot reuse one for loads all its hosts (3,072 on ``meta-24k``), so this loop is made
+    lean: records are made straight into their ``__dict__`` (no ``__setattr__`` per field;
+    none is indexed yet); hosts with the same versions text share one decoded dict (an install
+    replaces a host's dict, never changes it in place); and the few distinct zone, rack, state,
+    owner and reason texts are one object each."""
     decoded: dict[str, dict[str, str]] = {}
+    same: dict[str, str] = {}
+    one = same.setdefault
     out: list[HostRec] = []
     new = HostRec.__new__
     for r in fetch(conn, _SELECT, {"cluster": cluster}):
@@ -62,13 +66,13 @@ def load_hosts(conn: Connection, cluster: str) -> list[HostRec]:
         rec = new(HostRec)
         rec.__dict__.update(
             name=r[0],
-            zone=r[2],
-            rack=r[3],
-            state=r[4],
-            versions=dict(versions),
+            zone=one(r[2], r[2]),
+            rack=one(r[3], r[3]),
+            state=one(r[4], r[4]),
+            versions=versions,
             job_id=r[6],
-            reason=r[7],
-            owner=r[8],
+            reason=one(r[7], r[7]),
+            owner=one(r[8], r[8]),
             repair_until=r[9],
             defect=r[10],
             last_visit=r[11],

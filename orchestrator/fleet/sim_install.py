@@ -41,8 +41,9 @@ class HostInstall(SimCore):
             )
             return out
         before = {c: h.versions.get(c) for c in comps}
+        # A new dict, never a change in place: loaded hosts share one per versions text.
+        h.versions = {**h.versions, **{c: targets[c] for c in comps}}
         for c in comps:
-            h.versions[c] = targets[c]
             rate = self.state.faults.get(f"{c}={targets[c]}", 0.0)
             if rate and dyn.rng(self.seed, name, "fault", c, h.updates).random() < rate:
                 out = dyn.UpdateOutcome(True, False, None, "low_bus_bandwidth")

@@ -48,8 +48,21 @@ def load_cluster(conn: Connection, name: str, seed: int, preset: Preset) -> Clus
         raise UnknownCluster(f"cluster: unknown cluster {name!r}", field="cluster")
     state = ClusterState(**json.loads(row[0]))
     hosts = load_hosts(conn, name)
+    names = {h.name: h.name for h in hosts}  # a job's hosts: the records' own name texts
     jobs = {
-        r[1]: JobRec(r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], r[11])
+        r[1]: JobRec(
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            [names.get(n, n) for n in json.loads(r[6])],
+            r[7],
+            r[8],
+            r[9],
+            r[10],
+            r[11],
+        )
         for r in fetch(conn, _JOBS, key)
     }
     sim = ClusterSim(

@@ -113,8 +113,8 @@ class InstallOps(VerifyOps):
         """Record the components whose hook succeeded (a later failure does not undo them)."""
         if done:
             before = {c: h.versions.get(c) for c in done}
-            for c in done:
-                h.versions[c] = targets[c]
+            # A new dict, never a change in place: loaded hosts share one per versions text.
+            h.versions = {**h.versions, **{c: targets[c] for c in done}}
             after = {c: targets[c] for c in done}
             self._log(
                 actor, "updated", h.name, before=before, after=after, targets=dict(targets)
