@@ -49,7 +49,13 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.status import train_status
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
-    from workflows.fleet_clock import CLOCK_QUIET_PATCH, clock_party, fleet_options
+    from workflows.fleet_clock import (
+        CLOCK_QUIET_PATCH,
+        SEAT,
+        clock_party,
+        fleet_options,
+        spawn,
+    )
     from workflows.train_planning import FIRST_LOOK_PATCH, TrainPlanning
     from workflows.train_waiting import TrainWaiting
     from workflows.train_windows import TrainWindows, train_windows
@@ -57,6 +63,11 @@ with workflow.unsafe.imports_passed_through():
 #: On a logical clock the train takes its turn after its domains' at the same instant, as the
 #: simulator plans after the domains' looks and settled batches.
 TRAIN_CLOCK_RANK = 1
+#: On a logical clock, new runs run their domains inline (issue 27): each domain is a task of
+#: the train's workflow, a seat of its clock party ranked and named as its child was, instead
+#: of a child workflow with a party, turns and signals of its own. About half the billable
+#: actions of a cycle were those children's starts, turns and signals.
+INLINE_DOMAINS_PATCH = "train-inline-domains"
 
 
 @workflow.defn(name="ClusterTrain")
@@ -67,6 +78,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.wake = False
         self.capped = False  # the last plan took nothing since the train holds all it may
         self.first_look = False  # its plans make their domains' first look (logical clocks)
+        self.inline = False  # its domains run as tasks of this workflow (logical clocks)
         self.clock_turns: int | None = None  # turns taken on a logical clock in this run
         self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
@@ -211,8 +223,9 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             # domains get it in their input.
             quiet = workflow.patched(CLOCK_QUIET_PATCH)
             clock = clock.model_copy(update={"cluster": spec.cluster, "quiet": quiet})
-            clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK, watch=True)
+            party = clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK, watch=True)
             self.first_look = workflow.patched(FIRST_LOOK_PATCH)
+            self.inline = party.inline = quiet and workflow.patched(INLINE_DOMAINS_PATCH)
             self.clock_turns = 0
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
@@ -281,11 +294,11 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         domain_id = f"{spec.workflow_id}-c{st.cycle}-d{st.domains_started}"
         self.in_flight[domain_id] = res.hosts
         self._show()
-        task = asyncio.create_task(
-            self._run_domain(
-                clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look
-            )
+        run = self._run_domain(
+            clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look
         )
+        # Inline, the domain acts on the clock from now (a child acts once started).
+        task = spawn(clock, run) if self.inline else asyncio.create_task(run)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -304,14 +317,20 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if targets is not None:
             self.rollout_domains[domain_id] = dict(targets)
         try:
-            result: DomainResult = await workflow.execute_child_workflow(
-                DomainMaintenance.run,
-                self._domain_input(clock, domain_id, hosts, targets, start_hours, look),
-                id=domain_id,
-                task_queue=workflow.info().task_queue,
-                execution_timeout=timedelta(days=30),
-                static_summary=domain_summary(spec.cluster, hosts, spec.targets),
-            )
+            inp = self._domain_input(clock, domain_id, hosts, targets, start_hours, look)
+            result: DomainResult
+            if self.inline:  # this task (and the tasks it starts) sit at the child's seat
+                SEAT.set((0, domain_id))
+                result = await DomainMaintenance.inline(self).run(inp)
+            else:
+                result = await workflow.execute_child_workflow(
+                    DomainMaintenance.run,
+                    inp,
+                    id=domain_id,
+                    task_queue=workflow.info().task_queue,
+                    execution_timeout=timedelta(days=30),
+                    static_summary=domain_summary(spec.cluster, hosts, spec.targets),
+                )
             record_domain(self.inp.state, result)
             if result.untold and not (
                 domain_id in self.rollout_domains and workflow.patched("train-rollout-failures")

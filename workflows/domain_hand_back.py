@@ -8,6 +8,7 @@ A part of the ``DomainMaintenance`` workflow (a mixin over its state), kept apar
 from __future__ import annotations
 
 import contextlib
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -20,8 +21,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.fleet_clock import fleet_options, wake
 
 
+class DomainProgressHandler(Protocol):
+    """The train a domain runs inline in: its ``domain_progress`` handler, called directly."""
+
+    def domain_progress(self, progress: DomainProgress) -> None: ...
+
+
 class DomainHandBack:
     """The hand-back steps; the workflow class provides its state, its UI and ``_req``."""
+
+    train: DomainProgressHandler | None
 
     def _mark(self, hosts: list[str], phase: str, note: str) -> None:
         raise NotImplementedError
@@ -57,13 +66,17 @@ class DomainHandBack:
     ) -> None:
         """Tell the train how a batch went, as it happens: it counts failures (and may halt)
         at once, and hosts went back, so it may take more before this domain ends."""
+        progress = DomainProgress(
+            domain_id=inp.domain_id, outcomes=outcomes, released=list(released or [])
+        )
+        if self.train is not None:  # inline: the train's handler, then its seat's turn
+            self.train.domain_progress(progress)
+            wake(inp.clock, workflow.info().workflow_id)
+            return
         parent = workflow.info().parent
         if parent is not None:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress",
-                DomainProgress(
-                    domain_id=inp.domain_id, outcomes=outcomes, released=list(released or [])
-                ),
+                "domain_progress", progress
             )
             # On a logical clock the train takes its turn at this instant, once we wait.
             wake(inp.clock, parent.workflow_id)
@@ -82,6 +95,12 @@ class DomainHandBack:
         self._show()
         result.released += back.returned
         result.quarantined.update(back.quarantined)
+        if self.train is not None:  # inline: the train counts the visits now
+            if back.visited:
+                self.train.domain_progress(
+                    DomainProgress(domain_id=inp.domain_id, visited=list(back.visited))
+                )
+            return
         parent = workflow.info().parent
         if back.visited and parent is not None and workflow.patched("domain-hand-back-visits"):
             # This domain ends without a result: tell the train which hosts it visited.

@@ -5,6 +5,11 @@ with a job wait as the drain policy says (to the job's end, or its next checkpoi
 never past the deadline). Whatever happens, including cancellation of the train, every host
 leaves this workflow back in service (verified), quarantined with a reason, or with the repair
 pipeline: the ``finally`` hands back anything still held.
+
+A train on a logical clock past ``train-inline-domains`` (issue 27) runs the same steps inline,
+as a task of its own workflow (``DomainMaintenance.inline``): no child workflow to start, no
+signal per batch (it calls the train's handler), no turn of the cluster's clock of its own
+(a seat of the train's party), no page of its own in the UI (the train's page lists it).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution import drain_sequence as ds
     from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
     from orchestrator.train.ui import domain_details
-    from workflows.domain_hand_back import DomainHandBack
+    from workflows.domain_hand_back import DomainHandBack, DomainProgressHandler
     from workflows.domain_switches import RackSwitches
     from workflows.fleet_clock import (
         aside,
@@ -55,6 +60,15 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self._ahead: tuple[HostsRequest, DrainStatus] | None = None
         self._drained = False  # every host of the domain has gone to its install
         self._maintaining = 0  # batches between their install and their verification
+        #: the train running this domain inline (None: a child workflow, telling by signals)
+        self.train: DomainProgressHandler | None = None
+
+    @classmethod
+    def inline(cls, train: DomainProgressHandler) -> DomainMaintenance:
+        """This domain as a task of ``train``'s workflow, telling it by direct calls."""
+        domain = cls()
+        domain.train = train
+        return domain
 
     @workflow.query(name="phase")
     def current_phase(self) -> dict[str, object]:
@@ -71,7 +85,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
     def _show(self) -> None:
         """This domain's page in the UI: every host's phase and wait (not a command)."""
         inp = self.inp
-        if inp is not None:
+        if inp is not None and self.train is None:  # inline: the page is the train's
             workflow.set_current_details(
                 domain_details(inp.domain_id, inp.cluster, self.phase, inp.targets, self.hosts)
             )
@@ -247,10 +261,14 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             if str(w.job_id) in talks:
                 self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
         self._show()
+        progress = DomainProgress(domain_id=inp.domain_id, negotiations=talks)
+        if self.train is not None:
+            self.train.domain_progress(progress)
+            return
         parent = workflow.info().parent
         if parent is not None:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress", DomainProgress(domain_id=inp.domain_id, negotiations=talks)
+                "domain_progress", progress
             )
 
     async def _look(

@@ -24,6 +24,7 @@ timer while it waits, asking the clock to tell again in case a worker died betwe
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -54,6 +55,12 @@ MAX_RECHECK = timedelta(minutes=10)
 CLOCK_QUIET_PATCH = "clock-quiet-waits"
 #: Where a workflow keeps its party (one per workflow run).
 _PARTY_ATTR = "_trainctl_clock_party"
+#: The seat (rank, key) of the code running in this task within its workflow's party: a train
+#: running its domains inline (``ClockParty.inline``) sets it in each domain's task, whose own
+#: tasks inherit it, so their turns at one instant come in the order separate parties' would.
+SEAT: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar(
+    "trainctl_clock_seat", default=None
+)
 
 #: Fleet operations are idempotent transactions: retry transient errors (a busy database, a
 #: worker that died) with backoff, never errors that will not heal.
@@ -95,9 +102,17 @@ class ClockParty:
         self.owner = owner
         self.parent = info.parent.workflow_id if info.parent else None
         self.rank = rank
+        #: seats for the workflow's own tasks (a train running its domains inline, issue 27):
+        #: its tasks' turns at one instant are taken here, seat by seat, in the order the
+        #: cluster's clock gives separate parties theirs (rank, then key), with one turn of
+        #: the clock for all of them; off, every waiting task wakes at the party's turn.
+        self.inline = False
         self.now = 0.0  # the cluster's hour at this party's last turn
         self.busy = 1  # tasks of this workflow acting (the run itself, to begin with)
         self._waiters: dict[int, float | None] = {}  # waiting task -> the instant it wants
+        self._seats: dict[int, tuple[int, str]] = {}  # waiting task -> its seat (inline)
+        #: waiting task -> what ends its wait early (inline): a wait about to end so is acting
+        self._interrupts: dict[int, Callable[[], bool]] = {}
         self._woken: set[int] = set()
         self._seq = 0
         self._epochs = 0
@@ -122,6 +137,10 @@ class ClockParty:
         self._seq += 1
         me = self._seq
         self._waiters[me] = target_hours
+        if self.inline:
+            self._seats[me] = SEAT.get() or (self.rank, self.key)
+            if interrupt is not None:
+                self._interrupts[me] = interrupt
         self.busy -= 1
         try:
             await workflow.wait_condition(
@@ -131,6 +150,8 @@ class ClockParty:
             woken = me in self._woken
             self._woken.discard(me)
             self._waiters.pop(me, None)
+            self._seats.pop(me, None)
+            self._interrupts.pop(me, None)
             if not woken:  # interrupted or cancelled: acting again
                 self.busy += 1
         return woken
@@ -159,7 +180,13 @@ class ClockParty:
 
     def wake(self, key: str) -> None:
         """End ``key``'s wait at the current instant, with our next wait (a train after a
-        domain's batch settled: it plans at that instant, after us)."""
+        domain's batch settled: it plans at that instant, after us). A seat of this very
+        party (inline) is woken here: its tasks waiting for a later instant want this one."""
+        if self.inline and key == self.key:
+            for me, wanted in self._waiters.items():
+                if self._seats.get(me) == (self.rank, key) and wanted is not None:
+                    self._waiters[me] = min(wanted, self.now)
+            return
         if key not in self._wakes:
             self._wakes.append(key)
 
@@ -168,9 +195,28 @@ class ClockParty:
         wanted = [t for t in self._waiters.values() if t is not None]
         return min(wanted) if wanted else None
 
+    def _due(self) -> list[int]:
+        """Inline: the waiting tasks of the first seat (rank, key) whose instant has come."""
+        due = [
+            me
+            for me, wanted in self._waiters.items()
+            if wanted is not None and wanted <= self.now and me not in self._woken
+        ]
+        if not due:
+            return []
+        first = min(self._seats[me] for me in due)
+        return [me for me in due if self._seats[me] == first]
+
     def _must_register(self) -> bool:
         if self.busy or not self._waiters:
             return False
+        if self.inline:
+            # A wait its interrupt is ending (a train seeing its domain end) acts first, at
+            # this instant: registering now would race its steps against the clock's move.
+            if any(interrupted() for interrupted in self._interrupts.values()):
+                return False
+            if self._due():
+                return True  # a seat's turn at this instant: taken here, not at the clock
         return (
             self._registered is None
             or self._registered[1] != self._target()
@@ -186,6 +232,8 @@ class ClockParty:
         """Register the workflow's wait whenever all its tasks wait; wake them on its turn."""
         while True:
             await workflow.wait_condition(self._must_register)
+            if self.inline and self._take_seat_turn():
+                continue
             target = self._target()
             self._epochs += 1
             epoch = f"{workflow.info().run_id}/{self._epochs}"
@@ -208,10 +256,24 @@ class ClockParty:
                 continue  # our wait changed before its turn came: register the new one
             self._registered = None
             self.now = now
+            if self.inline:
+                self._take_seat_turn()
+                continue
             for me, wanted in self._waiters.items():
                 if wanted is not None and wanted <= now and me not in self._woken:
                     self._woken.add(me)
                     self.busy += 1
+
+    def _take_seat_turn(self) -> bool:
+        """Inline: wake the first seat whose instant came (False if none). The clock's
+        registration is forgotten, so the party registers afresh once all wait again."""
+        due = self._due()
+        for me in due:
+            self._woken.add(me)
+            self.busy += 1
+        if due:
+            self._registered = None
+        return bool(due)
 
     async def _turn(self, req: AdvanceClockRequest) -> float | None:
         """The hour of our turn for ``req``'s wait, or None once that wait is outdated."""

@@ -166,7 +166,8 @@ class TrainWaiting:
         assert self.inp is not None
         st, spec = self.inp.state, self.inp.spec
         party = clock_party(clock)
-        party.children(sorted(self.in_flight))
+        if not party.inline:  # inline domains are seats of this party, not parties
+            party.children(sorted(self.in_flight))
         phase, flying, settings = st.phase, set(self.in_flight), spec.model_dump()
         plans = phase == "running" and not self._history_full()
 
