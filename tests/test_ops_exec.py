@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
@@ -33,6 +34,7 @@ from orchestrator.contracts.ops_types import OpControl as OpControlReq
 from orchestrator.contracts.ops_types import OperationInput, OperationStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import INITIAL_VERSIONS
+from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
 from tests.train_helpers import host_states, make_fleet
 from workflows.bulk_operation import BulkOperation
@@ -261,16 +263,19 @@ async def test_cluster_consistency_needs_a_window_then_goes_as_one_wave(
     audit_ok(path)
 
 
+@pytest.mark.parametrize("speed", [1.0, MAX_SPEED], ids=["speed-1", "speed-max"])
 async def test_operation_and_train_share_the_budget_with_a_visible_handover(
-    temporal_env, tmp_home, task_queue
+    temporal_env, tmp_home, task_queue, speed
 ):
-    """A train and an operation on one cluster never exceed its budget; the train hands over."""
+    """A train and an operation on one cluster never exceed its budget; the train hands over.
+    At speed max the train holds a standing grant (alone at the arbiter until the operation
+    comes): the arbiter tells it, and the operation waits until it has handed over."""
     from orchestrator.contracts.train_types import ControlRequest, TrainInput, TrainStatus
     from tests.train_helpers import spec as train_spec
     from workflows.cluster_train import ClusterTrain
 
     now = await temporal_env.get_current_time()
-    path = make_fleet(tmp_home, 1.0, now)
+    path = make_fleet(tmp_home, speed, now)
     async with worker(temporal_env, path, task_queue):
         train = await temporal_env.client.start_workflow(
             ClusterTrain.run,
@@ -288,10 +293,17 @@ async def test_operation_and_train_share_the_budget_with_a_visible_handover(
                 "stop", ControlRequest(reason="test"), result_type=TrainStatus
             )
             train_status = await train.result()
+            signals = [
+                e.workflow_execution_signaled_event_attributes.signal_name
+                async for e in train.fetch_history_events()
+                if e.HasField("workflow_execution_signaled_event_attributes")
+            ]
         finally:
             await _terminate(temporal_env, train.id)
     assert status.state == "succeeded", status.reason
     assert train_status.state == "stopped"
+    # At speed max the train stood alone at the arbiter until the operation came: it was told.
+    assert ("capacity_changed" in signals) == (speed == MAX_SPEED), signals
     upserts = [
         e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
         for e in history.events

@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
+    from orchestrator.contracts.arbiter_types import CAPACITY_CHANGED_SIGNAL, Grant
     from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
     from orchestrator.contracts.messages import ClockInfo, DrainStatus, FleetInfoRequest
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
@@ -79,6 +80,8 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.capped = False  # the last plan took nothing since the train holds all it may
         self.first_look = False  # its plans make their domains' first look (logical clocks)
         self.inline = False  # its domains run as tasks of this workflow (logical clocks)
+        self.standing: tuple[Grant, tuple[int, int], int] | None = None  # see TrainPlanning
+        self.capacity_told = 0
         self.clock_turns: int | None = None  # turns taken on a logical clock in this run
         self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
@@ -134,6 +137,12 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             return
         self._count_outcomes(progress.outcomes)
         self.wake = True
+
+    @workflow.signal(name=CAPACITY_CHANGED_SIGNAL)
+    def capacity_changed(self, _cluster: str) -> None:
+        """Another holder came to the arbiter: the standing grant is gone, ask before planning."""
+        self.standing = None
+        self.capacity_told += 1
 
     @workflow.update(name="pause")
     def pause(self, req: ControlRequest) -> TrainStatus:

@@ -33,6 +33,11 @@ PLAN_MERGED_PATCH = "train-plan-merged"
 #: On a logical clock a plan also looks at the drain of the hosts it took, for their domain
 #: (``PlanDomainRequest.first_look``): one drain_status activity less per domain.
 FIRST_LOOK_PATCH = "train-first-look"
+#: A train running its domains inline (``train-inline-domains``) asks for a standing grant:
+#: alone at the arbiter, it plans without asking again until a ``capacity_changed`` signal
+#: says another holder came, asking anyway every this many plans (an arbiter restarted by
+#: hand forgets who stood). One update less per plan: a third of a cycle's actions.
+STANDING_GRANT_PLANS = 32
 
 
 class TrainPlanning:
@@ -43,6 +48,12 @@ class TrainPlanning:
     windows: TrainWindows | None
     #: plans also make their domain's first look (logical clocks, ``FIRST_LOOK_PATCH``)
     first_look: bool
+    #: domains inline, and a standing grant asked for (logical clocks, new runs)
+    inline: bool
+    #: the arbiter's standing grant, the (want, limit) it was asked for and plans made on it
+    standing: tuple[Grant, tuple[int, int], int] | None
+    #: ``capacity_changed`` signals heard (an answer asked for before the last one is void)
+    capacity_told: int
 
     def _arbiter_budget(self, hosts_total: int) -> int:
         """What the arbiter splits among the cluster's owners: the maintenance budget (planned
@@ -88,7 +99,18 @@ class TrainPlanning:
             want=spec.domain_size,
             holding=st.counts.in_flight,
             limit=max(1, self._arbiter_budget(clock.hosts_total)),
+            standing_ok=self.inline,
         )
+        if (stood := self._standing_grant(ask)) is not None:
+            planned: PlanDomainResult = await workflow.execute_activity_method(
+                FleetActivities.plan_domain,
+                self._plan_request(min(spec.domain_size, stood.granted)),
+                summary=f"choose and cordon up to {min(spec.domain_size, stood.granted)} due "
+                f"hosts of {spec.cluster} within the budget (its standing grant)",
+                **fleet_options(),
+            )
+            return await self._planned(stood, planned)
+        told = self.capacity_told  # a capacity_changed heard while we ask voids the answer
         # Runs between PLAN_APART_PATCH and PLAN_MERGED_PATCH ask and plan apart; the order of
         # the checks is what each recorded run saw.
         if workflow.patched(PLAN_MERGED_PATCH) or (
@@ -102,11 +124,10 @@ class TrainPlanning:
                 **fleet_options(),
             )
             assert res.grant is not None
-            if st.phase != "running":
-                if res.hosts:  # cordoned as the train stopped: back, untouched
-                    await self._hand_back_planned(res.hosts)
-                return None
-            return res.grant, res
+            if self.inline:
+                stands = res.grant.standing and told == self.capacity_told
+                self.standing = (res.grant, (ask.want, ask.limit), 0) if stands else None
+            return await self._planned(res.grant, res)
         grant: Grant = await workflow.execute_activity_method(
             ArbiterActivities.acquire,
             ask,
@@ -124,6 +145,27 @@ class TrainPlanning:
             ),
             **fleet_options(),
         )
+        return grant, res
+
+    def _standing_grant(self, ask: AcquireRequest) -> Grant | None:
+        """The grant standing for ``ask`` (same want and limit), or None: ask the arbiter."""
+        if self.standing is None:
+            return None
+        grant, key, plans = self.standing
+        if key != (ask.want, ask.limit) or plans >= STANDING_GRANT_PLANS:
+            return None
+        self.standing = (grant, key, plans + 1)
+        return grant
+
+    async def _planned(
+        self, grant: Grant, res: PlanDomainResult
+    ) -> tuple[Grant, PlanDomainResult] | None:
+        """The plan, unless the train stopped running meanwhile (its hosts go back)."""
+        assert self.inp is not None
+        if self.inp.state.phase != "running":
+            if res.hosts:  # cordoned as the train stopped: back, untouched
+                await self._hand_back_planned(res.hosts)
+            return None
         return grant, res
 
     async def _hand_back_planned(self, hosts: list[str]) -> None:
