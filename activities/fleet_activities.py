@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.arbiter_activities import acquire_grant
@@ -81,19 +82,27 @@ class FleetActivities(FleetAccess):
         """Wait on the cluster's logical clock: register the wait, step the clock, tell whoever's
         turn it gave. Returns at once; a wait that is not over ends with a ``fleet_clock``
         signal (the workflow asks again now and then, in case a signal was lost)."""
+        client = activity.client()
         if req.recheck:
             res, acting = await asyncio.to_thread(self._clock_recheck, req)
-            await self._tell(req.cluster, acting, mine=req.party)
+            await self._tell(client, req.cluster, acting, mine=req.party)
             return res
+        return await self.take_turn(req, client, activity.info().attempt)
+
+    async def take_turn(
+        self, req: AdvanceClockRequest, client: Client, attempt: int
+    ) -> AdvanceClockResult:
+        """Register ``req``'s wait and step the clock, telling whoever's turn it gave: the body
+        of ``advance_clock``, and of a step that carries its party's turn (``ClockTurns``)."""
         turn = await asyncio.to_thread(self._clock_wait, req)
         others = list(turn.others)
-        if activity.info().attempt > 1:
+        if attempt > 1:
             # A retry may follow a turn given but never told (the worker died between the
             # two): tell every acting party again. A turn told twice is heard once (epoch).
             told = {r.party for r in others}
             others += [r for r in self._acting(req.cluster, turn.now) if r.party not in told]
-        await self._tell(req.cluster, others, mine=req.party)
-        return AdvanceClockResult(now=turn.now, released=turn.released)
+        await self._tell(client, req.cluster, others, mine=req.party)
+        return AdvanceClockResult(now=turn.now, released=turn.released, alone=turn.alone)
 
     def _clock_recheck(
         self, req: AdvanceClockRequest
@@ -140,7 +149,11 @@ class FleetActivities(FleetAccess):
             raise as_application_error(err) from None
 
     async def _tell(
-        self, cluster: str, releases: Iterable[ClockRelease], mine: str | None = None
+        self,
+        client: Client,
+        cluster: str,
+        releases: Iterable[ClockRelease],
+        mine: str | None = None,
     ) -> None:
         """Signal each released party that its turn came; drop those whose workflow is gone.
 
@@ -155,7 +168,7 @@ class FleetActivities(FleetAccess):
                 continue
             msg = ClockReleased(party=rel.party, epoch=rel.epoch, now=rel.now)
             try:
-                handle = activity.client().get_workflow_handle(rel.workflow_id)
+                handle = client.get_workflow_handle(rel.workflow_id)
                 await handle.signal(CLOCK_SIGNAL, msg)
             except RPCError as err:
                 if err.status != RPCStatusCode.NOT_FOUND:
@@ -340,7 +353,7 @@ class FleetActivities(FleetAccess):
             told = {r.party for r in releases}
             now = self.fleet.fleet_time(cluster=req.cluster)
             releases += [r for r in self._acting(req.cluster, now) if r.party not in told]
-        await self._tell(req.cluster, releases)
+        await self._tell(activity.client(), req.cluster, releases)
         return out
 
     def _close_owner(self, req: HostsRequest) -> VerifyResult:

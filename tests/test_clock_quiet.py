@@ -80,3 +80,47 @@ async def test_a_turn_whose_signal_was_lost_is_told_again(
         assert report.ok, report.violations[:3]
     finally:
         fleet.close()
+
+
+async def test_a_turn_carried_by_a_step_waits_when_another_party_comes(
+    temporal_env: Any, tmp_home: Path, task_queue: str
+) -> None:
+    """Alone on its clock, a train's steps carry its turns (no ``advance_clock`` of their own);
+    a party that comes mid-cycle waiting for an earlier instant gets its turn first: the step
+    carrying the train's turn does nothing (``ClockTurnPending``) and runs again once the turn
+    is given (here the phantom never acts: the train's watch finds it gone). The cycle still
+    completes with every host visited or accounted for, and the audit passes."""
+    path = tmp_home / "fleet.db"
+    SqliteFleet.create(path, get_preset("small"), 5, MAX_SPEED).close()
+    fleet = SqliteFleet(path)
+    try:
+        train_id = f"train-c00-carry-{uuid.uuid4().hex[:6]}"
+        async with build_worker(temporal_env.client, path, task_queue):
+            handle = await temporal_env.client.start_workflow(
+                ClusterTrain.run,
+                TrainInput(spec=spec(stop_after_cycles=1)),
+                id=train_id,
+                task_queue=task_queue,
+            )
+            for _ in range(600):  # a few fleet hours in: the train acts alone, turns carried
+                if fleet.fleet_time(cluster="c00") > 2.0:
+                    break
+                await asyncio.sleep(0.02)
+            now = fleet.fleet_time(cluster="c00")
+            # The phantom comes, waiting for this very instant: first in line. It never acts
+            # (nobody plays it): the train's watch finds its workflow gone and drops it.
+            fleet.clock_wait("c00", PHANTOM, "p1", now)
+            status = await asyncio.wait_for(handle.result(), 600)
+            pending = [
+                e
+                async for e in handle.fetch_history_events()
+                if e.HasField("activity_task_failed_event_attributes")
+                and "ClockTurnPending" in str(e.activity_task_failed_event_attributes.failure)
+            ]
+        assert pending, "no step carried a turn that another party's came before"
+        assert status.cycles_completed == 1, status
+        assert status.hosts_visited_this_cycle + status.quarantined + status.in_repair == 128
+        report = audit(fleet)
+        assert report.ok, report.violations[:3]
+    finally:
+        fleet.close()

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.train_types import DomainInput, DomainProgress, DomainResult
     from orchestrator.contracts.ui_text import names, plural
     from orchestrator.execution import drain_sequence as ds
-    from workflows.fleet_clock import fleet_options, wake
+    from workflows.fleet_clock import fleet_call, wake
 
 
 class DomainProgressHandler(Protocol):
@@ -48,13 +48,12 @@ class DomainHandBack:
         goes to hosts that can be drained now; the train takes them again once the job may be
         asked again (``DrainTracker.release``). The train is told: it has room to plan."""
         hosts = cmd.hosts
-        back: VerifyResult = await workflow.execute_activity_method(
+        back: VerifyResult = await fleet_call(
             FleetActivities.release_hosts,
             self._req(inp, hosts),
             summary=f"hand back {plural(len(hosts), 'host')} of job "
             f"{names([str(j) for j in sorted(cmd.jobs)])}: not now",
-            **fleet_options(),
-        )
+                    )
         self._mark(hosts, "released", "its job said not now: handed back, asked again later")
         self._show()
         result.released += back.returned
@@ -83,12 +82,11 @@ class DomainHandBack:
 
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
         """Release untouched hosts and verify touched ones, so none is left cordoned."""
-        back: VerifyResult = await workflow.execute_activity_method(
+        back: VerifyResult = await fleet_call(
             FleetActivities.release_hosts,
             self._req(inp, list(inp.hosts)),
             summary=f"hand back {plural(len(inp.hosts), 'host')} not yet done",
-            **fleet_options(),
-        )
+                    )
         self._mark(back.returned, "released", "handed back to service")
         for h, why in back.quarantined.items():
             self._mark([h], "quarantined", why)

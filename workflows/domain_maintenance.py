@@ -41,8 +41,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.fleet_clock import (
         aside,
         clock_party,
+        fleet_call,
         fleet_hours_now,
-        fleet_options,
         sleep_until,
         spawn,
     )
@@ -190,12 +190,12 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self.phase = "updating"
         self._mark(hosts, "updating", f"installing {versions(inp.targets)}")
         self._show()
-        upd: UpdateResult = await workflow.execute_activity_method(
+        upd: UpdateResult = await fleet_call(
             FleetActivities.apply_updates,
             self._req(inp, hosts),
             summary=f"update {plural(len(hosts), 'host')} ({names(hosts, 3)}) to "
             f"{versions(inp.targets)}",
-            **fleet_options(heartbeat=True),
+                        heartbeat=True,
         )
         for h, why in upd.failed.items():
             self._mark([h], "quarantined", f"update failed: {why}")
@@ -216,12 +216,11 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self, inp: DomainInput, step: ds.Quarantine, upd: UpdateResult, result: DomainResult
     ) -> None:
         hosts = sorted(step.hosts)
-        q: VerifyResult = await workflow.execute_activity_method(
+        q: VerifyResult = await fleet_call(
             FleetActivities.quarantine_hosts,
             self._req(inp, hosts, reason=step.reason),
             summary=f"quarantine {names(hosts, 3)}: {step.reason}",
-            **fleet_options(),
-        )
+                    )
         result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
         result.outcomes += [False] * len(q.quarantined)
         await self._tell_parent(inp, [False] * len(q.quarantined))
@@ -231,12 +230,11 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self.phase = "verifying"
         self._mark(hosts, "verifying", "diagnostics, bandwidth and version checks")
         self._show()
-        ver: VerifyResult = await workflow.execute_activity_method(
+        ver: VerifyResult = await fleet_call(
             FleetActivities.verify_and_return,
             self._req(inp, hosts),
             summary=f"verify {plural(len(hosts), 'host')} and return those that pass",
-            **fleet_options(),
-        )
+                    )
         self._mark(ver.returned, "returned", "verified, back in service")
         for h, why in ver.quarantined.items():
             self._mark([h], "quarantined", f"verification failed: {why}")
@@ -279,12 +277,11 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         if ahead and (ahead[0].hosts, ahead[0].deadline_hours) == (cmd.hosts, cmd.deadline_hours):
             status = ahead[1]  # made by the ask or eviction just before, at its end
         else:
-            status = await workflow.execute_activity_method(
+            status = await fleet_call(
                 FleetActivities.drain_status,
                 self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
                 summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
-                **fleet_options(),
-            )
+                            )
         now = status.fleet_hours
         tracker = seq.tracker
         if tracker is None:
@@ -322,7 +319,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             if w.job_id in cmd.job_ids:
                 self._mark(w.hosts, "evicting", f"evicting job {w.job_id}")
         self._show()
-        res = await workflow.execute_activity_method(
+        res = await fleet_call(
             FleetActivities.evict_jobs,
             EvictRequest(
                 cluster=inp.cluster,
@@ -333,15 +330,14 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 look=(look := self._look_ahead(inp, seq)),
             ),
             summary=f"evict job {names([str(j) for j in cmd.job_ids])}",
-            **fleet_options(),
-        )
+                    )
         self._keep_ahead(look, res.look)
         result.jobs_interrupted += res.interrupted
         result.lost_gpu_hours += res.lost_gpu_hours
 
     async def _ask(self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Ask) -> None:
         self.phase = "asking jobs"
-        asked: AskResult = await workflow.execute_activity_method(
+        asked: AskResult = await fleet_call(
             FleetActivities.ask_jobs,
             AskRequest(
                 cluster=inp.cluster,
@@ -355,8 +351,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 release=cmd.release,
                 look=(look := self._look_ahead(inp, seq)),
             ),
-            **fleet_options(),
-        )
+                    )
         seq.heard(cmd, asked)
         self._keep_ahead(look, asked.look)
         assert seq.tracker is not None

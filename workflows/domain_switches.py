@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.messages import SwitchRequest, SwitchResult
     from orchestrator.contracts.train_types import DomainInput
     from orchestrator.contracts.ui_text import at_hour, names
-    from workflows.fleet_clock import fleet_options, sleep_until
+    from workflows.fleet_clock import fleet_call, sleep_until
 
 
 #: Tries at a rack switch whose rack is not fully out of service, SWITCH_RETRY_HOURS apart.
@@ -40,7 +40,7 @@ class RackSwitches:
         for attempt in range(SWITCH_ATTEMPTS):
             self._mark(hosts, "switch", f"rack switch to switch_firmware={version}")
             self._show()
-            sw: SwitchResult = await workflow.execute_activity_method(
+            sw: SwitchResult = await fleet_call(
                 FleetActivities.update_switches,
                 SwitchRequest(
                     cluster=inp.cluster,
@@ -50,8 +50,7 @@ class RackSwitches:
                     version=version,
                 ),
                 summary=f"update the rack switch above {names(hosts, 2)} to {version}",
-                **fleet_options(),
-            )
+                            )
             if sw.done:
                 if sw.duration_hours:
                     until = sw.fleet_hours + sw.duration_hours

@@ -31,12 +31,14 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.errors import PERMANENT_KINDS
     from orchestrator.contracts.messages import (
         CLOCK_SIGNAL,
+        CLOCK_TURN_PENDING,
         AdvanceClockRequest,
         AdvanceClockResult,
         ClockInfo,
@@ -113,6 +115,11 @@ class ClockParty:
         self._seats: dict[int, tuple[int, str]] = {}  # waiting task -> its seat (inline)
         #: waiting task -> what ends its wait early (inline): a wait about to end so is acting
         self._interrupts: dict[int, Callable[[], bool]] = {}
+        #: inline: no other party was on the clock at our last turn, so the next turns are
+        #: taken by the instant's first fleet step (``fleet_call``), not ``advance_clock``
+        self.alone = False
+        self._pending: AdvanceClockRequest | None = None  # the turn the next step carries
+        self._carried = False  # a step carries ``_pending`` now: other steps wait for it
         self._woken: set[int] = set()
         self._seq = 0
         self._epochs = 0
@@ -237,6 +244,21 @@ class ClockParty:
             target = self._target()
             self._epochs += 1
             epoch = f"{workflow.info().run_id}/{self._epochs}"
+            if self.inline and self.alone and target is not None and not self._wakes:
+                # Alone on the clock: the instant's first step takes the turn (``fleet_call``).
+                self._pending = AdvanceClockRequest(
+                    cluster=self.clock.cluster,
+                    target_hours=target,
+                    party=self.key,
+                    owner=self.owner,
+                    parent=self.parent,
+                    rank=self.rank,
+                    epoch=epoch,
+                )
+                self.now = max(self.now, target)
+                self._take_seat_turn()
+                continue
+            self._pending = None
             req = AdvanceClockRequest(
                 cluster=self.clock.cluster,
                 target_hours=target,
@@ -284,6 +306,8 @@ class ClockParty:
             summary=f"wait on {req.cluster}'s logical clock for {until}",
             **fleet_options(),
         )
+        if self.inline:
+            self.alone = res.alone
         if self.clock.quiet:
             return await self._quiet_turn(req, res)
         check = req.model_copy(update={"children": None, "wakes": []})
@@ -317,6 +341,33 @@ class ClockParty:
             self._asking = None
         return self._released.pop(req.epoch, None)
 
+    # ------------------------------------------------ turns carried by steps
+    async def carry(self) -> AdvanceClockRequest | None:
+        """The turn a step about to run must carry (the instant's first), or None: once a
+        step carries it, the others wait until it is taken (they must see the clock moved)."""
+        if self._pending is not None and not self._carried:
+            self._carried = True
+            return self._pending
+        if self._carried:
+            await workflow.wait_condition(lambda: not self._carried)
+        return None
+
+    def carried(self, turn: AdvanceClockRequest) -> None:
+        """``turn`` was taken (the clock is at its instant, this party acting)."""
+        if self._pending is turn:
+            self._pending, self._carried = None, False
+
+    async def await_turn(self, turn: AdvanceClockRequest) -> None:
+        """The step carrying ``turn`` found another party first: its wait stands at the
+        clock; wait for its signal (the watch asks again if it is lost), acting no more alone."""
+        self.alone = False
+        self._asking = turn
+        try:
+            await workflow.wait_condition(lambda: turn.epoch in self._released)
+        finally:
+            self._asking = None
+        self._released.pop(turn.epoch, None)
+
     async def _watch(self) -> None:
         """The train's or operation's one timer on a quiet clock: while a wait of this party
         goes unanswered, ask the clock now and then (backing off) to tell every acting party
@@ -339,6 +390,38 @@ class ClockParty:
             )
             if res.released and self._asking is asked:
                 self._released[asked.epoch] = res.now
+
+
+async def fleet_call(
+    activity: Callable[..., Any],
+    req: Any,
+    summary: str | None = None,
+    heartbeat: bool = False,
+) -> Any:
+    """``workflow.execute_activity_method(activity, req)`` with ``fleet_options``; on a party
+    that runs its domains inline and is alone on its clock, the instant's first step carries
+    the party's turn (``req.turn``), taken by the worker before the step (``ClockTurns``):
+    one activity per wake-up less. A turn not given yet (another party came) is waited for
+    by its signal, then the step runs again."""
+    opts = fleet_options(heartbeat)
+    party: ClockParty | None = getattr(workflow.instance(), _PARTY_ATTR, None)
+    carries = party is not None and party.inline and "turn" in type(req).model_fields
+    turn = await party.carry() if carries and party is not None else None
+    if turn is None:
+        return await workflow.execute_activity_method(activity, req, summary=summary, **opts)
+    assert party is not None
+    try:
+        return await workflow.execute_activity_method(
+            activity, req.model_copy(update={"turn": turn}), summary=summary, **opts
+        )
+    except ActivityError as err:
+        cause = err.cause
+        if not (isinstance(cause, ApplicationError) and cause.type == CLOCK_TURN_PENDING):
+            raise
+        await party.await_turn(turn)
+        return await workflow.execute_activity_method(activity, req, summary=summary, **opts)
+    finally:
+        party.carried(turn)
 
 
 def clock_party(

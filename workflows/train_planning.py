@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.ui_text import plural
     from orchestrator.train.bookkeeping import held_hosts
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_clock import fleet_call, fleet_options
     from workflows.train_windows import TrainWindows
 
 PLAN_GRANTED_PATCH = "train-plan-granted"
@@ -102,13 +102,12 @@ class TrainPlanning:
             standing_ok=self.inline,
         )
         if (stood := self._standing_grant(ask)) is not None:
-            planned: PlanDomainResult = await workflow.execute_activity_method(
+            planned: PlanDomainResult = await fleet_call(
                 FleetActivities.plan_domain,
                 self._plan_request(min(spec.domain_size, stood.granted)),
                 summary=f"choose and cordon up to {min(spec.domain_size, stood.granted)} due "
                 f"hosts of {spec.cluster} within the budget (its standing grant)",
-                **fleet_options(),
-            )
+                            )
             return await self._planned(stood, planned)
         told = self.capacity_told  # a capacity_changed heard while we ask voids the answer
         # Runs between PLAN_APART_PATCH and PLAN_MERGED_PATCH ask and plan apart; the order of
@@ -116,13 +115,12 @@ class TrainPlanning:
         if workflow.patched(PLAN_MERGED_PATCH) or (
             not workflow.patched(PLAN_APART_PATCH) and workflow.patched(PLAN_GRANTED_PATCH)
         ):
-            res: PlanDomainResult = await workflow.execute_activity_method(
+            res: PlanDomainResult = await fleet_call(
                 FleetActivities.plan_granted_domain,
                 PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
                 summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
                 "hosts, then choose and cordon that many due hosts within the budget",
-                **fleet_options(),
-            )
+                            )
             assert res.grant is not None
             if self.inline:
                 stands = res.grant.standing and told == self.capacity_told
@@ -136,15 +134,14 @@ class TrainPlanning:
         )
         if st.phase != "running":
             return None
-        res = await workflow.execute_activity_method(
+        res = await fleet_call(
             FleetActivities.plan_domain,
             self._plan_request(min(spec.domain_size, grant.granted)),
             summary=(
                 f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
                 f"of {spec.cluster} within the budget"
             ),
-            **fleet_options(),
-        )
+                    )
         return grant, res
 
     def _standing_grant(self, ask: AcquireRequest) -> Grant | None:
@@ -171,7 +168,7 @@ class TrainPlanning:
     async def _hand_back_planned(self, hosts: list[str]) -> None:
         assert self.inp is not None
         spec = self.inp.spec
-        await workflow.execute_activity_method(
+        await fleet_call(
             FleetActivities.release_hosts,
             HostsRequest(
                 cluster=spec.cluster,
@@ -181,5 +178,4 @@ class TrainPlanning:
                 targets=spec.targets,
             ),
             summary=f"hand back {plural(len(hosts), 'host')} planned as the train stopped",
-            **fleet_options(),
-        )
+                    )

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.fleet_clock import (
         capped_poll_seconds,
         clock_party,
+        fleet_call,
         fleet_options,
         wall_seconds,
     )
@@ -71,7 +72,7 @@ class TrainWaiting:
             return
         self.claim_withdrawn = True
         spec = self.inp.spec
-        await workflow.execute_activity_method(
+        await fleet_call(
             FleetActivities.withdraw_claim,
             HostsRequest(
                 cluster=spec.cluster,
@@ -81,8 +82,7 @@ class TrainWaiting:
                 targets=spec.targets,
             ),
             summary=f"withdraw {spec.workflow_id}'s claim on freed hosts of {spec.cluster}",
-            **fleet_options(),
-        )
+                    )
 
     def _domain_input(
         self,
@@ -192,7 +192,7 @@ class TrainWaiting:
             summary=f"leave the capacity arbiter of {spec.cluster}",
             **fleet_options(),
         )
-        await workflow.execute_activity_method(
+        await fleet_call(
             FleetActivities.close_owner,
             HostsRequest(
                 cluster=spec.cluster,
@@ -202,5 +202,4 @@ class TrainWaiting:
                 targets=spec.targets,
             ),
             summary=f"hand back any host of {spec.cluster} still held by {spec.workflow_id}",
-            **fleet_options(),
-        )
+                    )

@@ -119,6 +119,9 @@ class ClockTurn:
     now: float
     released: bool
     others: tuple[ClockRelease, ...] = ()
+    #: no other party is on the cluster's clock (a party alone may take its next turns inside
+    #: its next step, ``AdvanceClockRequest`` as a step's ``turn``)
+    alone: bool = False
 
 
 __all__ = [

@@ -72,6 +72,14 @@ class AdvanceClockResult(BaseModel):
 
     now: float
     released: bool = True
+    #: no other party is on the cluster's clock: the caller may take its next turns inside its
+    #: next step (the step's ``turn``) instead of asking the clock first
+    alone: bool = False
+
+
+#: A step carrying a ``turn`` its clock did not give yet (another party came): the step did
+#: nothing; the party waits for the turn's ``fleet_clock`` signal and runs the step again.
+CLOCK_TURN_PENDING = "ClockTurnPending"
 
 
 #: The signal a party waiting on a logical clock receives when its turn comes (``ClockReleased``).
@@ -96,6 +104,9 @@ class HostsRequest(BaseModel):
     policy: str = "job-aware"
     visit: bool = True
     reason: str = ""
+    #: the logical clock's turn this step is the first act of (a party alone on its clock,
+    #: issue 27): taken first, in the same activity; the step does nothing unless it is given
+    turn: AdvanceClockRequest | None = None
 
 
 class JobWait(BaseModel):
@@ -129,6 +140,9 @@ class EvictRequest(BaseModel):
     scheduled_hours: dict[int, float] = Field(default_factory=dict)  # job -> planned stop time
     #: the look that follows, in the same activity (issue 27): its ``DrainStatus`` in ``look``
     look: HostsRequest | None = None
+    #: the logical clock's turn this step is the first act of (a party alone on its clock,
+    #: issue 27): taken first, in the same activity; the step does nothing unless it is given
+    turn: AdvanceClockRequest | None = None
 
 
 class AskRequest(BaseModel):
@@ -150,6 +164,8 @@ class AskRequest(BaseModel):
     #: a refusal is noted with the fleet, and an earlier visit's refusals carry over
     release: bool = False
     look: HostsRequest | None = None  # as ``EvictRequest.look``
+    #: a logical clock's turn to take first (``HostsRequest.turn``)
+    turn: AdvanceClockRequest | None = None
 
 
 class JobReply(BaseModel):
@@ -176,6 +192,8 @@ class SwitchRequest(BaseModel):
     wall: datetime
     hosts: list[str]
     version: str
+    #: a logical clock's turn to take first (``HostsRequest.turn``)
+    turn: AdvanceClockRequest | None = None
 
 
 class SwitchResult(BaseModel):

@@ -12,7 +12,12 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
-from orchestrator.contracts.messages import ClockInfo, CycleCounts, DrainStatus
+from orchestrator.contracts.messages import (
+    AdvanceClockRequest,
+    ClockInfo,
+    CycleCounts,
+    DrainStatus,
+)
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
 from orchestrator.contracts.train_spec import (
@@ -44,6 +49,8 @@ class PlanDomainRequest(BaseModel):
     #: also look at the drain of the hosts taken (``PlanDomainResult.look``): on a logical
     #: clock nothing moves before the domain's first look, which then uses it
     first_look: bool = False
+    #: a logical clock's turn to take first (``HostsRequest.turn``)
+    turn: AdvanceClockRequest | None = None
 
 
 class PlanDomainResult(BaseModel):
@@ -67,6 +74,8 @@ class PlanGrantedRequest(BaseModel):
 
     acquire: AcquireRequest
     plan: PlanDomainRequest
+    #: a logical clock's turn to take first (``HostsRequest.turn``)
+    turn: AdvanceClockRequest | None = None
 
 
 class DomainInput(BaseModel):

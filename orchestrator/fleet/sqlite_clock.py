@@ -41,6 +41,11 @@ _CHILDREN = select(cp.c.party).where(cp.c.cluster == _CLUSTER, cp.c.parent == bi
 _STALE = cp.delete().where(
     cp.c.cluster == _CLUSTER, cp.c.waiting == 0, cp.c.seen < bindparam("b_stale")
 )
+_OTHER = (
+    select(cp.c.party)
+    .where(cp.c.cluster == _CLUSTER, cp.c.party != bindparam("b_party"))
+    .limit(1)
+)
 _ACTING = select(cp.c.party).where(cp.c.cluster == _CLUSTER, cp.c.waiting == 0).limit(1)
 _NEXT = (
     select(cp.c.party, cp.c.workflow_id, cp.c.epoch, cp.c.target)
@@ -94,7 +99,7 @@ def wait(
     row = conn.execute(_MINE, key).first()
     if epoch and row is not None and row[0] == epoch:
         if not row[1]:  # released for this very wait: it is this party's turn
-            return ClockTurn(now=now, released=True)
+            return ClockTurn(now=now, released=True, alone=_alone(conn, cluster, party.key))
         conn.execute(_SEEN, {**key, "b_seen": seen})
     else:
         upsert(
@@ -121,7 +126,12 @@ def wait(
     mine = any(r.party == party.key and r.epoch == epoch for r in released)
     now = max([now, *(r.now for r in released)])
     others = tuple(r for r in released if r.party != party.key)
-    return ClockTurn(now=now, released=mine, others=others)
+    return ClockTurn(now=now, released=mine, others=others, alone=_alone(conn, cluster, party.key))
+
+
+def _alone(conn: Connection, cluster: str, key: str) -> bool:
+    """No party but ``key`` on ``cluster``'s clock."""
+    return conn.execute(_OTHER, {"b_cluster": cluster, "b_party": key}).first() is None
 
 
 def leave(
