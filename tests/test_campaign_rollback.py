@@ -190,7 +190,7 @@ def test_a_host_in_repair_comes_back_on_its_rolled_back_version(tmp_home: Path) 
         with fleet.cluster("c00") as sim:
             name = sim.host_names()[5]
             prev = sim.host(name).versions["os"]
-            sim.host(name).versions["os"] = BAD
+            sim.host(name).versions = {**sim.host(name).versions, "os": BAD}
             sim.dirty_hosts.add(name)
             sim.hand_to_repair(name, "test", "gpu fell off the bus")
             assert not sim.reclaim(name, "campaign-x", "rolling back")  # repair owes it a fix

@@ -134,7 +134,7 @@ def test_the_train_takes_one_set_of_covering_rollouts_per_domain(tmp_home: Path)
         try:
             with fleet.cluster("c00") as sim:  # hand them back as visited, so more are taken
                 for n in res.hosts:
-                    sim.hosts[n].versions.update(res.targets or {})
+                    sim.hosts[n].versions = {**sim.hosts[n].versions, **(res.targets or {})}
                     sim.dirty_hosts.add(n)
                     sim.release(n, "train-c00")
         finally:

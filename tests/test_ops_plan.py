@@ -57,7 +57,7 @@ def test_every_host_of_scope_appears_exactly_once(tmp_home: Path) -> None:
         sim.quarantine("c00-z00-r000-h00", "test", "bad gpu")
         idle = [n for n in sim.order if sim.hosts[n].job_id is None and n != "c00-z00-r000-h00"]
         for name in idle[:2]:
-            sim.hosts[name].versions.update(CUDA)
+            sim.hosts[name].versions = {**sim.hosts[name].versions, **CUDA}
             sim.dirty_hosts.add(name)
         all_hosts = list(sim.order)
     plan = plan_json(write_spec(tmp_home / "spec.json", SPEC))

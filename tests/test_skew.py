@@ -47,9 +47,9 @@ def three_os_versions(home: Path) -> Path:
         with fleet.cluster("c00") as sim:
             names = sorted(sim.hosts)
             for name in names[:10]:
-                sim.hosts[name].versions["os"] = "6.8.0-45"
+                sim.hosts[name].versions = {**sim.hosts[name].versions, "os": "6.8.0-45"}
             for name in names[10:20]:
-                sim.hosts[name].versions["os"] = "6.8.0-50"
+                sim.hosts[name].versions = {**sim.hosts[name].versions, "os": "6.8.0-50"}
             sim.dirty_hosts.update(names[:20])
     finally:
         fleet.close()

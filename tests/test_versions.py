@@ -88,9 +88,9 @@ def test_a_fourth_os_version_in_service_is_refused_unless_it_supersedes(tmp_home
         with fleet.cluster("c00") as sim:  # three os versions serving: old, rolling, newer
             names = sorted(sim.hosts)
             for name in names[:10]:
-                sim.hosts[name].versions["os"] = "6.8.0-45"
+                sim.hosts[name].versions = {**sim.hosts[name].versions, "os": "6.8.0-45"}
             for name in names[10:20]:
-                sim.hosts[name].versions["os"] = "6.8.0-50"
+                sim.hosts[name].versions = {**sim.hosts[name].versions, "os": "6.8.0-50"}
             sim.dirty_hosts.update(names[:20])
     finally:
         fleet.close()

@@ -290,12 +290,16 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         st.retry_at_hours = res.retry_at_hours
         # Holding all it may (its domains' hosts), nothing to retry: only a domain's progress
         # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
+        full = res.counts.in_flight >= min(spec.domain_size, grant.granted)
         self.capped = (
-            not res.hosts
-            and bool(self.in_flight)
-            and res.retry_at_hours is None
-            and res.counts.in_flight >= min(spec.domain_size, grant.granted)
+            not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
         )
+        if self.inline and full and bool(self.in_flight or res.hosts):
+            # Inline (issue 27): no slot left, so the planner's retry instant (a job's end)
+            # cannot fill one either; only a domain's progress (which wakes us) or the
+            # claim's poll can. (Treating a spent budget so made meta-24k's domains smaller
+            # and more numerous: 1,159 -> 1,246 actions a cycle; left as it was.)
+            self.capped = True
         if not res.hosts:
             self._show()
             return

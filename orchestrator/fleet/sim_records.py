@@ -21,6 +21,8 @@ class HostRec:
     zone: str
     rack: str
     state: str
+    #: shared by the loaded hosts with the same versions (``ledger_rows.load_hosts``): assign
+    #: a new dict (``h.versions = {**h.versions, c: v}``), never change it in place
     versions: dict[str, str]
     job_id: int | None = None
     reason: str = ""
