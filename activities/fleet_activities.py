@@ -54,6 +54,7 @@ from orchestrator.execution import drain, install, settle, switches
 from orchestrator.execution.cycle import cycle_counts
 from orchestrator.execution.take import take_domain
 from orchestrator.execution.target_checks import held_on_bad_version
+from orchestrator.fleet import ClusterBackend
 from orchestrator.infra.logging import get_logger
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
 from orchestrator.telemetry import metrics
@@ -242,10 +243,14 @@ class FleetActivities(FleetAccess):
                 claim_until_hours=req.claim_until_hours,
                 cycle_target_hours=req.cycle_target_hours,
             )
-            look = None
+            look = applied = None
+            targets = req.targets if taken.targets is None else {**req.targets, **taken.targets}
             if req.first_look and taken.hosts:  # the domain's first look, in this transaction
                 deadline = taken.counts.fleet_hours + req.max_wait_hours
                 look = drain.drain_status(b, req.owner, taken.hosts, deadline, req.policy)
+                # ... and its first batch's install, unless a rack switch goes first
+                if req.apply_ready and look.ready and "switch_firmware" not in targets:
+                    applied = self._install(b, req.cluster, req.owner, look.ready, targets)
         metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
         metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
         metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
@@ -261,6 +266,7 @@ class FleetActivities(FleetAccess):
             counts=taken.counts,
             held_back=held_back,
             look=look,
+            applied=applied,
         )
 
     @activity.defn(name="drain_status")
@@ -307,11 +313,17 @@ class FleetActivities(FleetAccess):
     def apply_updates(self, req: HostsRequest) -> UpdateResult:
         """Install every pending update in dependency order, with one reboot, on each host."""
         with self.cluster(req.cluster, req.wall) as b:
-            out = install.install_hosts(
-                b, req.owner, {h: req.targets for h in req.hosts}, on_host=patient_heartbeat()
-            )
+            return self._install(b, req.cluster, req.owner, req.hosts, req.targets)
+
+    @staticmethod
+    def _install(
+        b: ClusterBackend, cluster: str, owner: str, hosts: list[str], targets: dict[str, str]
+    ) -> UpdateResult:
+        out = install.install_hosts(
+            b, owner, {h: targets for h in hosts}, on_host=patient_heartbeat()
+        )
         for comp in out.failed_components.values():
-            metrics.UPDATE_FAILURES.labels(req.cluster, comp).inc()
+            metrics.UPDATE_FAILURES.labels(cluster, comp).inc()
         return out
 
     @activity.defn(name="verify_and_return")

@@ -20,7 +20,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import CAPACITY_CHANGED_SIGNAL, Grant
     from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
-    from orchestrator.contracts.messages import ClockInfo, DrainStatus, FleetInfoRequest
+    from orchestrator.contracts.messages import (
+        ClockInfo,
+        DrainStatus,
+        FleetInfoRequest,
+        UpdateResult,
+    )
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.train_spec import check_train_change
     from orchestrator.contracts.train_types import (
@@ -291,9 +296,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         # Holding all it may (its domains' hosts), nothing to retry: only a domain's progress
         # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
         full = res.counts.in_flight >= min(spec.domain_size, grant.granted)
-        self.capped = (
-            not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
-        )
+        self.capped = not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
         if self.inline and full and bool(self.in_flight or res.hosts):
             # Inline (issue 27): no slot left, so the planner's retry instant (a job's end)
             # cannot fill one either; only a domain's progress (which wakes us) or the
@@ -308,7 +311,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.in_flight[domain_id] = res.hosts
         self._show()
         run = self._run_domain(
-            clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look
+            clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look, res.applied
         )
         # Inline, the domain acts on the clock from now (a child acts once started).
         task = spawn(clock, run) if self.inline else asyncio.create_task(run)
@@ -323,6 +326,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         targets: dict[str, str] | None = None,
         start_hours: float = 0.0,
         look: DrainStatus | None = None,
+        applied: UpdateResult | None = None,
     ) -> None:
         """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
@@ -330,7 +334,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if targets is not None:
             self.rollout_domains[domain_id] = dict(targets)
         try:
-            inp = self._domain_input(clock, domain_id, hosts, targets, start_hours, look)
+            inp = self._domain_input(clock, domain_id, hosts, targets, start_hours, look, applied)
             result: DomainResult
             if self.inline:  # this task (and the tasks it starts) sit at the child's seat
                 SEAT.set((0, domain_id))

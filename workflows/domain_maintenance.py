@@ -151,7 +151,8 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 elif isinstance(cmd, ds.Install):
                     if rack:
                         await self._update_switches(inp, cmd.hosts)
-                    tasks.append(spawn(inp.clock, self._maintain(inp, cmd.hosts, result)))
+                    done = self._installed_by_plan(inp, cmd.hosts)
+                    tasks.append(spawn(inp.clock, self._maintain(inp, cmd.hosts, result, done)))
                 elif isinstance(cmd, ds.Release):
                     await self._release_refused(inp, cmd, result)
                 elif isinstance(cmd, ds.Evict):
@@ -176,32 +177,51 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self._show()
         return result
 
-    async def _maintain(self, inp: DomainInput, hosts: list[str], result: DomainResult) -> None:
-        """Update, wait out the install in fleet time, verify, return or quarantine."""
+    @staticmethod
+    def _installed_by_plan(inp: DomainInput, hosts: list[str]) -> UpdateResult | None:
+        """The install the plan made of this first batch (its look's free hosts), once."""
+        upd, look = inp.first_update, inp.first_look
+        if upd is None or look is None or hosts != look.ready:
+            return None
+        inp.first_update = None
+        return upd
+
+    async def _maintain(
+        self,
+        inp: DomainInput,
+        hosts: list[str],
+        result: DomainResult,
+        done: UpdateResult | None = None,
+    ) -> None:
+        """Update (unless ``done``: the plan did), wait out the install in fleet time, verify,
+        return or quarantine."""
         self._maintaining += 1
         try:
-            await self._maintain_batch(inp, hosts, result)
+            await self._maintain_batch(inp, hosts, result, done)
         finally:
             self._maintaining -= 1
 
     async def _maintain_batch(
-        self, inp: DomainInput, hosts: list[str], result: DomainResult
+        self,
+        inp: DomainInput,
+        hosts: list[str],
+        result: DomainResult,
+        done: UpdateResult | None = None,
     ) -> None:
         self.phase = "updating"
         self._mark(hosts, "updating", f"installing {versions(inp.targets)}")
         self._show()
-        upd: UpdateResult = await fleet_call(
+        upd: UpdateResult = done or await fleet_call(
             FleetActivities.apply_updates,
             self._req(inp, hosts),
             summary=f"update {plural(len(hosts), 'host')} ({names(hosts, 3)}) to "
             f"{versions(inp.targets)}",
-                        heartbeat=True,
+            heartbeat=True,
         )
         for h, why in upd.failed.items():
             self._mark([h], "quarantined", f"update failed: {why}")
         if upd.updated:
-            done = upd.fleet_hours + upd.duration_hours
-            until = at_hour(done, upd.fleet_hours)
+            until = at_hour(upd.fleet_hours + upd.duration_hours, upd.fleet_hours)
             self._mark(upd.updated, "installing", f"install and reboot until {until}")
         self._show()
         for step in ds.maintain_steps(upd):

@@ -84,6 +84,7 @@ class TrainPlanning:
             rollout_only=spec.rollout_only,
             claim_until_hours=self.windows.closes_hours() if self.windows else None,
             first_look=self.first_look,
+            apply_ready=self.inline and self.first_look,
         )
 
     async def _ask_and_plan(self, clock: ClockInfo) -> tuple[Grant, PlanDomainResult] | None:

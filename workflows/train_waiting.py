@@ -17,7 +17,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import ReleaseRequest
-    from orchestrator.contracts.messages import ClockInfo, DrainStatus, HostsRequest
+    from orchestrator.contracts.messages import (
+        ClockInfo,
+        DrainStatus,
+        HostsRequest,
+        UpdateResult,
+    )
     from orchestrator.contracts.train_types import DomainInput, TrainInput
     from orchestrator.execution.cycle import next_look_hours
     from orchestrator.execution.take import PIGGYBACK_CLAIM_HOURS
@@ -92,6 +97,7 @@ class TrainWaiting:
         targets: dict[str, str] | None,
         start_hours: float,
         look: DrainStatus | None = None,
+        applied: UpdateResult | None = None,
     ) -> DomainInput:
         """A domain's input (``targets``: a rollout's, else the train's), planned at fleet hour
         ``start_hours``; frugal (issue 27) once the train is past ``FRUGAL_DOMAINS_PATCH``."""
@@ -114,6 +120,7 @@ class TrainWaiting:
             inp.look_ahead = workflow.patched(LOOK_AHEAD_PATCH)
             inp.tells_at_end = workflow.patched(TELLS_AT_END_PATCH)
             inp.first_look = look
+            inp.first_update = applied
         return inp
 
     def _history_full(self) -> bool:

@@ -17,6 +17,7 @@ from orchestrator.contracts.messages import (
     ClockInfo,
     CycleCounts,
     DrainStatus,
+    UpdateResult,
 )
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
@@ -49,6 +50,9 @@ class PlanDomainRequest(BaseModel):
     #: also look at the drain of the hosts taken (``PlanDomainResult.look``): on a logical
     #: clock nothing moves before the domain's first look, which then uses it
     first_look: bool = False
+    #: with ``first_look``, also install the updates of the hosts it finds free of jobs, as
+    #: their domain's first step would at once (``PlanDomainResult.applied``; issue 27)
+    apply_ready: bool = False
     #: a logical clock's turn to take first (``HostsRequest.turn``)
     turn: AdvanceClockRequest | None = None
 
@@ -67,6 +71,8 @@ class PlanDomainResult(BaseModel):
     held_back: dict[str, str] = Field(default_factory=dict)
     #: the drain of ``hosts`` at this instant, with the deadline of their domain (``first_look``)
     look: DrainStatus | None = None
+    #: the install of ``look.ready`` made in this transaction (``apply_ready``)
+    applied: UpdateResult | None = None
 
 
 class PlanGrantedRequest(BaseModel):
@@ -103,6 +109,9 @@ class DomainInput(BaseModel):
     tells_at_end: bool = False
     #: its first look at the drain, made by the plan that took its hosts (``train-first-look``)
     first_look: DrainStatus | None = None
+    #: the install of ``first_look.ready``, made by that plan too (inline trains): the
+    #: domain's first batch starts from it instead of an ``apply_updates`` of its own
+    first_update: UpdateResult | None = None
 
 
 class DomainResult(BaseModel):
