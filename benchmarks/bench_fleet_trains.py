@@ -6,7 +6,10 @@ RSS printed is the worker's process), 25 trains started at once, each running on
 ``bench_train``'s spec. Every ``--every`` seconds it reads each train's ``status`` and prints
 hosts visited so far, the rate, and the process's resident memory; it stops when every train
 completed its cycle or at ``--cap`` seconds, and prints the wall time of the cycle (or its
-projection at the rate reached, marked so) beside the goals. Outside CI.
+projection at the rate reached, marked so) beside the goals. Then it reads every history
+back from the server (``temporal_tally``) and prints the billable actions of the run, per host
+visit, and their peak and mean per second: the 25 trains of ``meta-600k`` measured against
+the 500 actions/s a Temporal Cloud namespace is allowed by default. Outside CI.
 
     nice python benchmarks/bench_fleet_trains.py [--preset meta-600k] [--domain-size 92]
         [--cap 600] [--every 15]
@@ -35,9 +38,12 @@ from orchestrator.fleet.settings import MAX_SPEED
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_train import one_cycle_spec  # noqa: E402
 from dev_server import dev_server  # noqa: E402
+from temporal_tally import peak as top_rate  # noqa: E402
+from temporal_tally import read_histories  # noqa: E402
 
 GOAL_WALL_SECONDS = 600.0
 GOAL_RSS_MB = 300.0
+NAMESPACE_LIMIT = 500  # actions per second a Temporal Cloud namespace is allowed by default
 
 
 def rss_mb() -> float:
@@ -73,7 +79,7 @@ async def run(preset: str, domain_size: int, cap: float, every: float) -> None:
             tq = f"bench-{uuid.uuid4().hex[:6]}"
             clusters = [f"c{i:02d}" for i in range(shape.clusters)]
             ids = [f"train-{c}-{tq}" for c in clusters]
-            peak = rss_mb()
+            peak_rss = rss_mb()
             async with build_worker(env.client, path, tq):
                 start = time.perf_counter()
                 for c, wf in zip(clusters, ids, strict=True):
@@ -90,7 +96,7 @@ async def run(preset: str, domain_size: int, cap: float, every: float) -> None:
                     if seen:
                         last = (wall, seen)
                     seen, done = await visited(env.client, ids)
-                    peak = max(peak, rss_mb())
+                    peak_rss = max(peak_rss, rss_mb())
                     wall = time.perf_counter() - start
                     print(
                         f"  {wall:6.0f} s  {seen:>7,} visits  {seen / wall:6.1f} hosts/s  "
@@ -102,6 +108,8 @@ async def run(preset: str, domain_size: int, cap: float, every: float) -> None:
                     for wf in ids:
                         with contextlib.suppress(RPCError):  # those that completed
                             await env.client.get_workflow_handle(wf).terminate("benchmark over")
+            await asyncio.sleep(1.0)  # visibility is eventually consistent
+            tally = await read_histories(env.client)
     finally:
         await env.shutdown()
     rate = seen / wall if wall else 0.0
@@ -117,7 +125,14 @@ async def run(preset: str, domain_size: int, cap: float, every: float) -> None:
     print(f"{'whole-cycle wall, s':<44} {cycle:>12.0f} {GOAL_WALL_SECONDS:>10.0f}")
     if not whole:
         print(f"  (projected: {seen:,} visits in {wall:.0f} s, the rest at the latest rate)")
-    print(f"{'worker process peak RSS, MB':<44} {peak:>12.0f} {GOAL_RSS_MB:>10.0f}")
+    print(f"{'worker process peak RSS, MB':<44} {peak_rss:>12.0f} {GOAL_RSS_MB:>10.0f}")
+    actions = sum(tally.actions.values())
+    top, mean = top_rate(tally.times)
+    print(f"{'billable actions (histories read back)':<44} {actions:>12,}")
+    print(f"{'  per host visit':<44} {actions / max(1, seen):>12.3f}")
+    print(f"{'  history events per host visit':<44} {tally.events / max(1, seen):>12.2f}")
+    print(f"{'peak actions/s (1 s buckets), all trains':<44} {top:>12} {NAMESPACE_LIMIT:>10}")
+    print(f"{'mean actions/s':<44} {mean:>12.1f}")
 
 
 def main() -> None:
