@@ -244,21 +244,6 @@ class ClockParty:
             target = self._target()
             self._epochs += 1
             epoch = f"{workflow.info().run_id}/{self._epochs}"
-            if self.inline and self.alone and target is not None and not self._wakes:
-                # Alone on the clock: the instant's first step takes the turn (``fleet_call``).
-                self._pending = AdvanceClockRequest(
-                    cluster=self.clock.cluster,
-                    target_hours=target,
-                    party=self.key,
-                    owner=self.owner,
-                    parent=self.parent,
-                    rank=self.rank,
-                    epoch=epoch,
-                )
-                self.now = max(self.now, target)
-                self._take_seat_turn()
-                continue
-            self._pending = None
             req = AdvanceClockRequest(
                 cluster=self.clock.cluster,
                 target_hours=target,
@@ -270,6 +255,13 @@ class ClockParty:
                 children=self._children,
                 wakes=self._wakes,
             )
+            if self.inline and self.alone and target is not None and not req.wakes:
+                # Alone on the clock: the instant's first step takes the turn (``fleet_call``).
+                self._pending = req
+                self.now = max(self.now, target)
+                self._take_seat_turn()
+                continue
+            self._pending = None
             self._children, self._wakes = None, []
             self._registered = (epoch, target)
             self._released.clear()
