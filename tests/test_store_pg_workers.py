@@ -257,7 +257,11 @@ async def test_three_workers_share_one_postgresql_record_through_a_kill_and_a_re
     audited = json.loads(r.stdout)
     assert audited["ok"] and not audited["violations"], audited["violations"][:3]
     cordons, most = _record_holds(pg_store)
-    assert cordons >= 2 * 4 * 64 and set(most) == set(ALL) and all(most.values()), most
+    # Every host serving at the end was taken in both phases; one out of service (quarantined
+    # or in repair at either phase, as failures fall) may have missed both.
+    out = len(rows) - len(up)
+    assert cordons >= 2 * 4 * 64 - 2 * out, (cordons, out)
+    assert set(most) == set(ALL) and all(most.values()), most
     # jobs started on the new driver/CUDA (none on a mix of it and the old: the audit's
     # mixed_versions, checked above, covers every job of the record)
     assert _jobs_on(pg_store, "c03", (CUDA["gpu_driver"], CUDA["cuda"])) > 0
