@@ -21,6 +21,10 @@ from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
 REBOOT_WAIT_SECONDS = 40.0
 #: Seconds after which a reboot Slurm shows no sign of (no flag, no new boot) is asked again.
 REBOOT_REASK_SECONDS = 15.0
+#: Seconds a node may answer, booted after the reboot was asked, while slurmctld still flags
+#: it rebooting, before the reboot counts as over: a second reboot asked right after a first
+#: (an install's, then a rollback's) can leave the flag behind on a node that did reboot.
+REBOOT_STALE_FLAG_SECONDS = 20.0
 
 
 class VerifyOps(SlurmCore):
@@ -46,9 +50,18 @@ class VerifyOps(SlurmCore):
         deadline = time.monotonic() + REBOOT_WAIT_SECONDS
         while True:
             node = next((n for n in self.cmd.nodes() if n.name == name), None)
-            if node is not None and "NOT_RESPONDING" not in node.flags and not node.rebooting:
+            answers = node is not None and "NOT_RESPONDING" not in node.flags
+            if answers and node is not None and node.rebooting and node.boot_time >= asked - 1:
+                seen = self.state.setdefault("reboot_flag_stale", {}).setdefault(name, time.time())
+                if time.time() - seen > REBOOT_STALE_FLAG_SECONDS:
+                    self.state["reboots"].pop(name, None)
+                    self.state["reboot_flag_stale"].pop(name, None)
+                    self._log(SLURM_ACTOR, "reboot_flag_stale", name)
+                    return ""
+            if answers and node is not None and not node.rebooting:
                 if node.boot_time >= asked - 1:
                     self.state["reboots"].pop(name, None)
+                    self.state.get("reboot_flag_stale", {}).pop(name, None)
                     return ""
                 if time.time() - asked > REBOOT_REASK_SECONDS:
                     self.cmd.reboot(name, self._reason(self.host(name).owner, "reboot"))
