@@ -212,6 +212,7 @@ def test_yaml_spec_keeps_version_text_and_ids_are_stable(tmp_path: Path) -> None
 def test_schema_is_valid_json_schema_with_targets_and_scope() -> None:
     """`ops schema` prints a valid JSON Schema that accepts the issue's example spec."""
     import jsonschema  # in the test extra: a missing one fails, never skips
+
     result = run("ops", "schema")
     assert result.exit_code == 0
     schema = json.loads(result.stdout)

@@ -111,9 +111,7 @@ class CapacityArbiter:
             ahead = st.queue[: st.queue.index(req.holder)]
             # A standing holder's hosts are unknown until it asks again: it counts as busy.
             busy = [
-                h.holder
-                for h in others
-                if (h.holding > 0 or h.standing) and h.holder not in ahead
+                h.holder for h in others if (h.holding > 0 or h.standing) and h.holder not in ahead
             ]
             if ahead or busy:
                 grant = Grant(

@@ -53,7 +53,7 @@ class DomainHandBack:
             self._req(inp, hosts),
             summary=f"hand back {plural(len(hosts), 'host')} of job "
             f"{names([str(j) for j in sorted(cmd.jobs)])}: not now",
-                    )
+        )
         self._mark(hosts, "released", "its job said not now: handed back, asked again later")
         self._show()
         result.released += back.returned
@@ -86,7 +86,7 @@ class DomainHandBack:
             FleetActivities.release_hosts,
             self._req(inp, list(inp.hosts)),
             summary=f"hand back {plural(len(inp.hosts), 'host')} not yet done",
-                    )
+        )
         self._mark(back.returned, "released", "handed back to service")
         for h, why in back.quarantined.items():
             self._mark([h], "quarantined", why)

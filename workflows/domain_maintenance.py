@@ -202,11 +202,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             self._maintaining -= 1
 
     async def _maintain_batch(
-        self,
-        inp: DomainInput,
-        hosts: list[str],
-        result: DomainResult,
-        done: UpdateResult | None = None,
+        self, inp: DomainInput, hosts: list[str], result: DomainResult, done: UpdateResult | None
     ) -> None:
         self.phase = "updating"
         self._mark(hosts, "updating", f"installing {versions(inp.targets)}")
@@ -240,7 +236,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             FleetActivities.quarantine_hosts,
             self._req(inp, hosts, reason=step.reason),
             summary=f"quarantine {names(hosts, 3)}: {step.reason}",
-                    )
+        )
         result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
         result.outcomes += [False] * len(q.quarantined)
         await self._tell_parent(inp, [False] * len(q.quarantined))
@@ -254,7 +250,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             FleetActivities.verify_and_return,
             self._req(inp, hosts),
             summary=f"verify {plural(len(hosts), 'host')} and return those that pass",
-                    )
+        )
         self._mark(ver.returned, "returned", "verified, back in service")
         for h, why in ver.quarantined.items():
             self._mark([h], "quarantined", f"verification failed: {why}")
@@ -301,7 +297,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 FleetActivities.drain_status,
                 self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
                 summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
-                            )
+            )
         now = status.fleet_hours
         tracker = seq.tracker
         if tracker is None:
@@ -350,7 +346,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 look=(look := self._look_ahead(inp, seq)),
             ),
             summary=f"evict job {names([str(j) for j in cmd.job_ids])}",
-                    )
+        )
         self._keep_ahead(look, res.look)
         result.jobs_interrupted += res.interrupted
         result.lost_gpu_hours += res.lost_gpu_hours
@@ -371,7 +367,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 release=cmd.release,
                 look=(look := self._look_ahead(inp, seq)),
             ),
-                    )
+        )
         seq.heard(cmd, asked)
         self._keep_ahead(look, asked.look)
         assert seq.tracker is not None

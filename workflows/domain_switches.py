@@ -50,7 +50,7 @@ class RackSwitches:
                     version=version,
                 ),
                 summary=f"update the rack switch above {names(hosts, 2)} to {version}",
-                            )
+            )
             if sw.done:
                 if sw.duration_hours:
                     until = sw.fleet_hours + sw.duration_hours

@@ -30,12 +30,10 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.contracts.errors import PERMANENT_KINDS
     from orchestrator.contracts.messages import (
         CLOCK_SIGNAL,
         CLOCK_TURN_PENDING,
@@ -44,6 +42,11 @@ with workflow.unsafe.imports_passed_through():
         ClockInfo,
         ClockReleased,
     )
+    from workflows.fleet_timing import FLEET_RETRY as FLEET_RETRY
+    from workflows.fleet_timing import MAX_POLL_WALL_SECONDS as MAX_POLL_WALL_SECONDS
+    from workflows.fleet_timing import POLL_WALL_CAP_PATCH as POLL_WALL_CAP_PATCH
+    from workflows.fleet_timing import capped_poll_seconds, fleet_hours_now, fleet_options
+    from workflows.fleet_timing import wall_seconds as wall_seconds
 
 T = TypeVar("T")
 
@@ -63,34 +66,6 @@ _PARTY_ATTR = "_trainctl_clock_party"
 SEAT: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar(
     "trainctl_clock_seat", default=None
 )
-
-#: Fleet operations are idempotent transactions: retry transient errors (a busy database, a
-#: worker that died) with backoff, never errors that will not heal.
-FLEET_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=20,
-    non_retryable_error_types=list(PERMANENT_KINDS),
-)
-
-
-def fleet_options(heartbeat: bool = False) -> dict[str, Any]:
-    """Timeouts and retries for one fleet activity call."""
-    opts: dict[str, Any] = {
-        "start_to_close_timeout": timedelta(seconds=60),
-        "schedule_to_close_timeout": timedelta(minutes=10),
-        "retry_policy": FLEET_RETRY,
-    }
-    if heartbeat:
-        opts["heartbeat_timeout"] = timedelta(seconds=30)
-    return opts
-
-
-def fleet_hours_now(clock: ClockInfo) -> float:
-    """Fleet hours at this workflow's now (scaled clocks only)."""
-    elapsed = (workflow.now() - clock.anchor_wall).total_seconds()
-    return max(0.0, elapsed * clock.speed / 3600.0)
 
 
 class ClockParty:
@@ -469,32 +444,3 @@ async def sleep_until(
         if look:
             delay = capped_poll_seconds(clock, delay)
         await workflow.sleep(timedelta(seconds=max(delay, 0.001)))
-
-
-def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
-    """Wall seconds that ``fleet_hours`` take at this clock's speed (0 for 'max')."""
-    return 0.0 if clock.logical else fleet_hours * 3600.0 / clock.speed
-
-
-#: The longest a waiting train or operation goes without looking at its fleet again, in wall
-#: seconds, on a fleet that changes outside trainctl (``ClockInfo.outside_changes``: Slurm,
-#: whose time is wall time): a poll of a quarter of a fleet hour was a quarter of a real hour
-#: there, so an operation waiting for room that nobody signals (a budget freed by a worker's
-#: crash recovery, a node an operator resumed) sat that long idle. Simulated fleets keep
-#: their fleet-hour polls (the time-skipping tests skip them).
-MAX_POLL_WALL_SECONDS = 30.0
-#: Guards that cap: recorded runs that waited longer replay their longer timers.
-POLL_WALL_CAP_PATCH = "poll-wall-cap"
-
-
-def capped_poll_seconds(clock: ClockInfo, seconds: float) -> float:
-    """``seconds`` of a poll's wait, at most ``MAX_POLL_WALL_SECONDS`` on a fleet that changes
-    outside trainctl, in runs past the patch. The patch is asked only when the cap binds, so
-    runs on simulated fleets (and the replay histories) gain no marker and no command."""
-    if (
-        clock.outside_changes
-        and seconds > MAX_POLL_WALL_SECONDS
-        and workflow.patched(POLL_WALL_CAP_PATCH)
-    ):
-        return MAX_POLL_WALL_SECONDS
-    return seconds

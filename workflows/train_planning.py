@@ -108,7 +108,7 @@ class TrainPlanning:
                 self._plan_request(min(spec.domain_size, stood.granted)),
                 summary=f"choose and cordon up to {min(spec.domain_size, stood.granted)} due "
                 f"hosts of {spec.cluster} within the budget (its standing grant)",
-                            )
+            )
             return await self._planned(stood, planned)
         told = self.capacity_told  # a capacity_changed heard while we ask voids the answer
         # Runs between PLAN_APART_PATCH and PLAN_MERGED_PATCH ask and plan apart; the order of
@@ -121,7 +121,7 @@ class TrainPlanning:
                 PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
                 summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
                 "hosts, then choose and cordon that many due hosts within the budget",
-                            )
+            )
             assert res.grant is not None
             if self.inline:
                 stands = res.grant.standing and told == self.capacity_told
@@ -142,7 +142,7 @@ class TrainPlanning:
                 f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
                 f"of {spec.cluster} within the budget"
             ),
-                    )
+        )
         return grant, res
 
     def _standing_grant(self, ask: AcquireRequest) -> Grant | None:
@@ -179,4 +179,4 @@ class TrainPlanning:
                 targets=spec.targets,
             ),
             summary=f"hand back {plural(len(hosts), 'host')} planned as the train stopped",
-                    )
+        )

@@ -87,7 +87,7 @@ class TrainWaiting:
                 targets=spec.targets,
             ),
             summary=f"withdraw {spec.workflow_id}'s claim on freed hosts of {spec.cluster}",
-                    )
+        )
 
     def _domain_input(
         self,
@@ -209,4 +209,4 @@ class TrainWaiting:
                 targets=spec.targets,
             ),
             summary=f"hand back any host of {spec.cluster} still held by {spec.workflow_id}",
-                    )
+        )

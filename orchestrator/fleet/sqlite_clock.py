@@ -42,9 +42,7 @@ _STALE = cp.delete().where(
     cp.c.cluster == _CLUSTER, cp.c.waiting == 0, cp.c.seen < bindparam("b_stale")
 )
 _OTHER = (
-    select(cp.c.party)
-    .where(cp.c.cluster == _CLUSTER, cp.c.party != bindparam("b_party"))
-    .limit(1)
+    select(cp.c.party).where(cp.c.cluster == _CLUSTER, cp.c.party != bindparam("b_party")).limit(1)
 )
 _ACTING = select(cp.c.party).where(cp.c.cluster == _CLUSTER, cp.c.waiting == 0).limit(1)
 _NEXT = (

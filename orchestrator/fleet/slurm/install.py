@@ -116,9 +116,7 @@ class InstallOps(VerifyOps):
             # A new dict, never a change in place: loaded hosts share one per versions text.
             h.versions = {**h.versions, **{c: targets[c] for c in done}}
             after = {c: targets[c] for c in done}
-            self._log(
-                actor, "updated", h.name, before=before, after=after, targets=dict(targets)
-            )
+            self._log(actor, "updated", h.name, before=before, after=after, targets=dict(targets))
         return out
 
 

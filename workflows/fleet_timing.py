@@ -1,0 +1,76 @@
+"""Fleet time and fleet calls that need no clock party.
+
+The fleet hour at a scaled clock's ``workflow.now()``, the wall seconds fleet hours take, the
+capped poll on fleets that change outside trainctl, and the timeouts and retries of every
+fleet activity call. Kept apart from ``fleet_clock`` (the logical clock's parties) for size;
+``fleet_clock`` re-exports them, so callers import from either.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.contracts.errors import PERMANENT_KINDS
+    from orchestrator.contracts.messages import ClockInfo
+
+#: Fleet operations are idempotent transactions: retry transient errors (a busy database, a
+#: worker that died) with backoff, never errors that will not heal.
+FLEET_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=20,
+    non_retryable_error_types=list(PERMANENT_KINDS),
+)
+
+
+def fleet_options(heartbeat: bool = False) -> dict[str, Any]:
+    """Timeouts and retries for one fleet activity call."""
+    opts: dict[str, Any] = {
+        "start_to_close_timeout": timedelta(seconds=60),
+        "schedule_to_close_timeout": timedelta(minutes=10),
+        "retry_policy": FLEET_RETRY,
+    }
+    if heartbeat:
+        opts["heartbeat_timeout"] = timedelta(seconds=30)
+    return opts
+
+
+def fleet_hours_now(clock: ClockInfo) -> float:
+    """Fleet hours at this workflow's now (scaled clocks only)."""
+    elapsed = (workflow.now() - clock.anchor_wall).total_seconds()
+    return max(0.0, elapsed * clock.speed / 3600.0)
+
+
+def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
+    """Wall seconds that ``fleet_hours`` take at this clock's speed (0 for 'max')."""
+    return 0.0 if clock.logical else fleet_hours * 3600.0 / clock.speed
+
+
+#: The longest a waiting train or operation goes without looking at its fleet again, in wall
+#: seconds, on a fleet that changes outside trainctl (``ClockInfo.outside_changes``: Slurm,
+#: whose time is wall time): a poll of a quarter of a fleet hour was a quarter of a real hour
+#: there, so an operation waiting for room that nobody signals (a budget freed by a worker's
+#: crash recovery, a node an operator resumed) sat that long idle. Simulated fleets keep
+#: their fleet-hour polls (the time-skipping tests skip them).
+MAX_POLL_WALL_SECONDS = 30.0
+#: Guards that cap: recorded runs that waited longer replay their longer timers.
+POLL_WALL_CAP_PATCH = "poll-wall-cap"
+
+
+def capped_poll_seconds(clock: ClockInfo, seconds: float) -> float:
+    """``seconds`` of a poll's wait, at most ``MAX_POLL_WALL_SECONDS`` on a fleet that changes
+    outside trainctl, in runs past the patch. The patch is asked only when the cap binds, so
+    runs on simulated fleets (and the replay histories) gain no marker and no command."""
+    if (
+        clock.outside_changes
+        and seconds > MAX_POLL_WALL_SECONDS
+        and workflow.patched(POLL_WALL_CAP_PATCH)
+    ):
+        return MAX_POLL_WALL_SECONDS
+    return seconds
