@@ -153,9 +153,9 @@ async def test_bad_kernel_stops_in_its_canary(dev_env, tmp_home, task_queue, mon
     back = [h for h in got if now[h][3]["os"] == before[h]]
     assert status.hosts_rolled_back == len([h for h in back if now[h][2] == "in_service"]) > 0
     # Every host that got it is back on its kernel, or out of service with a reason.
-    assert all(h in back or now[h][2] in ("quarantined", "in_repair") for h in got), (
-        [now[h] for h in got]
-    )
+    assert all(h in back or now[h][2] in ("quarantined", "in_repair") for h in got), [
+        now[h] for h in got
+    ]
     assert audit_ok(path)
     # Blame names the kernel (issue 12), which is then bad fleet-wide: refused as a target.
     top = status.blame[0]

@@ -198,8 +198,11 @@ async def test_worker_and_cli_over_mtls_and_no_secret_leaks(tmp_path, tmp_home):
             log = tmp_path / "worker.log"
             with log.open("w") as log_f:
                 worker = subprocess.Popen(
-                    [sys.executable, "-c", "from orchestrator.app.cli import entrypoint; "
-                     "entrypoint()"]
+                    [
+                        sys.executable,
+                        "-c",
+                        "from orchestrator.app.cli import entrypoint; entrypoint()",
+                    ]
                     + ["worker", "--metrics-port", str(port), "--log-json"],
                     env=profiled,
                     stdout=log_f,

@@ -118,8 +118,12 @@ def test_worker_logs_json_lines(dev_env, tmp_path: Path, task_queue: str) -> Non
     target = dev_env.client.service_client.config.target_host
     args = ["--address", target, "--task-queue", task_queue, "--metrics-port", "0"]
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from orchestrator.app.cli import entrypoint; entrypoint()",
-        "worker"]
+        [
+            sys.executable,
+            "-c",
+            "from orchestrator.app.cli import entrypoint; entrypoint()",
+            "worker",
+        ]
         + [*args, "--log-format", "json"],
         cwd=REPO,
         env={**os.environ, "TRAINCTL_HOME": str(tmp_path)},

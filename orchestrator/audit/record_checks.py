@@ -32,6 +32,8 @@ QUARANTINED = HostState.QUARANTINED
 _TOUCHED_STATES = HELD_STATES - UNTOUCHED_STATES
 _UPPER = ("gpu_driver", "cuda")
 INITIAL_UPPER = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
+
+
 @dataclass
 class _Host:
     """Replayed state of one host that has appeared in the log."""

@@ -81,7 +81,7 @@ def hook_refusal(
             have = ", ".join(sorted(can)) or "none"
             return f"hooks.{comp}", (
                 f"hooks.{comp}: the fleet's backend has no install hook for {comp} (hooks for: "
-                f"{have}); add hooks.{comp} (or hooks.\"*\") to the backend config "
+                f'{have}); add hooks.{comp} (or hooks."*") to the backend config '
                 "(--backend-config of `trainctl fleet init --backend slurm`), or drop the target"
             )
     return None

@@ -66,9 +66,7 @@ class MaintenanceOps(JobScheduler, HostInstall):
         if job is None or job.state != "running":
             return JobAnswer("go", reason="not running")
         pinned = self.state.job_behaviours.get(str(job_id))
-        behaviour = pinned or sim_negotiation.draw_behaviour(
-            self.seed, self.name, job_id, job.size
-        )
+        behaviour = pinned or sim_negotiation.draw_behaviour(self.seed, self.name, job_id, job.size)
         return sim_negotiation.answer(behaviour, job, self.now)
 
     def note_refusal(self, job_id: int, note: RefusalNote) -> None:

@@ -220,8 +220,10 @@ def check_address(address: str) -> str:
         raise ConnectionError_(f"{text[:80]!r} is not host:port (e.g. localhost:7233)", "address")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not host or any(c.isspace() or c in "/?#@" for c in host) or (
-        ":" in host and not all(c in "0123456789abcdefABCDEF:." for c in host)
+    if (
+        not host
+        or any(c.isspace() or c in "/?#@" for c in host)
+        or (":" in host and not all(c in "0123456789abcdefABCDEF:." for c in host))
     ):
         raise ConnectionError_(f"{text[:80]!r} is not host:port (e.g. localhost:7233)", "address")
     if not 1 <= int(port) <= 65535:

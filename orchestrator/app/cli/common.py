@@ -229,10 +229,9 @@ def _usage_error(err: click.ClickException) -> CliError:
 
 
 def _by_code(err: click.ClickException, message: str, field: str | None) -> CliError:
+    """Click's usage errors (exit 2) are bad input; everything else it raises is a failure."""
     cls = BadInput if err.exit_code == EXIT_BAD_INPUT else OperationFailed
-    out = cls(message, field=field)
-    out.exit_code = err.exit_code
-    return out
+    return cls(message, field=field)
 
 
 #: ``--cron`` of ``ops start`` and ``campaign start``: a Temporal Schedule instead of one run.
