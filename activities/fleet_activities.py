@@ -56,6 +56,7 @@ from orchestrator.execution.take import take_domain
 from orchestrator.execution.target_checks import held_on_bad_version
 from orchestrator.fleet import ClusterBackend
 from orchestrator.infra.logging import get_logger
+from orchestrator.planning.resting import VisitRule
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
 from orchestrator.telemetry import metrics
 
@@ -242,6 +243,10 @@ class FleetActivities(FleetAccess):
                 switch_target=req.targets.get("switch_firmware"),
                 claim_until_hours=req.claim_until_hours,
                 cycle_target_hours=req.cycle_target_hours,
+                rule=VisitRule(req.targets, scopes, req.verify_every_hours)
+                if req.visit_rule
+                else None,
+                resting=req.resting,
             )
             look = applied = None
             targets = req.targets if taken.targets is None else {**req.targets, **taken.targets}
@@ -254,8 +259,13 @@ class FleetActivities(FleetAccess):
         metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
         metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
         metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
+        metrics.CHECKS.labels(req.cluster).inc(len(taken.checked))
         metrics.record_cycle(
-            req.cluster, taken.counts, req.cycle_started_hours, req.cycle_target_hours
+            req.cluster,
+            taken.counts,
+            taken.cycle_started_hours or req.cycle_started_hours,
+            req.cycle_target_hours,
+            taken.resting,
         )
         return PlanDomainResult(
             hosts=taken.hosts,
@@ -267,6 +277,10 @@ class FleetActivities(FleetAccess):
             held_back=held_back,
             look=look,
             applied=applied,
+            checked=taken.checked,
+            resting=taken.resting,
+            rest_until_hours=taken.rest_until_hours,
+            cycle_started_hours=taken.cycle_started_hours,
         )
 
     @activity.defn(name="drain_status")

@@ -41,9 +41,11 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.bookkeeping import (
         finish_cycle,
         held_hosts,
+        note_plan,
         record_domain,
         record_hand_back,
         release_hosts,
+        rest,
     )
     from orchestrator.train.controls import (
         apply_settings,
@@ -74,6 +76,10 @@ TRAIN_CLOCK_RANK = 1
 #: of a child workflow with a party, turns and signals of its own. About half the billable
 #: actions of a cycle were those children's starts, turns and signals.
 INLINE_DOMAINS_PATCH = "train-inline-domains"
+#: New runs apply the visit rule (``planning.resting``): hosts with nothing pending are checked
+#: in place, never drained, and a completed cycle is followed by a rest until a host needs a
+#: visit, instead of the next cycle at once.
+RESTING_PATCH = "train-rests"
 
 
 @workflow.defn(name="ClusterTrain")
@@ -93,6 +99,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.speed: float | None = None  # fleet hours per wall hour, unless logical (for the UI)
         #: domains running a campaign's rollout -> the targets they install
         self.rollout_domains: dict[str, dict[str, str]] = {}
+        self.rests = False  # the visit rule applies (RESTING_PATCH)
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -211,6 +218,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
     async def run(self, inp: TrainInput) -> TrainStatus:
         self.inp = inp
         spec, st = inp.spec, inp.state
+        self.rests = workflow.patched(RESTING_PATCH)
         workflow.upsert_search_attributes(
             [
                 TRAIN_CLUSTER.value_set(spec.cluster),
@@ -255,12 +263,12 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
                     self._show()
                 elif st.phase == "running":
                     await self._plan_more(clock, tasks)
-                    if self._cycle_done():
+                    if not st.resting and self._cycle_done():
                         self._finish_cycle()
                         if spec.stop_after_cycles and st.cycles_completed >= spec.stop_after_cycles:
                             self._set_phase("stopping", f"completed {st.cycles_completed} cycle(s)")
                             continue
-                if st.phase in ("halted", "paused"):
+                if st.phase in ("halted", "paused") or st.resting:
                     await self._withdraw_claim()
                 else:
                     self.claim_withdrawn = False
@@ -286,10 +294,15 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None
         spec, st = self.inp.spec, self.inp.state
+        if st.resting:
+            await self._look_while_resting()
+            return
         asked = await self._ask_and_plan(clock)
         if asked is None:
             return  # paused, halted or stopped while we asked: take no new hosts
         grant, res = asked
+        if self.rests:
+            note_plan(st, res, workflow.now())
         st.counts = res.counts
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
@@ -382,6 +395,19 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         assert self.inp is not None
         return cycle_complete(self.inp.state.counts, len(self.in_flight))
 
+    async def _look_while_resting(self) -> None:
+        """A resting train's look: no capacity asked, nothing taken; it starts the next cycle
+        when a host needs a visit, and then plans at once."""
+        assert self.inp is not None
+        st = self.inp.state
+        res = await self._plan_at_rest()
+        note_plan(st, res, workflow.now())
+        st.counts, st.waiting, st.retry_at_hours = res.counts, res.waiting, None
+        if not st.resting:
+            workflow.logger.info("cycle %d starts: a host needs a visit", st.cycle)
+            self.claim_withdrawn = False
+            self.wake = True
+
     def _finish_cycle(self) -> None:
         assert self.inp is not None
         st = self.inp.state
@@ -392,4 +418,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             st.counts.quarantined,
             st.counts.in_repair,
         )
-        finish_cycle(st, workflow.now())
+        if self.rests:
+            rest(st, workflow.now())
+        else:
+            finish_cycle(st, workflow.now())

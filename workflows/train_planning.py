@@ -54,6 +54,8 @@ class TrainPlanning:
     standing: tuple[Grant, tuple[int, int], int] | None
     #: ``capacity_changed`` signals heard (an answer asked for before the last one is void)
     capacity_told: int
+    #: the visit rule applies (``planning.resting``; ``RESTING_PATCH``)
+    rests: bool
 
     def _arbiter_budget(self, hosts_total: int) -> int:
         """What the arbiter splits among the cluster's owners: the maintenance budget (planned
@@ -85,7 +87,21 @@ class TrainPlanning:
             claim_until_hours=self.windows.closes_hours() if self.windows else None,
             first_look=self.first_look,
             apply_ready=self.inline and self.first_look,
+            visit_rule=self.rests,
+            resting=st.resting,
+            verify_every_hours=spec.verify_every_hours,
         )
+
+    async def _plan_at_rest(self) -> PlanDomainResult:
+        """The resting train's look (``take_domain`` with ``resting``): it takes nothing."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        res: PlanDomainResult = await fleet_call(
+            FleetActivities.plan_domain,
+            self._plan_request(0),
+            summary=f"resting: check whether a host of {spec.cluster} needs a visit",
+        )
+        return res
 
     async def _ask_and_plan(self, clock: ClockInfo) -> tuple[Grant, PlanDomainResult] | None:
         """The arbiter's grant and the planner's hosts within it; None if the train stopped

@@ -121,6 +121,11 @@ class ClusterBackend(Protocol):
         (``actor``'s free of jobs); '' when done, else why it was refused."""
         ...
 
+    def check_in_place(self, name: str, actor: str) -> bool:
+        """Record a serving, unheld host as visited this cycle without taking it (a
+        ``checked`` entry): it had nothing pending and no health visit due."""
+        ...
+
     def start_drain(self, name: str, actor: str) -> None:
         """Mark a cordoned host whose job still runs as draining (the scheduler places nothing)."""
         ...

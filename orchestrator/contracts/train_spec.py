@@ -89,6 +89,10 @@ class TrainSpec(BaseModel):
     #: Every host visited within this long (``7d``): status projects the current cycle's end and
     #: says whether it is on track; ``trainctl_cycle_off_track`` (an alert rule) when not.
     cycle_target_hours: DurationHours | None = Field(default=None, alias="cycle_target")
+    #: A drained health visit (reboot and verification) of every host at least this often
+    #: (``30d``) even with nothing pending; None (the default): hosts on their targets are only
+    #: checked in place, never drained, and the train rests until something is pending.
+    verify_every_hours: DurationHours | None = Field(default=None, alias="verify_every")
     #: A campaign's stage riding this train (see ``Rollout``): the one field of trains from
     #: before several campaigns could ride at once (``rollouts``); still read, and still what
     #: a train a campaign starts is given.
@@ -128,6 +132,16 @@ class TrainSpec(BaseModel):
         hours = parse_duration_hours(v, "cycle_target")
         if hours <= 0:
             raise ValueError("cycle_target: must be above 0 (e.g. 7d)")
+        return hours
+
+    @field_validator("verify_every_hours", mode="before")
+    @classmethod
+    def _verify_every(cls, v: object) -> float | None:
+        if v is None:
+            return None
+        hours = parse_duration_hours(v, "verify_every")
+        if hours <= 0:
+            raise ValueError("verify_every: must be above 0 (e.g. 30d)")
         return hours
 
     @field_validator("policy")

@@ -55,6 +55,12 @@ class PlanDomainRequest(BaseModel):
     apply_ready: bool = False
     #: a logical clock's turn to take first (``HostsRequest.turn``)
     turn: AdvanceClockRequest | None = None
+    #: apply the visit rule (``planning.resting``): check hosts with nothing to do in place
+    visit_rule: bool = False
+    #: the train's last cycle is complete: start the next only if a host needs a visit
+    resting: bool = False
+    #: the spec's ``verify_every`` (a drained health visit at least this often)
+    verify_every_hours: float | None = None
 
 
 class PlanDomainResult(BaseModel):
@@ -73,6 +79,14 @@ class PlanDomainResult(BaseModel):
     look: DrainStatus | None = None
     #: the install of ``look.ready`` made in this transaction (``apply_ready``)
     applied: UpdateResult | None = None
+    #: hosts recorded as visited in place (nothing pending, no health visit due)
+    checked: list[str] = Field(default_factory=list)
+    #: nothing needs a drained visit: the train rests (its next cycle not started)
+    resting: bool = False
+    #: while resting, when the first health visit falls due (None: only a change wakes it)
+    rest_until_hours: float | None = None
+    #: a resting train's next cycle began at this fleet hour, in this plan
+    cycle_started_hours: float | None = None
 
 
 class PlanGrantedRequest(BaseModel):
@@ -172,6 +186,13 @@ class TrainState(BaseModel):
     #: The latest hosts that failed (host -> why), newest last, at most ``RECENT_FAILURES``:
     #: what a halted train names (the same host failing three times says "bad host").
     recent_failures: list[tuple[str, str]] = Field(default_factory=list)
+    #: The last cycle is complete and no host needs a drained visit: the next cycle starts
+    #: when one does (``planning.resting``); until then the train takes nothing.
+    resting: bool = False
+    #: While resting: the fleet hour the first health visit falls due (None: only a change).
+    rest_until_hours: float | None = None
+    #: Hosts recorded as visited in place since this train started (nothing pending).
+    checked_total: int = 0
 
 
 #: Failures a train remembers for its status and page.
@@ -232,6 +253,13 @@ class TrainStatus(BaseModel):
     rollout_only: bool = False
     #: job -> its negotiation with the train's draining domains (question, answer, wait)
     negotiations: dict[str, str] = Field(default_factory=dict)
+    #: Every host is on its targets with no health visit due: no cycle runs, nothing is taken.
+    resting: bool = False
+    #: While resting: when (fleet hour) the first health visit falls due; None: only a change
+    #: (new targets, a campaign's rollout, a host needing updates) starts the next cycle.
+    rest_until_hours: float | None = None
+    #: Hosts recorded as visited without a drain since the train started (nothing pending).
+    checked_total: int = 0
 
 
 class ControlRequest(BaseModel):

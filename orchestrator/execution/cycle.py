@@ -87,15 +87,23 @@ def cycle_complete(counts: CycleCounts, domains_in_flight: int) -> bool:
 
 
 def project_cycle_end(
-    counts: CycleCounts, cycle_started_hours: float, target_hours: float | None = None
+    counts: CycleCounts,
+    cycle_started_hours: float,
+    target_hours: float | None = None,
+    resting: bool = False,
 ) -> tuple[float | None, bool | None]:
     """The fleet hour the current cycle should end at this pace, and whether that meets
     ``target_hours`` (the spec's ``cycle_target``; None: no target, no verdict).
+
+    A resting train has no cycle running: no projection, and on track (with a target), since
+    every host is on its targets and none waits for a visit however long the rest lasts.
 
     The pace is the hosts settled so far (visited, quarantined, in repair) over the hours since
     the cycle began, extrapolated to every host. Nothing settled yet means no projection (None);
     a finished cycle projects its own end.
     """
+    if resting:
+        return None, None if target_hours is None else True
     done = counts.visited + counts.quarantined + counts.in_repair
     elapsed = counts.fleet_hours - cycle_started_hours
     if counts.hosts_total <= 0 or done <= 0 or elapsed <= 0:

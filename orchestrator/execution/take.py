@@ -23,6 +23,13 @@ from orchestrator.contracts.models import CapacityBudget
 from orchestrator.execution.cycle import cycle_counts, project_cycle_end
 from orchestrator.execution.take_rack import take_rack
 from orchestrator.planning import train_plan
+from orchestrator.planning.resting import (
+    VisitRule,
+    checkable,
+    rest_note,
+    rest_until,
+    wants_visit,
+)
 from orchestrator.planning.rollout import (
     RolloutScope,
     covering_key,
@@ -48,6 +55,14 @@ class Taken:
     """The cycle was projected past its target, so the planner traded interruptions for pace."""
     ahead_of_target: bool = False
     """The cycle was projected within ``AheadRule.no_eviction`` of its target: no eviction."""
+    checked: list[str] = field(default_factory=list)
+    """Hosts recorded as visited in place: due, with nothing pending (``planning.resting``)."""
+    resting: bool = False
+    """Nothing needs a drained visit: the train rests, its cycle not started (nothing taken)."""
+    rest_until_hours: float | None = None
+    """While resting: when the first health visit falls due (None: only a change wakes it)."""
+    cycle_started_hours: float | None = None
+    """A resting train's new cycle began at this fleet hour (something needs a visit)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,8 @@ def take_domain(
     steer_jobs: bool = True,
     cycle_target_hours: float | None = None,
     ahead: AheadRule | None = None,
+    rule: VisitRule | None = None,
+    resting: bool = False,
 ) -> Taken:
     """Up to ``max_held`` hosts held by ``owner`` in all: plan the rest and cordon them.
 
@@ -101,11 +118,25 @@ def take_domain(
     for the live train: it never spares): no eviction at all, or none of a large job
     (``choose_domain``'s ``evict`` and ``max_evict_size``); it takes idle and freed hosts and
     lets jobs end or fail.
+
+    With a visit ``rule`` (``planning.resting``) the hosts due with nothing to do are checked
+    in place first, never taken; a ``resting`` train (its last cycle complete) starts its next
+    cycle here only when some host needs a drained visit, else takes nothing and says so.
     """
     names = b.host_names()
     limit = max(1, budget.limit(len(names)))  # as the arbiter's grant (cluster_train)
     maintenance = max(1, budget.maintenance_limit(len(names)))
     out = Taken(limit=limit, maintenance=maintenance)
+    if rule is not None:
+        if resting:
+            if not _wakes(b, cycle_started_hours, rule, switch_target):
+                return _rest(b, out, owner, cycle_started_hours, rule)
+            # From now: hosts checked below, at this instant, count as visited in the new cycle.
+            cycle_started_hours = out.cycle_started_hours = b.now
+        now, snap = b.now, b.snapshot(cycle_started_hours)
+        for name in checkable(snap.hosts, rule, now):
+            if b.check_in_place(name, owner):
+                out.checked.append(name)
     orphans = []
     held = 0
     # One snapshot for the whole plan: reading it holds still (its views are the fleet's,
@@ -207,5 +238,35 @@ def take_domain(
         )
     out.piggybacked = [n for n in orphans if b.host(n).reason.endswith(f"({PIGGYBACK_NOTE})")]
     out.hosts = orphans + out.hosts
+    out.counts = cycle_counts(b, cycle_started_hours, owner)
+    return out
+
+
+def _wakes(
+    b: ClusterBackend, cycle_started_hours: float, rule: VisitRule, switch_target: str | None
+) -> bool:
+    """Whether a resting train starts a cycle: a host or a rack switch needs a drained visit."""
+    if switch_target is not None and any(v != switch_target for v in b.rack_switches().values()):
+        return True
+    return wants_visit(b.snapshot(cycle_started_hours).hosts, rule, b.now)
+
+
+def _rest(
+    b: ClusterBackend,
+    out: Taken,
+    owner: str,
+    cycle_started_hours: float,
+    rule: VisitRule,
+) -> Taken:
+    """A resting train's plan: hosts back on target since its cycle ended (from repair) are
+    checked, so the cycle stays complete, and nothing is taken. Its piggyback claim is not
+    renewed: it lapses (``PIGGYBACK_CLAIM_HOURS``), and meanwhile no host is due for it."""
+    snap = b.snapshot(cycle_started_hours)
+    for name in checkable(snap.hosts, rule, b.now):
+        if b.check_in_place(name, owner):
+            out.checked.append(name)
+    out.resting = True
+    out.rest_until_hours = rest_until(snap.hosts, rule)
+    out.waiting = rest_note(out.rest_until_hours)
     out.counts = cycle_counts(b, cycle_started_hours, owner)
     return out

@@ -206,6 +206,17 @@ class HostLedger:
         self._set_state(h, S.IN_SERVICE, actor, "returned after verification", verified=True)
         return True
 
+    def check_in_place(self, name: str, actor: str) -> bool:
+        """Record a serving host a train's cycle reached with nothing to do as visited (a
+        ``checked`` entry): no cordon, no drain, no reboot; its jobs run on."""
+        h = self.host(name)
+        if h.state != S.IN_SERVICE or h.owner != NO_OWNER:
+            return False
+        h.last_visit = self.now
+        self.dirty_hosts.add(name)
+        self._log(actor, "checked", name, versions=dict(h.versions))
+        return True
+
     def release(self, name: str, actor: str) -> None:
         """Give back a cordoned host that was never touched (a cancelled or aborted visit)."""
         h = self.host(name)

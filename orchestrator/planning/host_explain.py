@@ -140,6 +140,18 @@ class TrainFacts:
     window_state: str = ""
     next_window_hours: float | None = None
     cycle_end_hours: float | None = None
+    resting: bool = False
+    """Every host it covers was on its targets at its last look: no cycle runs."""
+    rest_until_hours: float | None = None
+    """While resting: when its first health visit falls due (None: only a change wakes it)."""
+
+    def rest_line(self) -> str:
+        """``resting until ...``: what a resting train waits for ('' when it is not resting)."""
+        if not self.resting:
+            return ""
+        if self.rest_until_hours is not None:
+            return f"resting until its first health visit at fleet hour {self.rest_until_hours:.1f}"
+        return "resting until new targets, a rollout or a host needing updates"
 
 
 @dataclass(frozen=True)
@@ -289,6 +301,12 @@ def _blocker(
             "budget",
             f"{host.planned} hosts of {host.cluster} are held for planned work, the maintenance "
             f"budget of {maintenance}: no new cordon until one comes back",
+        )
+    if train is not None and train.resting:
+        return Blocker(
+            "queued",
+            f"{who} is {train.rest_line()}: its next look (within a fleet hour) sees this host "
+            "behind and starts a cycle that takes it",
         )
     until = train.cycle_end_hours if train is not None else None
     return Blocker("queued", f"due in {who}'s cycle: it takes the host in its turn", until)

@@ -42,10 +42,11 @@ from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.sim_records import JobRec
+from orchestrator.planning.resting import VisitRule
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 from orchestrator.simulator.horizon import HorizonLog
-from orchestrator.simulator.pacing import AHEAD, Pacer, pacing_on
+from orchestrator.simulator.pacing import AHEAD, pacing_on
 from orchestrator.simulator.policies import NONE, get_policy
 from orchestrator.simulator.result import (
     SimResult,
@@ -117,7 +118,8 @@ class Engine(DomainSteps):
         self.resume_at = 0.0
         self.work = maintenance_work_hours(sim, cfg.targets)
         self.cycle_started = sim.now
-        self.pacer = Pacer(cfg.cycle_target_hours or 0.0) if pacing_on(cfg) else None
+        self.paced = pacing_on(cfg)
+        self.resting = False  # the last cycle is complete and no host needs a visit
         if self.none:
             self.wake = False  # no train: nothing ever plans
         else:
@@ -290,8 +292,17 @@ class Engine(DomainSteps):
             steer_jobs=cfg.steer_jobs,
             cycle_target_hours=cfg.cycle_target_hours,
             # A paced train ahead of its target spares jobs (``pacing.AHEAD``).
-            ahead=AHEAD if self.pacer is not None else None,
+            ahead=AHEAD if self.paced else None,
+            rule=VisitRule(cfg.targets),
+            resting=self.resting,
         )
+        if taken.cycle_started_hours is not None:  # a host needs a visit: the rest is over
+            self.cycle_started, self.resting = taken.cycle_started_hours, False
+        # Checked hosts count as visited this cycle (a host repaired earlier is no longer
+        # quarantined), never as drained: the horizon log tells the two apart.
+        self.tally.returned(taken.checked, sim.now - self.cycle_started)
+        if self.horizon is not None:
+            self.horizon.checked(taken.checked, sim.now)
         self.tally.planner_calls += taken.asked
         self.tally.piggybacked += len(taken.piggybacked)
         self.tally.behind_target_plans += taken.behind_target
@@ -315,33 +326,30 @@ class Engine(DomainSteps):
             d = Domain(self.domains_run, list(taken.hosts), seq)
             self.domains[d.id] = d
             self._look(d)
-        elif cycle_complete(taken.counts, len(self.domains)):
+        elif not self.resting and cycle_complete(taken.counts, len(self.domains)):
             if self.makespan is None:
                 self.makespan = sim.now
             if self.horizon is None:
                 return
-            # ``finish_cycle``: the next cycle starts at once, every host due again.
+            # ``ClusterTrain._finish_cycle``: the train rests until a host needs a visit.
             self.horizon.cycle_done(sim.now, self.cycle_started, self.cfg.cycle_target_hours)
+            if self.cfg.cycle_every_hours is None:
+                self.resting = True
             # With a cadence the next cycle waits for its instant; the train plans nothing
-            # meanwhile (an experiment: the live train starts the next cycle at once).
-            start = max(sim.now, self.cycle_started + (self.cfg.cycle_every_hours or 0.0))
-            if self.pacer is not None:  # or until hosts are due (``pacing``)
-                start = self.pacer.start(sim, self.horizon, cfg.targets)
-            if self._resume(start):
+            # meanwhile (an experiment: the live train rests until a host needs a visit).
+            elif self._resume(self.cycle_started + self.cfg.cycle_every_hours):
                 return
         self._schedule_poll(taken.retry_at_hours)
 
     def _new_targets(self, k: int) -> None:
-        """A fixed horizon's ``k``-th new version of each targeted component."""
+        """A fixed horizon's ``k``-th new version of each targeted component: a resting train
+        plans at once, as the live one woken by ``train reconfigure``."""
         assert self.horizon is not None
         targets = self.horizon.targets(k)
         self.cfg.targets = targets
         self.sim.set_targets(targets, ACTOR)
         self._absorb()
-        if self.pacer is not None and self.resume_at > self.sim.now:  # installs pending now
-            start = self.pacer.start(self.sim, self.horizon, targets)
-            if start + 1e-6 < self.resume_at:  # sooner: wake then (at once if due already)
-                self._resume(max(start, self.sim.now + 1e-9))
+        self.wake = True
 
     def _resume(self, start: float) -> bool:
         """The next cycle starts at ``start``; True if the train waits for it."""
@@ -379,9 +387,9 @@ class Engine(DomainSteps):
         if self.horizon is not None and self.goodput is not None:
             self.goodput.close(self.sim.now)
             res.horizon_report = self.horizon.report(
-                self.sim, self.cfg, self.goodput, self.cycle_started, self.none
+                self.sim, self.cfg, self.goodput, self.cycle_started, self.none, self.resting
             )
-            if self.pacer is not None:
+            if self.paced:
                 res.horizon_report["ahead_target_plans"] = self.tally.ahead_target_plans
         return res
 

@@ -1,8 +1,9 @@
 """A fixed horizon's figures (``simulate --horizon``): cycles, visit intervals, targets, goodput.
 
-The train cycles as the live one does (``finish_cycle``: the next cycle starts as one completes,
-every host due again); every completed cycle is reported with its makespan and the hosts it
-visited, and the cycle still running at the horizon as incomplete. A host's visit interval is the
+The train cycles as the live one does: a completed cycle is followed by a rest until a host needs
+a visit (``planning.resting``); every completed cycle is reported with its makespan, the hosts it
+visited (drained) and those it checked in place (nothing pending), and the cycle still running at
+the horizon as incomplete (none while the train rests). A host's visit interval is the
 fleet time between two of its visits (returned to service by the train); ``open_max`` is the
 longest any host has gone without one at the horizon (counted from the start for a host never
 visited), and ``max`` the larger of the two, so a host the train left behind shows.
@@ -33,6 +34,8 @@ class HorizonLog:
     last_visit: dict[str, float] = field(default_factory=dict)
     intervals: list[float] = field(default_factory=list)
     cycle_visited: set[str] = field(default_factory=set)
+    cycle_checked: set[str] = field(default_factory=set)
+    checked_total: int = 0
     work_host_hours: float = 0.0
     target_changes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -48,6 +51,13 @@ class HorizonLog:
             self.last_visit[name] = now
             self.cycle_visited.add(name)
 
+    def checked(self, hosts: list[str], now: float) -> None:
+        """Hosts the cycle reached with nothing pending: visited in place, not drained."""
+        self.checked_total += len(hosts)
+        self.cycle_checked.update(hosts)
+        for name in hosts:
+            self.last_visit[name] = now
+
     def cycle_done(self, now: float, started: float, target: float | None) -> None:
         span = now - started
         row: dict[str, Any] = {
@@ -55,12 +65,13 @@ class HorizonLog:
             "started_hours": round(started, 3),
             "makespan_hours": round(span, 3),
             "hosts_visited": len(self.cycle_visited),
+            "hosts_checked": len(self.cycle_checked),
             "complete": True,
         }
         if target is not None:
             row["met_target"] = span <= target
         self.cycles.append(row)
-        self.cycle_visited = set()
+        self.cycle_visited, self.cycle_checked = set(), set()
 
     def visit_intervals(self, sim: ClusterSim, target: float | None) -> dict[str, Any]:
         now = sim.now
@@ -81,18 +92,25 @@ class HorizonLog:
         return out
 
     def report(
-        self, sim: ClusterSim, cfg: SimConfig, g: Goodput, cycle_started: float, none: bool
+        self,
+        sim: ClusterSim,
+        cfg: SimConfig,
+        g: Goodput,
+        cycle_started: float,
+        none: bool,
+        resting: bool = False,
     ) -> dict[str, Any]:
         """The fields a fixed-horizon run appends to its JSON (costs come from ``yardstick``)."""
         assert cfg.horizon_hours is not None
         cycles = list(self.cycles)
-        if not none:
+        if not none and not resting:
             cycles.append(
                 {
                     "cycle": len(cycles) + 1,
                     "started_hours": round(cycle_started, 3),
                     "makespan_hours": None,
                     "hosts_visited": len(self.cycle_visited),
+                    "hosts_checked": len(self.cycle_checked),
                     "complete": False,
                 }
             )
@@ -109,6 +127,8 @@ class HorizonLog:
             "hidden_in_idle_share": round(g.hidden / g.work, 4) if g.work > 0 else None,
             "cycles": cycles,
             "cycles_completed": len(done),
+            "hosts_checked": self.checked_total,
+            "resting_at_horizon": resting,
             "cycles_meeting_target": (
                 sum(1 for c in done if c.get("met_target"))
                 if target is not None and not none

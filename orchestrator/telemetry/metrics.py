@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from orchestrator.contracts.ops_types import OperationStatus
 
 VISITS = Counter("trainctl_host_visits", "Hosts updated, verified and returned", ["cluster"])
+CHECKS = Counter(
+    "trainctl_host_checks",
+    "Hosts a train's cycle reached with nothing pending: recorded as visited, never drained",
+    ["cluster"],
+)
 QUARANTINES = Counter("trainctl_host_quarantines", "Hosts quarantined by maintenance", ["cluster"])
 JOBS_INTERRUPTED = Counter("trainctl_jobs_interrupted", "Jobs evicted by maintenance", ["cluster"])
 UPDATE_FAILURES = Counter(
@@ -66,11 +71,16 @@ _trains: set[str] = set()
 
 
 def record_cycle(
-    cluster: str, counts: CycleCounts, cycle_started_hours: float, target_hours: float | None
+    cluster: str,
+    counts: CycleCounts,
+    cycle_started_hours: float,
+    target_hours: float | None,
+    resting: bool = False,
 ) -> None:
-    """Set the cycle gauges from a plan's counts (``execution.cycle.project_cycle_end``)."""
+    """Set the cycle gauges from a plan's counts (``execution.cycle.project_cycle_end``). A
+    resting train is on track: every host is on its targets, none waits for a visit."""
     _trains.add(cluster)
-    end, on_track = project_cycle_end(counts, cycle_started_hours, target_hours)
+    end, on_track = project_cycle_end(counts, cycle_started_hours, target_hours, resting)
     if end is not None:
         CYCLE_PROJECTED.labels(cluster).set(end - cycle_started_hours)
     if target_hours is not None:

@@ -15,6 +15,7 @@ from orchestrator.contracts.train_types import (
     RECENT_FAILURES,
     DomainProgress,
     DomainResult,
+    PlanDomainResult,
     TrainState,
 )
 
@@ -51,12 +52,39 @@ def record_hand_back(st: TrainState, progress: DomainProgress) -> None:
 
 
 def finish_cycle(st: TrainState, now: datetime) -> None:
-    """Count a completed cycle (its fleet and wall length) and start the next at ``now``."""
+    """Count a completed cycle and start the next at once (runs from before resting)."""
+    close_cycle(st, now)
+    begin_cycle(st, st.counts.fleet_hours + 1e-6, now)
+
+
+def close_cycle(st: TrainState, now: datetime) -> None:
+    """Count a completed cycle: its fleet and wall length."""
     st.cycles_completed += 1
     st.last_cycle_fleet_hours = st.counts.fleet_hours - st.cycle_started_hours
     assert st.cycle_started_wall is not None
     st.last_cycle_wall_seconds = (now - st.cycle_started_wall).total_seconds()
+
+
+def rest(st: TrainState, now: datetime) -> None:
+    """Count a completed cycle and rest: the next starts when a host needs a visit."""
+    close_cycle(st, now)
+    st.resting = True
+
+
+def begin_cycle(st: TrainState, started_hours: float, now: datetime) -> None:
+    """Start the next cycle at fleet hour ``started_hours``: every serving host due again."""
     st.cycle += 1
-    st.cycle_started_hours = st.counts.fleet_hours + 1e-6
+    st.cycle_started_hours = started_hours
     st.cycle_started_wall = now
     st.cycle_visits = st.cycle_failures = 0
+    st.resting, st.rest_until_hours = False, None
+
+
+def note_plan(st: TrainState, res: PlanDomainResult, now: datetime) -> None:
+    """What a plan under the visit rule tells the train: hosts checked in place, its rest and
+    when a health visit ends it, or the next cycle begun (something needs a visit)."""
+    st.checked_total += len(res.checked)
+    if res.cycle_started_hours is not None:
+        begin_cycle(st, res.cycle_started_hours, now)
+    elif res.resting:
+        st.rest_until_hours = res.rest_until_hours

@@ -19,7 +19,9 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
     maintenance rather than its last plan's count, which goes stale while it plans nothing (a
     window closed with ``hard_stop`` hands every domain's hosts back at once).
     """
-    end, on_track = project_cycle_end(st.counts, st.cycle_started_hours, spec.cycle_target_hours)
+    end, on_track = project_cycle_end(
+        st.counts, st.cycle_started_hours, spec.cycle_target_hours, st.resting
+    )
     total = st.counts.hosts_total
     # A stopped train has handed every host back and waits for nothing: what its last plan
     # said (hosts held, "handing over to ops-...") is history, not where it stands.
@@ -54,6 +56,9 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         rollouts=spec.riding(),
         rollout_only=spec.rollout_only,
         negotiations={j: t for talks in st.negotiations.values() for j, t in talks.items()},
+        resting=st.resting and not ended,
+        rest_until_hours=st.rest_until_hours if st.resting and not ended else None,
+        checked_total=st.checked_total,
         window_state=st.window_state,
         next_window_start=st.next_window_start if st.window_state != "open" else None,
         window_closes_at=st.window_closes_at if st.window_state == "open" else None,

@@ -65,6 +65,21 @@ def eta_line(st: TrainState, counts: CycleCounts, speed: float | None) -> str:
     )
 
 
+def rest_line(st: TrainState) -> str:
+    """Why a resting train takes nothing, and what ends its rest."""
+    until = (
+        f"the first health visit falls due at fleet hour {st.rest_until_hours:.1f}"
+        if st.rest_until_hours is not None
+        else "no health visit is due (verify_every is off)"
+    )
+    return (
+        "every serving host is on its targets, so none is drained and no job stopped; "
+        f"{until}; new targets, a campaign's rollout or a host needing updates starts the "
+        f"next cycle ({plural(st.checked_total, 'host')} checked in place since this train "
+        "started)"
+    )
+
+
 def rollout_lines(spec: TrainSpec) -> list[str]:
     """One line per campaign riding the train: its stage, targets and hosts (arrival order,
     a later one winning on a component both change)."""
@@ -88,7 +103,7 @@ def next_command(spec: TrainSpec, st: TrainState) -> str:
         return f"look at the failing hosts ({look}), then `trainctl train resume --cluster {c}`"
     if st.phase == "paused":
         return f"`trainctl train resume --cluster {c}`"
-    if st.phase == "running" and st.waiting:
+    if st.phase == "running" and st.waiting and not st.resting:
         return f"see what each waiting host waits for: `trainctl fleet host --behind --cluster {c}`"
     return ""
 
@@ -127,6 +142,8 @@ def train_details(
     # the last plan goes stale while the train plans nothing (halted, paused).
     held = sum(len(hosts) for hosts in in_flight.values())
     head = f"**{_PHASES.get(st.phase, st.phase)}** · cycle {st.cycle + 1} of {spec.cluster}"
+    if st.phase == "running" and st.resting:
+        head = f"**Resting** · after cycle {st.cycle + 1} of {spec.cluster}"
     if st.reason and st.phase != "running":
         head += f" — {st.reason}"
     pct = 100.0 * c.visited / c.hosts_total if c.hosts_total else 0.0
@@ -140,7 +157,9 @@ def train_details(
         f"the fleet (fleet hour {c.fleet_hours:.1f}); now {held:,} in maintenance",
         f"- **ETA:** {eta_line(st, c, speed)}",
     ]
-    if st.phase == "running":
+    if st.phase == "running" and st.resting:
+        lines.append(f"- **Resting:** {rest_line(st)}")
+    elif st.phase == "running":
         why = explain_wait(st.waiting) if st.waiting else "nothing: taking hosts as room frees up"
         lines.append(f"- **Waiting for:** {why}")
     lines += failure_lines(st)
@@ -150,7 +169,8 @@ def train_details(
         f"owner at most {maintenance:,} (maintenance); domain size {spec.domain_size}",
         f"- **Targets:** {versions(spec.targets)}",
         *rollout_lines(spec),
-        f"- **Since this train started:** {plural(st.visits_total, 'host visit')}, "
+        f"- **Since this train started:** {plural(st.visits_total, 'host visit')} (drained), "
+        f"{plural(st.checked_total, 'host')} checked in place (nothing pending), "
         f"{plural(st.quarantined_total, 'host')} quarantined by it, "
         f"{plural(st.jobs_interrupted, 'job')} interrupted, "
         f"{st.lost_gpu_hours:,.1f} GPU-hours of work lost to evictions, "

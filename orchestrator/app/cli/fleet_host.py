@@ -104,6 +104,8 @@ async def _ask_trains(
             window_state=st.window_state,
             next_window_hours=_fleet_hours(st.next_window_start, anchor),
             cycle_end_hours=st.cycle_projected_end_hours,
+            resting=st.resting,
+            rest_until_hours=st.rest_until_hours,
         )
     return out
 
@@ -159,6 +161,7 @@ def host_report(fleet: FleetBackend, name: str, address: str | None) -> dict[str
         "fleet_hours": round(facts.now, 3),
         "eta_hours": None if trains is None else eta_hours(answers, facts.now),
         "trains_asked": trains is not None,
+        "trains": {o: t.rest_line() or t.phase for o, t in (trains or {}).items()},
     }
 
 
@@ -233,6 +236,8 @@ def _print_host(o: dict[str, Any]) -> None:
         blk = t["blocked_by"]
         con.print(f"- {t['component']}: {t['have']} -> {t['want']} ({by})")
         con.print(f"  blocked by {blk['kind']}: {blk['detail']}")
+    for owner, says in o.get("trains", {}).items():
+        con.print(f"{owner}: {says}")
     if not o["trains_asked"]:
         con.print("eta: unknown (no Temporal server answered; the fleet's answer above)")
     elif o["eta_hours"] is not None:
