@@ -76,6 +76,7 @@ class _ClusterReplay:
         self.versions: dict[str, dict[str, str]] = {}  # hosts whose versions left the initial
         self.scopes: dict[str, tuple[dict[str, str], list[str]]] = {}  # operation -> scope
         self.violations: list[Violation] = []
+        self.checks = 0  # hosts checked in place (``checked`` entries)
 
     def host(self, name: str) -> _Host:
         h = self.hosts.get(name)
@@ -106,6 +107,8 @@ class _ClusterReplay:
             self._updated(seq, ev)
         elif kind == "verified" and ev.host is not None:
             self.host(ev.host).verified_ok = bool(ev.detail.get("passed"))
+        elif kind == "checked" and ev.host is not None:
+            self._checked(seq, ev, ev.host)
         elif kind == "targets":
             new = {str(c): str(v) for c, v in (ev.detail.get("targets") or {}).items()}
             for c, v in new.items():
@@ -196,6 +199,20 @@ class _ClusterReplay:
             self.planned.discard(name)
         if d.get("limit") is not None:
             self._check_budget(seq, ev, name, d)
+
+    def _checked(self, seq: int, ev: Event, name: str) -> None:
+        """A visit in place is no visit of a held host: the host serves, nobody holds it."""
+        self.checks += 1
+        h = self.host(name)
+        if h.state != IN_SERVICE or h.holder is not None:
+            self.flag(
+                "checked_while_held",
+                name,
+                ev,
+                seq,
+                f"checked in place by {ev.actor} while {h.state}"
+                + (f" and held by {h.holder}" if h.holder else ""),
+            )
 
     def _missing(self, name: str, targets: Mapping[str, str]) -> list[str]:
         have = self.versions.get(name, INITIAL_VERSIONS)
@@ -341,7 +358,7 @@ def audit_events(
     ``domains`` maps a host to its (rack, zone); without it they come from the host's name.
     """
     replays: dict[str, _ClusterReplay] = {}
-    checked = 0
+    checked = 0  # events
     last_t = 0.0
     for seq, ev, cluster in events:
         rep = replays.get(cluster)
@@ -355,7 +372,12 @@ def audit_events(
         rep.finish(last_t)
         violations.extend(rep.violations)
     violations.sort(key=lambda v: (v.seq == 0, v.seq, v.cluster, v.host or ""))
-    return AuditReport(ok=not violations, violations=violations, events_checked=checked)
+    return AuditReport(
+        ok=not violations,
+        violations=violations,
+        events_checked=checked,
+        hosts_checked_in_place=sum(rep.checks for rep in replays.values()),
+    )
 
 
 def audit(fleet: FleetBackend, cluster: str | None = None) -> AuditReport:

@@ -61,3 +61,6 @@ class AuditReport(BaseModel):
     ok: bool
     violations: list[Violation]
     events_checked: int
+    #: visits recorded in place (``checked``: nothing pending, never drained), apart from the
+    #: drained visits the host states and installs record
+    hosts_checked_in_place: int = 0

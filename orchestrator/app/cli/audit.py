@@ -35,7 +35,11 @@ def _print(o: dict[str, Any]) -> None:
     con = Console()
     violations = o["violations"]
     if not violations:
-        con.print(f"[green]audit ok[/]: {o['events_checked']:,} events checked; {o['owners']}")
+        checks = o.get("hosts_checked_in_place", 0)
+        in_place = f" ({checks:,} visits in place, nothing drained)" if checks else ""
+        con.print(
+            f"[green]audit ok[/]: {o['events_checked']:,} events checked{in_place}; {o['owners']}"
+        )
         return
     kinds = Counter(v["kind"] for v in violations)
     summary = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
