@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from orchestrator.app.cli.train import print_status
+from orchestrator.contracts.messages import CycleCounts
 from orchestrator.contracts.models import CapacityBudget, HostState
 from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainState
 from orchestrator.contracts.views import HostView
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.resting import VisitRule, checkable, rest_until, wants_visit
 from orchestrator.planning.rollout import RolloutScope
+from orchestrator.train.status import train_status
+from orchestrator.train.ui import train_details
 
 ON = {"os": "6.8.0-40", "bios": "3.1", "nic_firmware": "28.39.1002"}
 BUDGET = CapacityBudget(max_unavailable=8)
@@ -99,3 +106,20 @@ def test_take_domain_checks_in_place_and_rests_on_target() -> None:
     assert not woken.resting and woken.cycle_started_hours is not None
     assert woken.hosts == [serving[0]]
     assert sorted(woken.checked) == sorted(serving[1:])
+
+
+def test_a_resting_train_says_so_and_is_on_track(capsys: pytest.CaptureFixture[str]) -> None:
+    """Status, the train page and the CLI say resting; a resting train far past its cycle
+    target's hours is on track (no alert), since no host waits for a visit."""
+    spec = TrainSpec.model_validate({"cluster": "c00", "targets": ON, "cycle_target": "7d"})
+    counts = CycleCounts(hosts_total=128, fleet_hours=900.0, visited=128)
+    st = TrainState(cycles_completed=1, counts=counts, resting=True, checked_total=128)
+    status = train_status(spec, st, held=0)
+    assert status.resting and status.cycle_on_track is True
+    assert status.cycle_projected_end_hours is None
+    page = train_details(spec, st, {}, 12, None)
+    assert page.startswith("**Resting**") and "checked in place" in page
+    running = train_status(spec, st.model_copy(update={"resting": False}), held=0)
+    assert running.cycle_on_track is False  # the same figures while a cycle runs: off track
+    print_status(status.model_dump())
+    assert capsys.readouterr().out.startswith("train-c00: resting")

@@ -88,8 +88,9 @@ async def _steer(coro: Awaitable[TrainStatus]) -> TrainStatus:
 
 
 def print_status(o: dict[str, Any]) -> None:
+    state = "resting" if o.get("resting") and o["state"] == "running" else o["state"]
     click.echo(
-        f"train-{o['cluster']}: {o['state']}{' (' + o['reason'] + ')' if o['reason'] else ''}\n"
+        f"train-{o['cluster']}: {state}{' (' + o['reason'] + ')' if o['reason'] else ''}\n"
         f"{_progress(o)}\n"
         f"  domain size {o['domain_size']}, budget {_limits(o)}, "
         f"targets {versions(o['targets'])}\n"
@@ -103,6 +104,12 @@ def print_status(o: dict[str, Any]) -> None:
 def _progress(o: dict[str, Any]) -> str:
     """``  cycle 1: 55/128 visited, ...``; a train that has not planned yet says so."""
     cycle = o["cycles_completed"] + 1
+    if o.get("resting"):
+        return (
+            f"  resting after cycle {o['cycles_completed']}: every serving host on its targets "
+            f"({o.get('checked_total', 0)} checked in place, {o['visits_total']} drained visits "
+            "since it started)"
+        )
     if not o["hosts_total"]:
         return f"  cycle {cycle}: started, choosing its first hosts"
     return (
