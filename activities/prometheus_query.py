@@ -94,11 +94,12 @@ def _http_error(err: urllib.error.HTTPError) -> str:
     except (OSError, ValueError, http.client.HTTPException):
         return why
     if isinstance(body, dict) and body.get("error"):
-        why += f": {body['error']}"
+        why += f": {_quoted(body['error'])}"
     return why
 
 
 def _quoted(value: object) -> str:
+    """``value`` as one line of at most ``QUOTED_CHARS``: a reason fits the stage's gate line."""
     text = " ".join(str(value).split())
     return text if len(text) <= QUOTED_CHARS else text[: QUOTED_CHARS - 3] + "..."
 

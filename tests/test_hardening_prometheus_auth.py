@@ -106,6 +106,7 @@ def prometheus() -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+        _Prometheus.wrong = None
 
 
 async def test_gate_behind_basic_auth_never_shows_the_password(
@@ -116,7 +117,6 @@ async def test_gate_behind_basic_auth_never_shows_the_password(
     pw_file = tmp_home / "prometheus.pw"
     pw_file.write_text(PASSWORD + "\n")
     _Prometheus.firing, _Prometheus.authorized, _Prometheus.refused = True, 0, 0
-    _Prometheus.wrong = None
     with prometheus() as url:
         spec = CampaignSpec.model_validate(
             {

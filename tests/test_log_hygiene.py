@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
@@ -133,12 +133,56 @@ async def test_a_retried_temporary_error_is_one_line_and_no_traceback_shows_loca
     _no_locals(logs)
 
 
-async def _until(check: Any, seconds: float, what: str) -> None:
+async def _until(check: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
     for _ in range(int(seconds / 0.2)):
         if await check():
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"not within {seconds:g} s: {what}")
+
+
+async def _restart_under_a_train(
+    env: WorkflowEnvironment, pg_server: PgServer, task_queue: str, logs: Logs
+) -> None:
+    """Run a train on the store, stop PostgreSQL while it holds hosts until two attempts have
+    failed on it, start it again, and wait for the train to visit another host."""
+    from orchestrator.contracts.arbiter_types import arbiter_workflow_id
+    from orchestrator.contracts.train_types import TrainInput, TrainStatus
+    from tests.train_helpers import spec
+    from workflows.cluster_train import ClusterTrain
+
+    wid = f"train-c00-{uuid.uuid4().hex[:8]}"
+
+    async def status() -> TrainStatus:
+        handle = env.client.get_workflow_handle(wid)
+        return await handle.query(ClusterTrain.status, result_type=TrainStatus)
+
+    async def holding() -> bool:
+        return (await status()).in_maintenance > 0
+
+    async def two_failed() -> bool:
+        return logs.text.count("StoreUnavailable") >= 2
+
+    try:
+        await env.client.start_workflow(
+            ClusterTrain.run, TrainInput(spec=spec()), id=wid, task_queue=task_queue
+        )
+        await _until(holding, 60, "the train holds hosts")
+        visited = (await status()).hosts_visited_this_cycle
+        await asyncio.to_thread(pg_server.stop, "immediate")
+        try:
+            await _until(two_failed, 30, "attempts fail on the store")
+        finally:
+            await asyncio.to_thread(pg_server.start)
+
+        async def going_on() -> bool:
+            return (await status()).hosts_visited_this_cycle > visited
+
+        await _until(going_on, 60, "the train goes on")
+    finally:
+        for w in (wid, arbiter_workflow_id("c00")):
+            with contextlib.suppress(RPCError):
+                await env.client.get_workflow_handle(w).terminate("test cleanup")
 
 
 async def test_a_postgresql_restart_under_a_worker_logs_one_line_per_retried_attempt(
@@ -153,53 +197,14 @@ async def test_a_postgresql_restart_under_a_worker_logs_one_line_per_retried_att
     store is one line in both formats (kind, attempt, next retry, the error's first line), no
     line holds a traceback or a frame's locals, and the train goes on once the store is back."""
     from orchestrator.app.worker import build_worker
-    from orchestrator.contracts.arbiter_types import arbiter_workflow_id
-    from orchestrator.contracts.train_types import TrainInput, TrainStatus
-    from tests.train_helpers import spec
-    from workflows.cluster_train import ClusterTrain
 
     init = ["fleet", "init", "--preset", "small", "--speed", "36000", "--store", pg_store]
     r = CliRunner().invoke(main, init)
     assert r.exit_code == 0, r.output
     monkeypatch.setenv(STORE_ENV, pg_store)
-    wid = f"train-c00-{uuid.uuid4().hex[:8]}"
-    failed = lambda: logs.text.count("StoreUnavailable")  # noqa: E731
-
-    async def status() -> TrainStatus:
-        return await dev_env.client.get_workflow_handle(wid).query(
-            ClusterTrain.status, result_type=TrainStatus
-        )
-
     with worker_logs() as logs:
         async with build_worker(dev_env.client, pg_store, task_queue):
-            try:
-                await dev_env.client.start_workflow(
-                    ClusterTrain.run, TrainInput(spec=spec()), id=wid, task_queue=task_queue
-                )
-
-                async def holding() -> bool:
-                    return (await status()).in_maintenance > 0
-
-                await _until(holding, 60, "the train holds hosts")
-                visited = (await status()).hosts_visited_this_cycle
-                await asyncio.to_thread(pg_server.stop, "immediate")
-                try:
-
-                    async def two_failed() -> bool:
-                        return failed() >= 2
-
-                    await _until(two_failed, 30, "attempts fail on the store")
-                finally:
-                    await asyncio.to_thread(pg_server.start)
-
-                async def going_on() -> bool:
-                    return (await status()).hosts_visited_this_cycle > visited
-
-                await _until(going_on, 60, "the train goes on")
-            finally:
-                for w in (wid, arbiter_workflow_id("c00")):
-                    with contextlib.suppress(RPCError):
-                        await dev_env.client.get_workflow_handle(w).terminate("test cleanup")
+            await _restart_under_a_train(dev_env, pg_server, task_queue, logs)
     lines = [ln for ln in logs.text.splitlines() if "StoreUnavailable" in ln]
     assert len(lines) >= 2
     for line in lines:

@@ -76,6 +76,11 @@ def _deliberate(err: object) -> ApplicationError | TemporaryError | None:
     return err if isinstance(err, ApplicationError | TemporaryError) else None
 
 
+def _kind(err: ApplicationError | TemporaryError) -> str:
+    """The error's type as Temporal records it in the history (and retry policies name it)."""
+    return (err.type if isinstance(err, ApplicationError) else None) or type(err).__name__
+
+
 def _next_retry(err: ApplicationError | TemporaryError) -> tuple[bool, float | None]:
     """Whether the server tries the running activity again after ``err``, and in how many
     seconds by its retry policy (None when the server did not tell the policy)."""
@@ -85,8 +90,7 @@ def _next_retry(err: ApplicationError | TemporaryError) -> tuple[bool, float | N
     policy = info.retry_policy
     if policy is None:
         return True, None
-    kind = err.type if isinstance(err, ApplicationError) else type(err).__name__
-    if kind in (policy.non_retryable_error_types or ()):
+    if _kind(err) in (policy.non_retryable_error_types or ()):
         return False, None
     if policy.maximum_attempts and info.attempt >= policy.maximum_attempts:
         return False, None
@@ -109,10 +113,13 @@ def one_line_attempts(logger: WrappedLogger, method_name: str, event_dict: Event
     err = _deliberate(exc_info[1] if isinstance(exc_info, tuple) else None)
     if err is None or not activity.in_activity():
         return event_dict
-    again, retry = _next_retry(err)
+    try:
+        again, retry = _next_retry(err)
+    except Exception:  # the policy is a nicety; a log call must never fail because of it
+        again, retry = True, None
     event_dict.pop("exc_info")
     event_dict["event"] = "activity attempt failed; " + ("retrying" if again else "not retried")
-    event_dict["kind"] = err.type if isinstance(err, ApplicationError) else type(err).__name__
+    event_dict["kind"] = _kind(err)
     event_dict["attempt"] = activity.info().attempt
     event_dict["next_retry_s"] = retry
     event_dict["error"] = (str(err).strip().splitlines() or [""])[0][:300]
