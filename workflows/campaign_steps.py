@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
@@ -51,6 +52,10 @@ PROM_OPTIONS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=20),
     "retry_policy": RetryPolicy(maximum_attempts=3),
 }
+#: A look at Prometheus that fails as an activity (its timeout, a worker lost on every
+#: attempt) holds the stage with the reason, as an unreadable answer does, instead of failing
+#: the campaign; runs recorded before it replay as they ran.
+PROM_FAILURE_HOLDS_PATCH = "campaign-prometheus-failure-holds"
 
 
 class CampaignSteps:
@@ -125,16 +130,21 @@ class CampaignSteps:
         prom = plan.gates.prometheus
         if prom is None:
             return True
-        answer: PromAnswer = await workflow.execute_activity_method(
-            CampaignActivities.prometheus,
-            PromQuery(
-                url=prom.url,
-                query=prom.query,
-                username=prom.username,
-                password_file=prom.password_file,
-            ),
-            **PROM_OPTIONS,
+        query = PromQuery(
+            url=prom.url, query=prom.query, username=prom.username, password_file=prom.password_file
         )
+        try:
+            answer: PromAnswer = await workflow.execute_activity_method(
+                CampaignActivities.prometheus, query, **PROM_OPTIONS
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError) or not workflow.patched(
+                PROM_FAILURE_HOLDS_PATCH
+            ):
+                raise
+            cause = err.cause if isinstance(err.cause, FailureError) else err
+            why = (cause.message.strip().splitlines() or ["no reason given"])[0][:200]
+            answer = PromAnswer(firing=-1, error=f"prometheus: the look failed: {why}")
         if gating.note_prometheus(ss, answer):
             return True
         assert self.st is not None

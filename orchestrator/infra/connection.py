@@ -107,8 +107,15 @@ _SEEN: set[str] = set()
 
 
 def known_secrets() -> frozenset[str]:
-    """The secrets resolved so far in this process (API keys, gRPC metadata values)."""
+    """The secrets resolved so far in this process (API keys, gRPC metadata values, and any
+    other credential handed to :func:`remember_secrets`)."""
     return frozenset(_SEEN)
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Scrub ``values`` from every log line from now on (a credential this process read for
+    another service, such as the Prometheus gate's password and its basic-auth token)."""
+    _SEEN.update(v for v in values if v)
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
