@@ -201,8 +201,19 @@ def _reason(error: Any, model: type[BaseModel]) -> str:
     msg = str(error["msg"]).removeprefix("Value error, ")
     value = error.get("input")
     if kind != "value_error" and isinstance(value, str | int | float | bool | None):
-        msg = f"{msg} (got {value!r})"
+        msg = f"{msg} (got {_shown(value)})"
     return msg
+
+
+#: The most of a refused value an error quotes: enough to recognise it, never a wall of text.
+MAX_QUOTED = 60
+
+
+def _shown(value: str | int | float | bool | None) -> str:
+    """``value`` as an error quotes it: its repr, a long text cut with its length said."""
+    if not isinstance(value, str) or len(value) <= MAX_QUOTED:
+        return repr(value)
+    return f"{value[:MAX_QUOTED]!r}... ({len(value):,} characters)"
 
 
 def describe_validation(err: ValidationError, model: type[BaseModel]) -> SpecError:

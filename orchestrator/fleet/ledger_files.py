@@ -12,11 +12,12 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import Connection, create_engine, inspect, select
+from sqlalchemy import Connection, create_engine, inspect, select, text
 
+from orchestrator.contracts.errors import PermanentError
 from orchestrator.fleet.store_db import Database, StoreUnavailable, continue_sequences
 from orchestrator.fleet.store_schema import generations, meta, metadata
-from orchestrator.fleet.store_url import BadStore, StoreRef, driver_url, is_url
+from orchestrator.fleet.store_url import StoreRef, driver_url, is_url
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -135,14 +136,22 @@ def _create_file(path: Path, fill: Callable[[Connection], None]) -> None:
         raise
 
 
+#: The advisory lock (its key) every creation of a store takes first: two ``fleet init`` at
+#: once on one database take turns, so the second finds the first's fleet and is refused
+#: naming ``force``, instead of both making the same tables at once.
+_CREATE_LOCK = text("SELECT pg_advisory_xact_lock(hashtext('trainctl.create_store'))")
+
+
 def _create_postgresql(url: str, fill: Callable[[Connection], None], force: bool) -> None:
     db = open_postgresql(url)
     try:
         with db.tx() as conn:
+            conn.execute(_CREATE_LOCK)  # held until this transaction ends
             if inspect(conn).has_table("meta"):
                 if not force:
-                    raise BadStore(
-                        f"store: {url} already holds a fleet; pass --force to replace it"
+                    raise PermanentError(
+                        f"force: a fleet already exists at {url}; pass --force to replace it",
+                        field="force",
                     )
                 metadata.drop_all(conn)
             metadata.create_all(conn)

@@ -157,7 +157,7 @@ class SqliteFleet(LedgerStore):
             if any(word in str(err) for word in _NOT_DAMAGE):
                 raise
             raise FleetUnreadable(path, str(err)) from None
-        except FleetUnreadable:
+        except NoFleet:  # unreadable, or a damaged record (store_schema.DamagedRecord)
             self.db.close()
             raise
         except (KeyError, ValueError, TypeError, OverflowError) as err:

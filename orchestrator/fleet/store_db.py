@@ -15,7 +15,9 @@ where the two databases differ, and only in how a transaction takes its lock:
   each decided on rows nobody else is changing (READ COMMITTED, row locks: no serialisation
   failures to retry). A lost connection, a deadlock or a database that is not there yet is a
   ``StoreUnavailable``, a ``TemporaryError``: the transaction rolled back whole, the activity
-  retries and the next use reconnects.
+  retries and the next use reconnects. A refusal of the role (a failed login, a missing
+  privilege, a read-only database) is a ``StoreDenied``, temporary too, said from its SQLSTATE
+  without the statement: callers and the CLI see field ``store``, never SQL.
 """
 
 from __future__ import annotations
@@ -40,8 +42,17 @@ class StoreUnavailable(TemporaryError):
     transaction was written; retrying may succeed."""
 
 
+class StoreDenied(TemporaryError):
+    """The store answered and refused this role: authentication failed, a privilege is
+    missing, or the database only takes read-only transactions. Nothing was written. The fix
+    is an operator's (a password, a GRANT, the primary instead of a standby), which a worker
+    retrying picks up without a restart: temporary, like a store that did not answer."""
+
+
 #: PostgreSQL error codes that mean "try again": serialisation failure, deadlock.
 _RETRY_CODES = {"40001", "40P01"}
+#: SQLSTATE of a missing privilege, and of a write in a read-only transaction.
+_NO_PRIVILEGE, _READ_ONLY = "42501", "25006"
 
 
 class Database:
@@ -181,11 +192,15 @@ class Database:
             self._conn = None
 
     def _translate(self, err: sa_exc.DBAPIError) -> BaseException:
-        """A driver error as callers know it: SQLite's own; PostgreSQL's lost connection,
-        refusal or deadlock as ``StoreUnavailable`` (temporary); anything else as raised."""
+        """A driver error as callers know it: SQLite's own; PostgreSQL's refusal of this role
+        as ``StoreDenied``, its lost connection, refusal or deadlock as ``StoreUnavailable``
+        (both temporary); anything else as raised."""
         orig = err.orig
         if self.is_sqlite and isinstance(orig, BaseException):
             return orig
+        denied = _store_denied(err, self.where, self.engine.url.username)
+        if denied is not None:
+            return denied
         code = getattr(orig, "sqlstate", None)
         if (
             err.connection_invalidated
@@ -197,6 +212,67 @@ class Database:
                 self._conn = None
             return StoreUnavailable(f"store: {self.where} did not answer ({why})", field="store")
         return err
+
+
+# ------------------------------------------------------------------ refusals
+#: What trainctl's role needs, said with every missing privilege.
+_NEEDS = (
+    "trainctl needs CREATE on the schema to build a fleet, and SELECT, INSERT, UPDATE and "
+    "DELETE on its tables and USAGE on its sequences to run one"
+)
+_PASSWORD_HINT = "check the password in PGPASSWORD, ~/.pgpass or PGPASSFILE"
+
+
+def _store_denied(err: sa_exc.DBAPIError, where: str, user: str | None) -> StoreDenied | None:
+    """``StoreDenied`` for a PostgreSQL error that refuses this role, named by SQLSTATE (a
+    refused login has none: libpq reports it as text), said without the statement; else None."""
+    orig = err.orig
+    code = getattr(orig, "sqlstate", None)
+    diag = getattr(orig, "diag", None)
+    primary = " ".join(str(getattr(diag, "message_primary", None) or orig).split())[:300]
+    role = f"the role {user!r}" if user else "this role"
+    if code == _NO_PRIVILEGE:
+        privilege = _privilege_of(err.statement or "")
+        return StoreDenied(
+            f"store: {role} lacks {privilege} at {where} ({primary}); {_NEEDS}",
+            field="store",
+        )
+    if code == _READ_ONLY:
+        return StoreDenied(
+            f"store: {where} only allows reads ({primary}); trainctl needs write access: "
+            "the primary server, not a standby, with default_transaction_read_only off",
+            field="store",
+        )
+    if code is None and isinstance(err, sa_exc.OperationalError) and _login_refused(primary):
+        return StoreDenied(
+            f"store: authentication failed for {role} at {where} ({primary}); {_PASSWORD_HINT}",
+            field="store",
+        )
+    return None
+
+
+def _login_refused(text: str) -> bool:
+    """libpq's text for a login the server refused (wrong or no password, no pg_hba entry)."""
+    return any(
+        words in text
+        for words in ("authentication failed", "no password supplied", "no pg_hba.conf entry")
+    )
+
+
+def _privilege_of(statement: str) -> str:
+    """What a refused statement needed, from its first words (never the statement itself)."""
+    words = statement.split()
+    verb = words[0].upper() if words else ""
+    upper = statement.upper()
+    if verb in ("ALTER", "DROP"):
+        return "ownership of the tables"
+    if verb == "LOCK" or "FOR UPDATE" in upper:
+        verb = "UPDATE"
+    elif verb == "INSERT" and "DO UPDATE" in upper:
+        verb = "INSERT and UPDATE"
+    elif verb not in ("CREATE", "INSERT", "UPDATE", "DELETE", "SELECT", "TRUNCATE"):
+        return "a privilege it needs"
+    return f"the {verb} privilege"
 
 
 # ------------------------------------------------------------------ statements
@@ -275,6 +351,7 @@ def lock_appends(conn: Connection) -> None:
 
 __all__ = [
     "Database",
+    "StoreDenied",
     "StoreUnavailable",
     "continue_sequences",
     "fetch",

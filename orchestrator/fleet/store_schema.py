@@ -18,7 +18,7 @@ directory and environment would add a second record of the version to keep in st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -36,7 +36,7 @@ from sqlalchemy import (
     text,
 )
 
-from orchestrator.contracts.errors import FleetSchemaMismatch
+from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
 
 if TYPE_CHECKING:
     from orchestrator.fleet.store_db import Database
@@ -201,11 +201,44 @@ SCHEMA_VERSION = 6
 _VERSION = select(meta.c.value).where(meta.c.key == "schema_version")
 
 
-def schema_version(conn: Connection, lock: bool = False) -> int:
+class DamagedRecord(NoFleet):
+    """A store whose ``schema_version`` cannot be true (not a number, or older than the tables
+    it holds): migrating it would fail half way or lose rows, so it is refused untouched
+    (exit 1, field ``fleet``), saying how to restore it."""
+
+    def __init__(self, where: str, why: str, version: int = SCHEMA_VERSION) -> None:
+        super().__init__(
+            f"fleet: the record at {where} is damaged ({why}), left as it is: restore it "
+            "from a backup (a fleet.db.*.bak copy, a pg_dump, a `trainctl fleet migrate --to` "
+            f"copy) or, if only that row changed, set meta's schema_version back to "
+            f"'{version}' (`trainctl fleet init --force` starts a new fleet without it)",
+            field="fleet",
+        )
+
+
+def _number(row: Any) -> int | None:
+    """The version in the ``schema_version`` row ``row`` (None: no row, a file of before the
+    numbering, version 1), or None when it holds no version number."""
+    if row is None:
+        return 1  # version 1 carried no number
+    value = str(row[0]).strip()
+    return int(value) if value.isdigit() and int(value) >= 1 else None
+
+
+def _not_a_number(conn: Connection, row: Any, where: str) -> DamagedRecord:
+    return DamagedRecord(
+        where, f"its schema_version is {str(row[0])[:40]!r}, not a version", tables_version(conn)
+    )
+
+
+def schema_version(conn: Connection, lock: bool = False, where: str = "this store") -> int:
     """The store's schema version (1 for a file of before the numbering); ``lock`` holds the
     row until the transaction ends (PostgreSQL: two migrating workers take turns)."""
     row = conn.execute(_VERSION.with_for_update() if lock else _VERSION).first()
-    return 1 if row is None else int(row[0])  # version 1 carried no number
+    version = _number(row)
+    if version is None:
+        raise _not_a_number(conn, row, where)
+    return version
 
 
 def _set_version(conn: Connection, version: int) -> None:
@@ -271,7 +304,39 @@ def refuse_newer(version: int, where: str) -> None:
 def stored_version(db: Database) -> int:
     """The schema version of the store ``db`` (read outside any transaction)."""
     rows = db.read(_VERSION)
-    return 1 if not rows else int(rows[0][0])
+    version = _number(rows[0] if rows else None)
+    if version is None:
+        with db.snapshot() as conn:
+            raise _not_a_number(conn, rows[0], db.where)
+    return version
+
+
+def tables_version(conn: Connection) -> int:
+    """The schema version the store's tables are at, whatever its ``schema_version`` row says
+    (versions 1 and 2 have the same tables: 2, whose step only numbers them)."""
+    names = set(inspect(conn).get_table_names())
+    for table, version in (("generations", 6), ("workers", 5)):
+        if table in names:
+            return version
+    if "clocks" not in names:
+        return 2
+    has_boot = "hosts" in names and any(
+        c["name"] == "last_boot" for c in inspect(conn).get_columns("hosts")
+    )
+    return 4 if has_boot else 3
+
+
+def _check_claim(conn: Connection, version: int, where: str) -> None:
+    """DamagedRecord when a store says it predates the clocks (version 1 or 2, or no number)
+    yet holds them: the step to 3 would add every cluster's clock a second time. (The later
+    steps only add what is missing, so a store claiming 3 to 5 with newer tables heals.)"""
+    if version >= 3 or not inspect(conn).has_table("clocks"):
+        return
+    said = f"says {version}" if conn.execute(_VERSION).first() else "is missing"
+    actual = tables_version(conn)
+    raise DamagedRecord(
+        where, f"its schema_version {said} but its tables are those of version {actual}", actual
+    )
 
 
 def migrate(db: Database, where: str) -> None:
@@ -287,8 +352,9 @@ def migrate(db: Database, where: str) -> None:
 def upgrade(conn: Connection, where: str) -> None:
     """Run the steps from the store's version to ``SCHEMA_VERSION`` inside the caller's write
     transaction (which holds the store's lock), or refuse."""
-    version = schema_version(conn, lock=True)  # another process may have migrated meanwhile
+    version = schema_version(conn, lock=True, where=where)  # another may have migrated
     refuse_newer(version, where)
+    _check_claim(conn, version, where)
     while version < SCHEMA_VERSION:
         step = _MIGRATIONS.get(version)
         if step is None:
@@ -302,6 +368,7 @@ def upgrade(conn: Connection, where: str) -> None:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "DamagedRecord",
     "clock_parties",
     "clocks",
     "clusters",
@@ -314,6 +381,7 @@ __all__ = [
     "migrate",
     "schema_version",
     "stored_version",
+    "tables_version",
     "switches",
     "upgrade",
     "workers",

@@ -31,6 +31,8 @@ StoreRef = Path | str
 
 _SCHEMES = ("postgresql", "postgres")
 _HINT = "give it in PGPASSWORD, a ~/.pgpass file or PGPASSFILE"
+#: The highest TCP port: libpq would only say a larger one "did not answer" once connecting.
+_MAX_PORT = 65_535
 
 
 class BadStore(PermanentError):
@@ -58,6 +60,8 @@ def _parse(text: str) -> URL:
             f"store: {public_url_of(url)} names no host or database; use "
             "postgresql://USER@HOST:PORT/DB"
         )
+    if url.port is not None and not 1 <= url.port <= _MAX_PORT:
+        raise BadStore(f"store: port {url.port} is not a TCP port (1 to {_MAX_PORT})")
     return url
 
 

@@ -103,7 +103,7 @@ def init(
     shape = get_preset(preset)
     factor = parse_speed(speed)
     backup = make_room(target, force)  # never under a live worker; the old file kept aside
-    f = create_fleet(target, shape, seed, factor)
+    f = create_fleet(target, shape, seed, factor, force=force)  # refused if one came meanwhile
     remember_store(target)
     out = {
         "path": str(target),

@@ -10,12 +10,76 @@ a worker uses the fleet: stop the workers first, start them on the new store aft
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import click
 
 from orchestrator.app.cli.common import BadInput, emit, handle_errors, json_option
 from orchestrator.app.cli.fleet_replace import make_room
+from orchestrator.fleet.store_url import BadStore, StoreRef, check_store_url
+
+#: The first bytes of every SQLite database: a file without them is not a fleet to replace.
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_NEW = "name a new SQLite file or a postgresql:// URL"
+
+
+def target_of(to: str) -> StoreRef:
+    """The store ``--to`` names, checked before anything is read or copied (BadInput naming
+    ``to``): a URL as ``fleet init --store`` takes it, or a SQLite file that can be made."""
+    if "://" in to:
+        try:
+            return check_store_url(to)
+        except BadStore as err:
+            raise BadInput("to: " + str(err).removeprefix("store: "), field="to") from None
+    if not to.strip():
+        raise BadInput(f"to: empty; {_NEW}", field="to")
+    path = Path(to).expanduser().resolve()
+    if path.is_dir():
+        raise BadInput(
+            f"to: {to} is a directory; name a file, e.g. {Path(to, 'fleet.db')}", field="to"
+        )
+    if path.exists() or path.is_symlink():
+        _check_replaceable(path, to)
+    else:
+        _check_creatable(path, to)
+    return path
+
+
+def _check_replaceable(path: Path, to: str) -> None:
+    """An existing ``--to`` must be a fleet file (``--force`` replaces it), never something
+    else: a device, a text file, a broken link."""
+    if not path.is_file():
+        raise BadInput(f"to: {to} is not a regular file; {_NEW}", field="to")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        raise BadInput(f"to: cannot read {to} ({err.strerror or err})", field="to") from None
+    if head and head != _SQLITE_HEADER:
+        raise BadInput(
+            f"to: {to} is a file that is not a fleet database (not SQLite); {_NEW}, or "
+            "remove that file first",
+            field="to",
+        )
+
+
+def _check_creatable(path: Path, to: str) -> None:
+    """A new file can be made where ``--to`` says: its nearest existing folder takes one (a
+    file made and removed at once; the folders below it are made by the copy)."""
+    base = path.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise BadInput(f"to: {base} is not a directory, so {to} cannot be made", field="to")
+    try:
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as err:
+        raise BadInput(
+            f"to: cannot create {to}: its folder {base} takes no new file ({err.strerror or err})",
+            field="to",
+        ) from None
 
 
 @click.command("migrate")
@@ -37,9 +101,9 @@ def migrate(to: str, force: bool, as_json: bool) -> None:
     from orchestrator.fleet.heartbeats import live_workers_at
     from orchestrator.fleet.ledger_files import copy_store
     from orchestrator.fleet.ledger_store import LedgerStore
-    from orchestrator.fleet.store_url import check_store_url, describe, is_url
+    from orchestrator.fleet.store_url import describe, is_url
 
-    target = check_store_url(to) if "://" in to else Path(to).expanduser().resolve()
+    target = target_of(to)
     source = fleet_store()
     if str(target) == str(source):
         raise BadInput(f"to: {describe(target)} is the store this fleet is in", field="to")

@@ -21,10 +21,32 @@ MAX_SWEEP_VALUES = 16
 MAX_DOMAIN_SIZE = 10_000
 
 
+def plot_formats() -> list[str]:
+    """The file formats the plot can be written in (matplotlib's Agg canvas, which ``plot``
+    uses; ``pgf`` left out: it needs a LaTeX installation to write)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return sorted(set(FigureCanvasAgg.get_supported_filetypes()) - {"pgf"})
+
+
 def check_plot_path(path: Path) -> None:
-    """BadInput naming ``plot`` unless a PNG can be written at ``path`` (tried, then undone)."""
+    """BadInput naming ``plot`` unless the plot can be written at ``path``: a format named by
+    its extension (matplotlib would otherwise fail after the whole run, or add ``.png`` to a
+    name without one), and a file that can be made there (tried, then undone)."""
     if path.is_dir():
         raise BadInput(f"plot: {path} is a directory; name a .png file", field="plot")
+    formats = plot_formats()
+    ext = path.suffix.lower().lstrip(".")
+    if ext not in formats:
+        why = (
+            f".{ext} is not a format it can be written in"
+            if ext
+            else "no extension names its format"
+        )
+        raise BadInput(
+            f"plot: {path}: {why}; name a file ending in one of .{', .'.join(formats)}",
+            field="plot",
+        )
     existed = path.exists()
     try:
         with path.open("ab"):
