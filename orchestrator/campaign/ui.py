@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import CampaignState
-from orchestrator.contracts.ui_text import no_html
+from orchestrator.contracts.ui_text import duration, md_plain, no_html
 
 _STATE = {
     "running": "Running",
@@ -30,7 +30,9 @@ def _versions(targets: dict[str, str]) -> str:
 def campaign_summary(spec: CampaignSpec) -> str:
     """The one-line summary: what goes where, in how many stages."""
     names = " → ".join(s.name for s in spec.stages)
-    return f"Campaign {spec.name}: {_versions(spec.targets)} over {spec.scope.cluster} ({names})"
+    return md_plain(
+        f"Campaign {spec.name}: {_versions(spec.targets)} over {spec.scope.cluster} ({names})"
+    )
 
 
 def next_command(name: str, state: str, held_on_blame: bool) -> str:
@@ -87,7 +89,7 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
         part = f"- **{s.name}** {s.state} · clusters: {clusters} · hosts changed: "
         part += f"{s.hosts_changed} of {s.hosts_planned} · failures: {gate}"
         if s.bake_remaining_hours is not None and s.state in ("running", "baking", "held"):
-            part += f" · bake left: {s.bake_remaining_hours:.1f} h"
+            part += f" · bake left: {duration(s.bake_remaining_hours)}"
         lines.append(part)
     current = next((s for s in status.stages if s.name == status.stage), None)
     if current is not None and current.gate:

@@ -30,6 +30,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         cycle_target_hours=spec.cycle_target_hours,
         cycle_projected_end_hours=None if end is None else round(end, 3),
         cycle_on_track=on_track,
+        cycle_started_hours=None if st.resting else st.cycle_started_hours,
         max_unavailable_hosts=spec.budget.limit(total),
         maintenance_hosts=spec.budget.maintenance_limit(total),
         cluster=spec.cluster,

@@ -50,6 +50,7 @@ from orchestrator.contracts.ops_types import (
     ControlAction,
     OperationStatus,
 )
+from orchestrator.contracts.ui_text import duration
 from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution.ops_take import plan_scope
 from orchestrator.execution.target_checks import target_refusal
@@ -221,7 +222,7 @@ def print_status(o: dict[str, Any]) -> None:
     if plan := o.get("plan"):
         click.echo(
             f"  plan: {plan['waves']} waves, {plan['hosts_to_change']} hosts to change, "
-            f"~{plan['estimated_duration_hours']:.1f} fleet hours"
+            f"~{duration(plan['estimated_duration_hours'])} of fleet time"
         )
     if o.get("already_running"):
         click.echo("  already running: the same request was started before")
