@@ -227,16 +227,16 @@ def start(
         )
 
     started = asyncio.run(go())
-    if started.status is not None:
+    if wait and started.status is not None:
         _outcome(started.status, as_json)
         return
-    emit(
-        started.model_dump(mode="json"),
-        as_json,
-        lambda o: click.echo(
-            f"{o['campaign_id']}: {'started' if o['started'] else 'already running'}"
-        ),
-    )
+    emit(started.model_dump(mode="json"), as_json, _print_started)
+
+
+def _print_started(o: dict[str, Any]) -> None:
+    click.echo(f"{o['campaign_id']}: {'started' if o['started'] else 'already running'}")
+    if o.get("status"):
+        click.echo("  " + progress_line(CampaignStatus.model_validate(o["status"])))
 
 
 def _start_schedule(
