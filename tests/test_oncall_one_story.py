@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from orchestrator.app.cli.ops import print_status, start_answer
 from orchestrator.app.worker import build_worker
+from orchestrator.contracts.ops_spec import load_spec
+from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.ops.client import OperationStart
+from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
 from tests.test_ops_exec import trainctl
 from tests.train_helpers import make_fleet
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 async def _end(env: Any, *ids: str) -> None:
@@ -55,3 +63,62 @@ async def test_campaign_start_json_says_where_it_stands(
     assert out["started"] is True and out["campaign_id"] == "campaign-story"
     assert out["status"] is not None, out
     assert out["status"]["state"] == "running" and out["status"]["targets"] == {"os": "6.8.0-50"}
+
+
+def _plan() -> OperationPlan:
+    """The plan ``ops plan`` gave: 6 hosts in 2 waves of c00, 2 deferred until repaired."""
+    hosts = [f"c00-z00-r000-h{i:02d}" for i in range(8)]
+    return OperationPlan(
+        operation_id="ops-cuda-12-6-c00",
+        kind="cuda-upgrade",
+        consistency="job",
+        targets={"cuda": "12.6"},
+        fleet_hours=0.0,
+        hosts_total=8,
+        hosts_to_change=8,
+        waves=[
+            Wave(index=0, cluster="c00", hosts=hosts[:3]),
+            Wave(index=1, cluster="c00", hosts=hosts[3:6]),
+        ],
+        already_done=[],
+        deferred=hosts[6:],
+        clusters=[
+            ClusterPlan(
+                cluster="c00",
+                hosts_total=8,
+                hosts_in_scope=8,
+                out_of_service=2,
+                budget_limit=3,
+                wave_cap=3,
+                hosts_to_change=8,
+                already_done=0,
+                deferred=2,
+                waves=2,
+                est_hours=3.0,
+            )
+        ],
+        estimated_duration_hours=3.0,
+        gpu_hours_out_of_service=0.0,
+        gpu_hours_lost=0.0,
+        jobs_affected=0,
+        jobs_interrupted=0,
+    )
+
+
+def test_a_repeated_ops_start_tells_the_plans_story(capsys) -> None:
+    """Asked again before its workflow planned, ``ops start`` answers the plan's waves, and it
+    counts hosts as ``ops plan`` does: those in waves, the deferred ones apart."""
+    spec = load_spec(EXAMPLES / "cuda.yaml")
+    live = OperationStatus(
+        operation_id="ops-cuda-12-6-c00", kind="cuda-upgrade", targets={}, consistency="job"
+    )
+    again = OperationStart(
+        operation_id=live.operation_id, run_id="r", started=False, already_running=True, status=live
+    )
+    out = start_answer(spec, _plan(), again)
+    assert out["waves_total"] == 2 and out["clusters"]["c00"]["waves_total"] == 2
+    assert out["plan"]["hosts_in_waves"] == 6 and out["plan"]["deferred"] == 2
+    print_status(out)
+    text = capsys.readouterr().out
+    assert "plan: 6 hosts to change in 2 waves, 2 deferred until repaired, ~3 h" in text
+    assert "8 hosts to change" not in text
