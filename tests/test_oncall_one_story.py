@@ -6,6 +6,7 @@ command's answer comes from one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from pathlib import Path
@@ -21,8 +22,10 @@ from orchestrator.contracts.ops_spec import load_spec
 from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.ops.client import OperationStart
 from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
+from orchestrator.train.client import start_train
 from tests.test_ops_exec import trainctl
 from tests.train_helpers import make_fleet
+from tests.train_helpers import spec as train_spec
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -122,3 +125,29 @@ def test_a_repeated_ops_start_tells_the_plans_story(capsys) -> None:
     text = capsys.readouterr().out
     assert "plan: 6 hosts to change in 2 waves, 2 deferred until repaired, ~3 h" in text
     assert "8 hosts to change" not in text
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_domain_page_names_the_versions_its_hosts_get(
+    dev_env, tmp_home, task_queue
+) -> None:
+    """A domain of a campaign's rollout: its summary names the rollout's os, as its details do."""
+    path = make_fleet(tmp_home, 3600.0)
+    canary = ["c00-z00-r000-h00", "c00-z00-r000-h01"]
+    rollout = {"campaign": "k", "stage": "canary", "targets": {"os": "6.8.0-50"}, "hosts": canary}
+    query = 'WorkflowType="DomainMaintenance"'
+    summary = ""
+    try:
+        async with build_worker(dev_env.client, path, task_queue):
+            await start_train(dev_env.client, train_spec(rollout=rollout), task_queue=task_queue)
+            for _ in range(100):
+                async for wf in dev_env.client.list_workflows(query):
+                    if wf.id.startswith("train-c00"):
+                        desc = await dev_env.client.get_workflow_handle(wf.id).describe()
+                        summary = await desc.static_summary() or ""
+                if summary:
+                    break
+                await asyncio.sleep(0.2)
+    finally:
+        await _end(dev_env, "train-c00")
+    assert "os 6.8.0-50" in summary and "6.8.0-45" not in summary, summary
