@@ -9,8 +9,10 @@ from click.testing import CliRunner
 
 from orchestrator.app.cli import main
 from orchestrator.app.cli.train import print_status
-from orchestrator.campaign.ui import campaign_summary
-from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.campaign.progress import finish_status, new_status
+from orchestrator.campaign.ui import campaign_details, campaign_summary
+from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
+from orchestrator.contracts.campaign_types import CampaignState, ClusterStage, StagePlanModel
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.contracts.ui_text import at_hour, duration, item_list
@@ -96,3 +98,42 @@ def test_a_cluster_glob_is_not_a_link_on_the_page() -> None:
     assert "over c0\\[123\\]" in operation_summary("reboot", {}, "c0[123]")
     lines = item_list(["holder", "note"], [("c0[1]", "see `trainctl fleet host h[1]`")])
     assert lines == ["- **c0\\[1\\]** · note: see `trainctl fleet host h[1]`"]
+
+
+def test_a_rolled_back_campaign_says_what_it_took_back_and_what_next() -> None:
+    """A rolled-back campaign's page names the clusters, hosts and versions rolled back and the
+    next commands; no stage or cluster is left rolling, with bake time or ``marked_bad: {}``."""
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "k",
+            "targets": {"os": "6.12.0-bad"},
+            "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 4, "bake": "2h"}],
+        }
+    )
+    plan = [
+        StagePlanModel(
+            name="canary",
+            clusters=["c00"],
+            hosts_per_cluster={"c00": 4},
+            partial=True,
+            bake_hours=2.0,
+            parallel=1,
+            gates=Gates(),
+        )
+    ]
+    st = CampaignState(status=new_status(spec, plan), plan=plan, blamed={"os": "6.12.0-bad"})
+    stage = st.status.stages[0]
+    stage.state, stage.bake_remaining_hours = "baking", 2.0
+    stage.clusters["c00"] = ClusterStage(cluster="c00", state="rolling")
+    st.status.hosts_rolled_back = 3
+    st.status.reason = "stage canary failed; blame names os=6.12.0-bad; rolled back 3 hosts"
+    finish_status(st, "rolled_back")
+    page = campaign_details(spec, st)
+    assert "**Rolled back:** 3 hosts of c00 to their previous versions" in page
+    assert "os 6.12.0-bad marked bad fleet-wide" in page
+    assert "`trainctl versions list`" in page
+    assert "`trainctl versions clear os=6.12.0-bad --reason ...`" in page
+    assert "rolling" not in page.replace("Rolled back", "") and "bake left" not in page
+    c00 = st.status.stages[0].clusters["c00"]
+    assert (c00.state, c00.marked_bad) == ("rolled_back", {"os": "6.12.0-bad"})
+    assert st.status.stages[0].bake_remaining_hours is None

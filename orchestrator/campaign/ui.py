@@ -35,8 +35,18 @@ def campaign_summary(spec: CampaignSpec) -> str:
     )
 
 
-def next_command(name: str, state: str, held_on_blame: bool) -> str:
-    """The command that moves a campaign on from where it stands ('' when it needs none)."""
+def next_command(
+    name: str, state: str, held_on_blame: bool, bad: dict[str, str] | None = None
+) -> str:
+    """The command that moves a campaign on from where it stands ('' when it needs none);
+    ``bad``: the versions of ours blame named (marked bad fleet-wide)."""
+    if state == "rolled_back":
+        pairs = " ".join(f"{c}={v}" for c, v in sorted((bad or {}).items())) or "COMPONENT=VERSION"
+        return (
+            f"`trainctl versions list` shows what is marked bad; once a fixed build is out, "
+            f"`trainctl versions clear {pairs} --reason ...` and start the campaign again "
+            "with it"
+        )
     if held_on_blame:
         return (
             f"clear the blamed version (`trainctl versions clear ...`) and `trainctl campaign "
@@ -60,6 +70,19 @@ def _text(spec: CampaignSpec, text: str) -> str:
     if prom is None or prom.query not in text:
         return no_html(text)
     return f"`{prom.query}`".join(no_html(part) for part in text.split(prom.query))
+
+
+def _rolled_back(st: CampaignState) -> list[str]:
+    """What a rollback took back: the hosts, per cluster, and the versions marked bad."""
+    touched = sorted(
+        {c for s in st.status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
+    )
+    bad = ", ".join(f"{c} {v}" for c, v in sorted(st.blamed.items())) or "the blamed version"
+    return [
+        "",
+        f"- **Rolled back:** {st.status.hosts_rolled_back} hosts of {', '.join(touched) or '-'}"
+        f" to their previous versions; {bad} marked bad fleet-wide",
+    ]
 
 
 def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
@@ -103,7 +126,9 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
             f"{b.failing} · passing: {b.passing} · score: {b.score:.2f}"
             for b in status.blame[:3]
         ]
-    step = next_command(spec.name, status.state, status.held_on_blame)
+    if status.state == "rolled_back":
+        lines += _rolled_back(st)
+    step = next_command(spec.name, status.state, status.held_on_blame, st.blamed)
     if step:
         lines += ["", f"**Next:** {step}"]
     return "\n".join(lines)
