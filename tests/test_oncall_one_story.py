@@ -18,8 +18,10 @@ from temporalio.service import RPCError
 
 from orchestrator.app.cli.ops import print_status, start_answer
 from orchestrator.app.worker import build_worker
+from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_spec import load_spec
 from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.ops.client import OperationStart
 from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
 from orchestrator.train.client import start_train
@@ -151,3 +153,37 @@ async def test_a_domain_page_names_the_versions_its_hosts_get(
     finally:
         await _end(dev_env, "train-c00")
     assert "os 6.8.0-50" in summary and "6.8.0-45" not in summary, summary
+
+
+def test_the_demos_last_line_and_summary_agree(capsys) -> None:
+    """The demo's last progress line counts visited and quarantined hosts as its summary does."""
+    from orchestrator.app.cli.demo import _CycleBar, _print
+    from orchestrator.app.demo import _figures
+
+    status = TrainStatus(
+        cluster="c00",
+        state="stopped",
+        cycles_completed=1,
+        hosts_total=128,
+        hosts_visited_this_cycle=126,
+        in_maintenance=0,
+        quarantined=0,
+        in_repair=2,
+        domain_size=8,
+        budget=CapacityBudget(max_unavailable="10%"),
+        targets={"os": "6.8.0-50"},
+    )
+    _CycleBar(128).status(status)
+    figures = {
+        **_figures(status, 59.8),
+        "preset": "small",
+        "hosts_lost": 0,
+        "budget_violations": 0,
+        "lost_gpu_hours": 0.0,
+        "audit_ok": True,
+        "fleet": "fleet.db",
+    }
+    _print(figures)
+    seen = capsys.readouterr()
+    assert "cycle: 126/128 hosts visited, 0 in maintenance, 2 quarantined or in repair" in seen.err
+    assert "small: 126/128 hosts visited, 2 quarantined or in repair" in seen.out
