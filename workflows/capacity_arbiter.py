@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.messages import HostsRequest
     from orchestrator.contracts.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
+    from orchestrator.contracts.ui_text import plural
     from orchestrator.planning.arbiter_share import would_grant
     from workflows.fleet_clock import fleet_options
     from workflows.history import history_full
@@ -133,7 +134,7 @@ class CapacityArbiter:
                 grant.reason = "budget shared with " + ", ".join(h.holder for h in others)
             elif grant.granted < req.want:  # alone: the budget itself is smaller than the want
                 grant.reason = (
-                    f"the maintenance budget allows {self._budget()} hosts at once "
+                    f"the maintenance budget allows {plural(self._budget(), 'host')} at once "
                     f"(wanted {req.want})"
                 )
         if grant.granted and not entry.granted and entry.exclusive:

@@ -359,7 +359,9 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
                     id=domain_id,
                     task_queue=workflow.info().task_queue,
                     execution_timeout=timedelta(days=30),
-                    static_summary=domain_summary(spec.cluster, hosts, spec.targets),
+                    # The domain's own targets (a rollout's, else the train's): the
+                    # details it writes name them, and the summary must agree.
+                    static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
                 )
             record_domain(self.inp.state, result)
             if result.untold and not (

@@ -38,6 +38,7 @@ from orchestrator.infra.client import connect
 from orchestrator.infra.connection import ConnectionOptions
 from orchestrator.planning.rack_plan import rack_fits_budget
 from orchestrator.train.client import control_train, start_train, train_result, train_status
+from orchestrator.train.status import visit_figures
 
 DEMO_TARGETS = {"os": "6.8.0-45", "bios": "3.2", "bmc": "1.9.0", "nic_firmware": "28.41.1000"}
 DEMO_DOMAIN_SIZE = {"small": 8, "meta-24k": 64, "meta-600k": 64}
@@ -196,10 +197,11 @@ def _total(key: str, per_cluster: dict[str, dict[str, Any]]) -> Any:
 
 def _figures(status: TrainStatus, fleet_hours: float) -> dict[str, Any]:
     """One train's figures; ``fleet_hours`` is its cluster's clock when the demo ended."""
+    visited, out = visit_figures(status)
     return {
         "hosts_total": status.hosts_total,
-        "hosts_visited": status.hosts_visited_this_cycle,
-        "hosts_quarantined": status.quarantined + status.in_repair,
+        "hosts_visited": visited,
+        "hosts_quarantined": out,
         "job_interruptions": status.jobs_interrupted,
         "lost_gpu_hours": status.lost_gpu_hours,
         "cycles_completed": status.cycles_completed,

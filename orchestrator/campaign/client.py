@@ -34,7 +34,12 @@ from orchestrator.contracts.campaign_types import CampaignControl, CampaignInput
 from orchestrator.contracts.errors import NotFound, Refused
 from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_PHASE
 from orchestrator.infra.update_retry import execute_update
-from orchestrator.infra.worker_answers import QUERY_TIMEOUT, UPDATE_TIMEOUT, not_answering
+from orchestrator.infra.worker_answers import (
+    QUERY_TIMEOUT,
+    UPDATE_TIMEOUT,
+    WorkerNotAnswering,
+    not_answering,
+)
 
 #: The name ``workflows.campaign.Campaign`` is registered under.
 WORKFLOW_NAME = "Campaign"
@@ -118,12 +123,29 @@ async def start_campaign(
             ),
             static_summary=campaign_summary(spec),
         )
-    status = await outcome_status(client, handle, on_progress=on_progress) if wait else None
+    if wait:
+        status = await outcome_status(client, handle, on_progress=on_progress)
+    else:
+        status = await _first_status(client, spec)
     return CampaignStart(
         campaign_id=spec.workflow_id,
         started=not running,
         already_running=running,
         status=status,
+    )
+
+
+async def _first_status(client: Client, spec: CampaignSpec) -> CampaignStatus:
+    """Where a campaign just started (or joined) stands; before a worker has run its first
+    task, a status saying so rather than none (``"status": null`` told the caller nothing)."""
+    with contextlib.suppress(CampaignNotFound, WorkerNotAnswering, RPCError):
+        return await campaign_status(client, spec.workflow_id)
+    return CampaignStatus(
+        campaign_id=spec.workflow_id,
+        name=spec.name,
+        targets=spec.targets,
+        state="starting",
+        reason="waiting for a worker to run its first step",
     )
 
 

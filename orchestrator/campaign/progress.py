@@ -123,6 +123,26 @@ def campaign_report(status: CampaignStatus) -> CampaignReport:
     )
 
 
+#: Where a stage or a cluster of it stands while work goes on: an ended campaign keeps none.
+_LIVE = ("running", "rolling", "upgrading", "baking", "held")
+
+
+def _settle_stages(st: CampaignState, outcome: str, reason: str) -> None:
+    """Every stage and cluster in its final state: no stage goes on running, baking or held
+    under an abort or a rollback, no bake has time left, and the clusters a rolled-back stage
+    touched name the versions marked bad (its status read ``rolling``, ``bake 2h left`` and
+    ``marked_bad: {}`` after the rollback)."""
+    for s in st.status.stages:
+        s.bake_remaining_hours = None
+        for cs in s.clusters.values():
+            if outcome in ("aborted", "rolled_back") and cs.state in _LIVE:
+                cs.state = outcome
+            if outcome == "rolled_back" and cs.state != "pending" and not cs.marked_bad:
+                cs.marked_bad = dict(st.blamed)
+        if outcome in ("aborted", "rolled_back") and s.state in _LIVE:
+            s.state, s.reason = outcome, reason
+
+
 def finish_status(st: CampaignState, outcome: str) -> str:
     """The final state and its reason in the status (nothing holds it any more); the reason."""
     if outcome == "aborted":
@@ -135,10 +155,7 @@ def finish_status(st: CampaignState, outcome: str) -> str:
     else:
         reason = f"every stage passed ({len(st.plan)})"
     gate.roll_up_campaign(st.status)
-    if outcome == "aborted":  # no stage goes on running, baking or held under an abort
-        for s in st.status.stages:
-            if s.state in ("running", "baking", "held"):
-                s.state, s.reason, s.bake_remaining_hours = "aborted", reason, None
+    _settle_stages(st, outcome, reason)
     st.status.state, st.status.reason = outcome, reason
     st.status.held_on_blame = False  # ended: nothing holds any more
     return reason

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import CampaignState
-from orchestrator.contracts.ui_text import no_html
+from orchestrator.contracts.ui_text import duration, md_plain, no_html
 
 _STATE = {
     "running": "Running",
@@ -30,11 +30,23 @@ def _versions(targets: dict[str, str]) -> str:
 def campaign_summary(spec: CampaignSpec) -> str:
     """The one-line summary: what goes where, in how many stages."""
     names = " → ".join(s.name for s in spec.stages)
-    return f"Campaign {spec.name}: {_versions(spec.targets)} over {spec.scope.cluster} ({names})"
+    return md_plain(
+        f"Campaign {spec.name}: {_versions(spec.targets)} over {spec.scope.cluster} ({names})"
+    )
 
 
-def next_command(name: str, state: str, held_on_blame: bool) -> str:
-    """The command that moves a campaign on from where it stands ('' when it needs none)."""
+def next_command(
+    name: str, state: str, held_on_blame: bool, bad: dict[str, str] | None = None
+) -> str:
+    """The command that moves a campaign on from where it stands ('' when it needs none);
+    ``bad``: the versions of ours blame named (marked bad fleet-wide)."""
+    if state == "rolled_back":
+        pairs = " ".join(f"{c}={v}" for c, v in sorted((bad or {}).items())) or "COMPONENT=VERSION"
+        return (
+            f"`trainctl versions list` shows what is marked bad; once a fixed build is out, "
+            f"`trainctl versions clear {pairs} --reason ...` and start the campaign again "
+            "with it"
+        )
     if held_on_blame:
         return (
             f"clear the blamed version (`trainctl versions clear ...`) and `trainctl campaign "
@@ -58,6 +70,19 @@ def _text(spec: CampaignSpec, text: str) -> str:
     if prom is None or prom.query not in text:
         return no_html(text)
     return f"`{prom.query}`".join(no_html(part) for part in text.split(prom.query))
+
+
+def _rolled_back(st: CampaignState) -> list[str]:
+    """What a rollback took back: the hosts, per cluster, and the versions marked bad."""
+    touched = sorted(
+        {c for s in st.status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
+    )
+    bad = ", ".join(f"{c} {v}" for c, v in sorted(st.blamed.items())) or "the blamed version"
+    return [
+        "",
+        f"- **Rolled back:** {st.status.hosts_rolled_back} hosts of {', '.join(touched) or '-'}"
+        f" to their previous versions; {bad} marked bad fleet-wide",
+    ]
 
 
 def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
@@ -87,7 +112,7 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
         part = f"- **{s.name}** {s.state} · clusters: {clusters} · hosts changed: "
         part += f"{s.hosts_changed} of {s.hosts_planned} · failures: {gate}"
         if s.bake_remaining_hours is not None and s.state in ("running", "baking", "held"):
-            part += f" · bake left: {s.bake_remaining_hours:.1f} h"
+            part += f" · bake left: {duration(s.bake_remaining_hours)}"
         lines.append(part)
     current = next((s for s in status.stages if s.name == status.stage), None)
     if current is not None and current.gate:
@@ -101,7 +126,9 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
             f"{b.failing} · passing: {b.passing} · score: {b.score:.2f}"
             for b in status.blame[:3]
         ]
-    step = next_command(spec.name, status.state, status.held_on_blame)
+    if status.state == "rolled_back":
+        lines += _rolled_back(st)
+    step = next_command(spec.name, status.state, status.held_on_blame, st.blamed)
     if step:
         lines += ["", f"**Next:** {step}"]
     return "\n".join(lines)

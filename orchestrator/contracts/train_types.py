@@ -234,6 +234,8 @@ class TrainStatus(BaseModel):
     cycle_target_hours: float | None = None
     cycle_projected_end_hours: float | None = None
     """Fleet hour the current cycle ends at its pace so far (``cycle.project_cycle_end``)."""
+    cycle_started_hours: float | None = None
+    """Fleet hour the current cycle began (None: no cycle running)."""
     cycle_on_track: bool | None = None
     """Whether that projection meets ``cycle_target`` (None: no target or no pace yet)."""
     max_unavailable_hosts: int = 0

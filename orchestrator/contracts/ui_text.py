@@ -14,6 +14,7 @@ compares.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 #: Longest one-line summary (the server's default cap on a summary payload is 400 bytes).
@@ -49,6 +50,34 @@ _ACTIONS = {
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 host``, ``2 hosts``; ``many`` for irregular plurals (``plural(2, "is", "are")``)."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def duration(hours: float) -> str:
+    """A span of fleet time as people read it: ``40 s``, ``2 min``, ``1 h 30 min``, ``7 d``,
+    ``2 d 4 h`` (never ``0.0333333h``); past a day, minutes no longer matter."""
+    secs = round(abs(hours) * 3600)
+    if secs < 60:
+        return f"{secs} s"
+    mins = round(secs / 60)
+    if mins < 60:
+        return f"{mins} min"
+    if mins < 24 * 60:
+        h, m = divmod(mins, 60)
+        return f"{h} h" + (f" {m} min" if m else "")
+    d, h = divmod(round(secs / 3600), 24)
+    return f"{d} d" + (f" {h} h" if h else "")
+
+
+def md_plain(text: str) -> str:
+    """``text`` as literal markdown: ``[``, ``]``, ``<`` and ``>`` escaped outside code spans.
+
+    The UI's renderer read a cluster glob ``c0[123]`` as "c0" and a link "123", and drops what
+    reads as an HTML tag; inside backticks the text is already literal and stays as written.
+    """
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # even parts lie outside code spans
+        parts[i] = re.sub(r"([\[\]<>])", r"\\\1", parts[i])
+    return "`".join(parts)
 
 
 def one_line(text: str, limit: int = SUMMARY_LIMIT) -> str:
@@ -101,14 +130,14 @@ def explain_wait(reason: str) -> str:
 
 
 def at_hour(at: float, now: float) -> str:
-    """``fleet hour 12.5 (in 2.3 h)``: when, and how far off, in fleet time."""
+    """``fleet hour 12.5 (in 2 h 18 min)``: when, and how far off, in fleet time."""
     ahead = at - now
-    when = "now" if abs(ahead) < 0.05 else (f"in {ahead:.1f} h" if ahead > 0 else "overdue")
+    when = "now" if abs(ahead) < 0.05 else (f"in {duration(ahead)}" if ahead > 0 else "overdue")
     return f"fleet hour {at:.1f} ({when})"
 
 
 def job_wait(job_id: int, action: str, at: float, now: float) -> str:
-    """``waits for job 17 to end, by fleet hour 40.0 (in 3.1 h)``."""
+    """``waits for job 17 to end, by fleet hour 40.0 (in 3 h 6 min)``."""
     return f"waits for job {job_id} {_ACTIONS.get(action, action)}, by {at_hour(at, now)}"
 
 
@@ -146,12 +175,13 @@ def no_html(text: str) -> str:
     """``text`` with ``<`` and ``>`` escaped for markdown: the UI's renderer drops what reads
     as an HTML tag, so an error such as ``<urlopen error [Errno 111] Connection refused>``
     vanished from the page, leaving the reason that holds a stage blank (and it shows
-    entities such as ``&lt;`` as they are written: a backslash it is)."""
-    return text.replace("<", "\\<").replace(">", "\\>")
+    entities such as ``&lt;`` as they are written: a backslash it is). Brackets too
+    (``md_plain``)."""
+    return md_plain(text)
 
 
 def _cell(value: object) -> str:
-    return " ".join(str(value).split()).replace("|", "\\|") or "-"
+    return md_plain(" ".join(str(value).split()).replace("|", "\\|")) or "-"
 
 
 def tally(states: Iterable[str]) -> str:

@@ -18,6 +18,7 @@ from orchestrator.contracts.ui_text import (
     explain_wait,
     host_list,
     item_list,
+    md_plain,
     names,
     one_line,
     plural,
@@ -50,7 +51,7 @@ def state_word(state: str) -> str:
 def operation_summary(kind: str, targets: Mapping[str, str], where: str) -> str:
     """``cuda-upgrade to cuda 12.4, gpu_driver 550.54 over c00``."""
     change = f" to {versions(targets)}" if targets else ""
-    return one_line(f"{kind}{change} over {where}")
+    return one_line(md_plain(f"{kind}{change} over {where}"))
 
 
 def cluster_summary(kind: str, targets: Mapping[str, str], cluster: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from orchestrator.contracts.models import CapacityBudget, HostState
 from orchestrator.contracts.ops_spec import OperationSpec
+from orchestrator.contracts.ui_text import duration
 from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.ops_estimate import estimate_waves
 
@@ -154,12 +155,12 @@ def check_one_wave(
     if need > limit:
         return limit, (
             f"{snap.name}: consistency: cluster needs a window budget of {pct} ({need} hosts) "
-            f"for ~{hours:.1f} h; {ask}"
+            f"for ~{duration(hours)}; {ask}"
         )
     if window is not None and hours > window.duration_hours:
         return limit, (
-            f"{snap.name}: consistency: cluster needs ~{hours:.1f} h but window.duration is "
-            f"{window.duration_hours:g} h; {ask}"
+            f"{snap.name}: consistency: cluster needs ~{duration(hours)} but window.duration is "
+            f"{duration(window.duration_hours)}; {ask}"
         )
     return limit, None
 

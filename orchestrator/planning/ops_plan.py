@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from orchestrator.contracts.constants import NOT_MAINTENANCE_OWNERS
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.ops_spec import OperationSpec, operation_id
+from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.ops_estimate import Estimate, estimate_waves, maintenance_hours_by_host
 from orchestrator.planning.ops_packing import NoRoom, Packer, check_one_wave, pack_waves
@@ -126,7 +127,7 @@ def _plan_cluster(
         bins, cap = [todo], len(todo)
     elif todo and cap <= 0:
         refused = (
-            f"{snap.name}: budget.max_unavailable allows {limit} hosts out of service; "
+            f"{snap.name}: budget.max_unavailable allows {plural(limit, 'host')} out of service; "
             f"raise budget.max_unavailable above {len(down)}"
         )
     elif todo:
@@ -191,17 +192,15 @@ def plan_operation(
             f" (and {len(refusals) - 1} more clusters)" if refusals[1:] else ""
         )
     warnings = [
-        f"{r.summary.cluster}: {r.split_jobs} running "
-        f"{'job exceeds' if r.split_jobs == 1 else 'jobs exceed'} a wave of {r.summary.wave_cap} "
-        "hosts and are split: each is drained (ended or evicted) at its first wave and "
-        "restarts on one version"
+        _split_warning(r.summary.cluster, r.split_jobs, r.summary.wave_cap)
         for r in results
         if r.split_jobs
     ]
     hours = max((r.est.hours for r in results), default=0.0)
     if spec.window is not None and not refused and hours > spec.window.duration_hours:
         warnings.append(
-            f"estimated ~{hours:.1f} h exceeds window.duration {spec.window.duration_hours:g} h"
+            f"estimated ~{duration(hours)} exceeds window.duration "
+            f"{duration(spec.window.duration_hours)}"
         )
     names = {r.summary.cluster for r in results}
     conflicts = sorted(
@@ -274,3 +273,14 @@ def holders_in(snapshots: Iterable[ClusterSnapshot]) -> list[Holder]:
         (s.name, h.owner) for s in snapshots for h in s.hosts if h.owner not in _NOT_HOLDERS
     )
     return [Holder(owner, cluster, n) for (cluster, owner), n in sorted(counts.items())]
+
+
+def _split_warning(cluster: str, jobs: int, cap: int) -> str:
+    """``c00: 1 running job exceeds a wave of 4 hosts and is split: it is drained ...``."""
+    one = jobs == 1
+    return (
+        f"{cluster}: {plural(jobs, 'running job')} {'exceeds' if one else 'exceed'} a wave of "
+        f"{plural(cap, 'host')} and {'is' if one else 'are'} split: "
+        f"{'it' if one else 'each'} is drained (ended or evicted) at its first wave and "
+        f"{'restarts' if one else 'restart'} on one version"
+    )

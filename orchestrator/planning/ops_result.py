@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field, computed_field
 
+from orchestrator.contracts.ui_text import duration
+
 
 @dataclass(frozen=True)
 class Holder:
@@ -102,7 +104,7 @@ class OperationPlan(BaseModel):
             f"{in_waves:,} to change in {_n(len(self.waves), 'wave')}, "
             f"{len(self.already_done):,} already done, "
             f"{len(self.deferred):,} deferred until repaired",
-            f"estimate: ~{self.estimated_duration_hours:.1f} h, "
+            f"estimate: ~{duration(self.estimated_duration_hours)}, "
             f"{self.gpu_hours_out_of_service:,.0f} GPU-hours out of service, "
             f"{self.jobs_interrupted} of {_n(self.jobs_affected, 'job')} interrupted "
             f"({self.gpu_hours_lost:,.0f} GPU-hours of work lost)",
@@ -112,7 +114,7 @@ class OperationPlan(BaseModel):
             lines.append(
                 f"  {c.cluster}: {_n(c.waves, 'wave')} of up to {c.wave_cap} hosts (budget "
                 f"{c.budget_limit}, {c.out_of_service} out of service{grant}), "
-                f"~{c.est_hours:.1f} h"
+                f"~{duration(c.est_hours)}"
             )
             if c.waiting_for_room:
                 lines.append(f"    waits for room: {c.waiting_for_room}")
@@ -120,8 +122,7 @@ class OperationPlan(BaseModel):
             lines.append(
                 f"  wave {w.number} of {w.cluster}: {_n(len(w.hosts), 'host')}, "
                 f"{_n(len(w.jobs_affected), 'job')} ({len(w.jobs_interrupted)} interrupted), "
-                f"starts +{w.est_start_hours:.1f} h,"
-                f" ~{w.est_hours:.1f} h"
+                f"starts after {duration(w.est_start_hours)}, ~{duration(w.est_hours)}"
             )
         if len(self.waves) > max_waves:
             lines.append(f"  ... {len(self.waves) - max_waves} more waves")

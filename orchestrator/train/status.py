@@ -30,6 +30,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         cycle_target_hours=spec.cycle_target_hours,
         cycle_projected_end_hours=None if end is None else round(end, 3),
         cycle_on_track=on_track,
+        cycle_started_hours=None if st.resting else st.cycle_started_hours,
         max_unavailable_hosts=spec.budget.limit(total),
         maintenance_hosts=spec.budget.maintenance_limit(total),
         cluster=spec.cluster,
@@ -63,3 +64,10 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         next_window_start=st.next_window_start if st.window_state != "open" else None,
         window_closes_at=st.window_closes_at if st.window_state == "open" else None,
     )
+
+
+def visit_figures(status: TrainStatus) -> tuple[int, int]:
+    """Hosts visited this cycle, and those quarantined or in repair: the one source of both
+    for the demo's progress lines and its summary (the last line said ``128/128 visited, 0
+    quarantined`` beside a summary of ``126/128 ... 2 quarantined or in repair``)."""
+    return status.hosts_visited_this_cycle, status.quarantined + status.in_repair

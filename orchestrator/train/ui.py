@@ -16,6 +16,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainState
 from orchestrator.contracts.ui_text import (
     bounded,
+    duration,
     explain_wait,
     host_list,
     item_list,
@@ -60,7 +61,7 @@ def eta_line(st: TrainState, counts: CycleCounts, speed: float | None) -> str:
     hours = left / (counts.visited / elapsed)
     wall = f", about {hours * 3600 / speed / 60:.0f} min wall time" if speed else ""
     return (
-        f"{plural(left, 'host')} left this cycle: about {hours:.1f} fleet hours at this "
+        f"{plural(left, 'host')} left this cycle: about {duration(hours)} of fleet time at this "
         f"cycle's pace{wall}"
     )
 

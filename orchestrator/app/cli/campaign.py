@@ -37,6 +37,7 @@ from orchestrator.campaign.client import (
 )
 from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
 from orchestrator.contracts.campaign_types import CampaignStatus
+from orchestrator.contracts.ui_text import duration
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 
@@ -103,7 +104,7 @@ def _print_plan(obj: dict[str, Any]) -> None:
         click.echo(
             f"  {s['name']}: {', '.join(s['clusters']) or 'nothing left'} "
             f"({s['hosts']} hosts, {s['parallel']} cluster(s) at a time), "
-            f"bake {s['bake_hours']:g}h, "
+            f"bake {duration(s['bake_hours'])}, "
             f"gate {gate}" + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
         )
 
@@ -117,7 +118,7 @@ def progress_line(st: CampaignStatus) -> str:
         line += f", {stage.hosts_changed} of {stage.hosts_planned} hosts changed"
         line += f", {stage.failures} failed"
         if stage.state == "baking" and stage.bake_remaining_hours:
-            line += f", bake {stage.bake_remaining_hours:.1f} h left"
+            line += f", bake {duration(stage.bake_remaining_hours)} left"
     return line + (f" ({st.reason})" if st.reason else "")
 
 
@@ -146,7 +147,7 @@ def _print_status(obj: dict[str, Any]) -> None:
         click.echo(
             f"  {s['name']}: {s['state']}, {s['hosts_changed']}/{s['hosts_planned']} changed, "
             f"{s['failures']} failed (the gate allows at most {limit})"
-            + (f", bake {bake:g}h left" if bake else "")
+            + (f", bake {duration(bake)} left" if bake else "")
             + (f" ({s['reason']})" if s["reason"] else "")
         )
 
@@ -226,16 +227,16 @@ def start(
         )
 
     started = asyncio.run(go())
-    if started.status is not None:
+    if wait and started.status is not None:
         _outcome(started.status, as_json)
         return
-    emit(
-        started.model_dump(mode="json"),
-        as_json,
-        lambda o: click.echo(
-            f"{o['campaign_id']}: {'started' if o['started'] else 'already running'}"
-        ),
-    )
+    emit(started.model_dump(mode="json"), as_json, _print_started)
+
+
+def _print_started(o: dict[str, Any]) -> None:
+    click.echo(f"{o['campaign_id']}: {'started' if o['started'] else 'already running'}")
+    if o.get("status"):
+        click.echo("  " + progress_line(CampaignStatus.model_validate(o["status"])))
 
 
 def _start_schedule(

@@ -20,6 +20,7 @@ from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.contracts.ui_text import explain_wait
 from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.fleet.settings import parse_speed
+from orchestrator.train.status import visit_figures
 
 #: Seconds between two plain progress lines when stderr is not a terminal.
 PLAIN_EVERY = 10.0
@@ -54,12 +55,9 @@ class _CycleBar:
     def status(self, status: TrainStatus) -> None:
         self.latest[status.cluster] = status
         trains = list(self.latest.values())
-        done = sum(
-            s.hosts_visited_this_cycle + s.quarantined + s.in_repair
-            if s.cycles_completed == 0
-            else s.hosts_total
-            for s in trains
-        )
+        figures = [visit_figures(s) for s in trains]
+        visited, out = sum(v for v, _ in figures), sum(o for _, o in figures)
+        done = visited + out  # the bar: hosts settled this cycle
         why = (
             f"; waiting: {explain_wait(status.waiting)}"
             if status.waiting and len(trains) == 1
@@ -72,9 +70,9 @@ class _CycleBar:
             if now - self.last_line >= PLAIN_EVERY or len(ended) == self.trains:
                 self.last_line = now
                 click.echo(
-                    f"cycle: {done}/{self.total} hosts visited, "
+                    f"cycle: {visited}/{self.total} hosts visited, "
                     f"{sum(s.in_maintenance for s in trains)} in maintenance, "
-                    f"{sum(s.quarantined for s in trains)} quarantined, fleet hour {hours}{why}",
+                    f"{out} quarantined or in repair, fleet hour {hours}{why}",
                     err=True,
                 )
             return
@@ -82,7 +80,7 @@ class _CycleBar:
             self.task,
             completed=done,
             description=f"{sum(s.in_maintenance for s in trains)} in maintenance, "
-            f"{sum(s.quarantined for s in trains)} quarantined, fleet h {hours}{why}",
+            f"{out} quarantined or in repair, fleet h {hours}{why}",
         )
         if len(ended) == self.trains:
             self.progress.stop()

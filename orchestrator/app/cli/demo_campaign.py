@@ -15,6 +15,7 @@ from rich.console import Console
 
 from orchestrator.app.cli.common import emit, fail
 from orchestrator.contracts.campaign_types import CampaignStatus
+from orchestrator.contracts.ui_text import duration
 
 
 class _Stages:
@@ -33,7 +34,11 @@ class _Stages:
             line = f"{s.state} ({clusters})" if clusters else s.state
             if self.seen.get(s.name) != line:
                 self.seen[s.name] = line
-                bake = f", bake {s.bake_remaining_hours:g} h left" if s.bake_remaining_hours else ""
+                bake = (
+                    f", bake {duration(s.bake_remaining_hours)} left"
+                    if s.bake_remaining_hours
+                    else ""
+                )
                 self.console.print(
                     f"[bold]{s.name}[/bold]: {line}; {s.hosts_changed}/{s.hosts_planned} hosts "
                     f"changed, {s.failures} failed{bake}"

@@ -50,6 +50,7 @@ from orchestrator.contracts.ops_types import (
     ControlAction,
     OperationStatus,
 )
+from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution.ops_take import plan_scope
 from orchestrator.execution.target_checks import target_refusal
@@ -219,9 +220,11 @@ def print_status(o: dict[str, Any]) -> None:
         if c.get("plan_note"):
             click.echo(f"    {c['plan_note']}")
     if plan := o.get("plan"):
+        hosts = plural(plan.get("hosts_in_waves", plan["hosts_to_change"]), "host")
         click.echo(
-            f"  plan: {plan['waves']} waves, {plan['hosts_to_change']} hosts to change, "
-            f"~{plan['estimated_duration_hours']:.1f} fleet hours"
+            f"  plan: {hosts} to change in {plural(plan['waves'], 'wave')}, "
+            f"{plan.get('deferred', 0):,} deferred until repaired, "
+            f"~{duration(plan['estimated_duration_hours'])} of fleet time"
         )
     if o.get("already_running"):
         click.echo("  already running: the same request was started before")
@@ -277,21 +280,7 @@ def start(
             await _client(address), spec, clusters=clusters, task_queue=task_queue, wait=wait
         )
 
-    result = asyncio.run(go())
-    # Always the operation's status (the same fields, first start or repeat): the live or final
-    # one, or, for the run just started, the one it begins with.
-    out: dict[str, Any] = (result.status or _starting_status(spec, plan)).model_dump(mode="json")
-    out.update(
-        run_id=result.run_id,
-        started=result.started,
-        already_running=result.already_running,
-        plan={
-            "waves": len(plan.waves),
-            "hosts_to_change": plan.hosts_to_change,
-            "estimated_duration_hours": plan.estimated_duration_hours,
-            "conflicts": plan.conflicts,
-        },
-    )
+    out = start_answer(spec, plan, asyncio.run(go()))
     if out["state"] in FINAL_STATES and out["state"] != "succeeded":
         if not as_json:
             print_status(out)
@@ -299,6 +288,36 @@ def start(
             f"{out['operation_id']} {out['state']}: {out.get('reason', '')}", extra=out
         )
     emit(out, as_json, print_status)
+
+
+def start_answer(
+    spec: OperationSpec, plan: OperationPlan, result: OperationStart
+) -> dict[str, Any]:
+    """What ``ops start`` answers: always the operation's status (the same fields, first start
+    or repeat), the live or final one, or, until its workflow has planned its clusters, the one
+    it begins with (a repeat asked early answered ``waves_total: 0``), and the plan's figures
+    as ``ops plan`` gives them (hosts in waves, deferred ones apart)."""
+    status = result.status
+    if status is None or (not status.clusters and status.state not in FINAL_STATES):
+        live = status
+        status = _starting_status(spec, plan)
+        if live is not None:  # paused or aborting before it planned: say so
+            status.state, status.reason = live.state, live.reason
+    out: dict[str, Any] = status.model_dump(mode="json")
+    out.update(
+        run_id=result.run_id,
+        started=result.started,
+        already_running=result.already_running,
+        plan={
+            "waves": len(plan.waves),
+            "hosts_to_change": plan.hosts_to_change,
+            "hosts_in_waves": sum(len(w.hosts) for w in plan.waves),
+            "deferred": len(plan.deferred),
+            "estimated_duration_hours": plan.estimated_duration_hours,
+            "conflicts": plan.conflicts,
+        },
+    )
+    return out
 
 
 def _exists(address: str | None, op_id: str) -> bool:

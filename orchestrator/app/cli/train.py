@@ -39,7 +39,7 @@ from orchestrator.app.cli.train_checks import (
 from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.contracts.train_spec import load_train_spec
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
-from orchestrator.contracts.ui_text import explain_wait, versions
+from orchestrator.contracts.ui_text import duration, explain_wait, versions
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.train.client import (
     TrainAction,
@@ -157,10 +157,13 @@ def _outlook(o: dict[str, Any]) -> str:
     if end is None:
         return ""
     line = f"  cycle projected to end at fleet hour {end:,.1f}"
+    began = o.get("cycle_started_hours")
+    if began is not None:  # the target is a length: set the projected length beside it
+        line += f", {duration(end - began)} after it began"
     target = o.get("cycle_target_hours")
     if target is not None:
         verdict = "on track" if o.get("cycle_on_track") else "OFF TRACK: evicting sooner"
-        line += f" (target {target:g} h: {verdict})"
+        line += f" (target {duration(target)}: {verdict})"
     return line + "\n"
 
 

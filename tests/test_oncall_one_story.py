@@ -1,0 +1,189 @@
+"""Each figure a command or page shows has one source, so the answers agree with each other.
+
+Pure pages and answers where no workflow is needed; the real dev server and a worker where a
+command's answer comes from one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from orchestrator.app.cli.ops import print_status, start_answer
+from orchestrator.app.worker import build_worker
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.ops_spec import load_spec
+from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.train_types import TrainStatus
+from orchestrator.ops.client import OperationStart
+from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
+from orchestrator.train.client import start_train
+from tests.test_ops_exec import trainctl
+from tests.train_helpers import make_fleet
+from tests.train_helpers import spec as train_spec
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+async def _end(env: Any, *ids: str) -> None:
+    """Terminate what a test started that would outlive its worker."""
+    for wid in ids:
+        handle = env.client.get_workflow_handle(wid)
+        with contextlib.suppress(RPCError):
+            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await handle.terminate("test ended")
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_campaign_start_json_says_where_it_stands(
+    dev_env, tmp_home, task_queue, monkeypatch
+) -> None:
+    """``campaign start --json`` answers the campaign's status, never ``"status": null``."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
+    path = make_fleet(tmp_home, 3600.0)
+    spec = tmp_home / "k.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "story",
+                "targets": {"os": "6.8.0-50"},
+                "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 4, "bake": "2h"}],
+            }
+        )
+    )
+    try:
+        async with build_worker(dev_env.client, path, task_queue):
+            args = ("campaign", "start", "--spec", str(spec), "--json", "--task-queue", task_queue)
+            code, out, err = await trainctl(*args)
+    finally:
+        await _end(dev_env, "campaign-story", "train-c00")
+    assert code == 0, err
+    assert out["started"] is True and out["campaign_id"] == "campaign-story"
+    assert out["status"] is not None, out
+    assert out["status"]["state"] == "running" and out["status"]["targets"] == {"os": "6.8.0-50"}
+
+
+def _plan() -> OperationPlan:
+    """The plan ``ops plan`` gave: 6 hosts in 2 waves of c00, 2 deferred until repaired."""
+    hosts = [f"c00-z00-r000-h{i:02d}" for i in range(8)]
+    return OperationPlan(
+        operation_id="ops-cuda-12-6-c00",
+        kind="cuda-upgrade",
+        consistency="job",
+        targets={"cuda": "12.6"},
+        fleet_hours=0.0,
+        hosts_total=8,
+        hosts_to_change=8,
+        waves=[
+            Wave(index=0, cluster="c00", hosts=hosts[:3]),
+            Wave(index=1, cluster="c00", hosts=hosts[3:6]),
+        ],
+        already_done=[],
+        deferred=hosts[6:],
+        clusters=[
+            ClusterPlan(
+                cluster="c00",
+                hosts_total=8,
+                hosts_in_scope=8,
+                out_of_service=2,
+                budget_limit=3,
+                wave_cap=3,
+                hosts_to_change=8,
+                already_done=0,
+                deferred=2,
+                waves=2,
+                est_hours=3.0,
+            )
+        ],
+        estimated_duration_hours=3.0,
+        gpu_hours_out_of_service=0.0,
+        gpu_hours_lost=0.0,
+        jobs_affected=0,
+        jobs_interrupted=0,
+    )
+
+
+def test_a_repeated_ops_start_tells_the_plans_story(capsys) -> None:
+    """Asked again before its workflow planned, ``ops start`` answers the plan's waves, and it
+    counts hosts as ``ops plan`` does: those in waves, the deferred ones apart."""
+    spec = load_spec(EXAMPLES / "cuda.yaml")
+    live = OperationStatus(
+        operation_id="ops-cuda-12-6-c00", kind="cuda-upgrade", targets={}, consistency="job"
+    )
+    again = OperationStart(
+        operation_id=live.operation_id, run_id="r", started=False, already_running=True, status=live
+    )
+    out = start_answer(spec, _plan(), again)
+    assert out["waves_total"] == 2 and out["clusters"]["c00"]["waves_total"] == 2
+    assert out["plan"]["hosts_in_waves"] == 6 and out["plan"]["deferred"] == 2
+    print_status(out)
+    text = capsys.readouterr().out
+    assert "plan: 6 hosts to change in 2 waves, 2 deferred until repaired, ~3 h" in text
+    assert "8 hosts to change" not in text
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_domain_page_names_the_versions_its_hosts_get(
+    dev_env, tmp_home, task_queue
+) -> None:
+    """A domain of a campaign's rollout: its summary names the rollout's os, as its details do."""
+    path = make_fleet(tmp_home, 3600.0)
+    canary = ["c00-z00-r000-h00", "c00-z00-r000-h01"]
+    rollout = {"campaign": "k", "stage": "canary", "targets": {"os": "6.8.0-50"}, "hosts": canary}
+    query = 'WorkflowType="DomainMaintenance"'
+    summary = ""
+    try:
+        async with build_worker(dev_env.client, path, task_queue):
+            await start_train(dev_env.client, train_spec(rollout=rollout), task_queue=task_queue)
+            for _ in range(100):
+                async for wf in dev_env.client.list_workflows(query):
+                    if wf.id.startswith("train-c00"):
+                        desc = await dev_env.client.get_workflow_handle(wf.id).describe()
+                        summary = await desc.static_summary() or ""
+                if summary:
+                    break
+                await asyncio.sleep(0.2)
+    finally:
+        await _end(dev_env, "train-c00")
+    assert "os 6.8.0-50" in summary and "6.8.0-45" not in summary, summary
+
+
+def test_the_demos_last_line_and_summary_agree(capsys) -> None:
+    """The demo's last progress line counts visited and quarantined hosts as its summary does."""
+    from orchestrator.app.cli.demo import _CycleBar, _print
+    from orchestrator.app.demo import _figures
+
+    status = TrainStatus(
+        cluster="c00",
+        state="stopped",
+        cycles_completed=1,
+        hosts_total=128,
+        hosts_visited_this_cycle=126,
+        in_maintenance=0,
+        quarantined=0,
+        in_repair=2,
+        domain_size=8,
+        budget=CapacityBudget(max_unavailable="10%"),
+        targets={"os": "6.8.0-50"},
+    )
+    _CycleBar(128).status(status)
+    figures = {
+        **_figures(status, 59.8),
+        "preset": "small",
+        "hosts_lost": 0,
+        "budget_violations": 0,
+        "lost_gpu_hours": 0.0,
+        "audit_ok": True,
+        "fleet": "fleet.db",
+    }
+    _print(figures)
+    seen = capsys.readouterr()
+    assert "cycle: 126/128 hosts visited, 0 in maintenance, 2 quarantined or in repair" in seen.err
+    assert "small: 126/128 hosts visited, 2 quarantined or in repair" in seen.out

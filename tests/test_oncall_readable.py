@@ -1,0 +1,139 @@
+"""On-call text reads as people read it: durations as durations, instants as instants, plurals
+right, and a cluster glob on a page shown as written rather than as a link."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from orchestrator.app.cli import main
+from orchestrator.app.cli.train import print_status
+from orchestrator.campaign.progress import finish_status, new_status
+from orchestrator.campaign.ui import campaign_details, campaign_summary
+from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
+from orchestrator.contracts.campaign_types import CampaignState, ClusterStage, StagePlanModel
+from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.train_types import TrainStatus
+from orchestrator.contracts.ui_text import at_hour, duration, item_list
+from orchestrator.ops.ui import operation_summary
+from orchestrator.planning.ops_plan import _split_warning
+from tests.train_helpers import make_fleet
+
+
+def test_durations_read_as_minutes_hours_and_days() -> None:
+    """A span of fleet time prints as seconds, minutes, hours and minutes, or days."""
+    assert [duration(h) for h in (0.01, 1 / 30, 1.5, 2.0, 168.0, 150.4)] == [
+        "36 s",
+        "2 min",
+        "1 h 30 min",
+        "2 h",
+        "7 d",
+        "6 d 6 h",
+    ]
+    assert at_hour(12.5, 10.2) == "fleet hour 12.5 (in 2 h 18 min)"
+
+
+def test_train_status_sets_a_length_beside_the_target(capsys) -> None:
+    """The projected end is an instant; the target is compared with the cycle's length."""
+    st = TrainStatus(
+        cluster="c00",
+        state="running",
+        cycles_completed=0,
+        hosts_total=128,
+        hosts_visited_this_cycle=40,
+        in_maintenance=8,
+        quarantined=0,
+        domain_size=8,
+        budget=CapacityBudget(max_unavailable="10%"),
+        targets={"os": "6.8.0-50"},
+        cycle_target_hours=168.0,
+        cycle_projected_end_hours=200.4,
+        cycle_started_hours=50.0,
+        cycle_on_track=True,
+    )
+    print_status(st.model_dump(mode="json"))
+    out = capsys.readouterr().out
+    assert (
+        "projected to end at fleet hour 200.4, 6 d 6 h after it began (target 7 d: on track)" in out
+    )
+    assert "168 h" not in out
+
+
+def test_campaign_plan_prints_a_short_bake_in_minutes(tmp_home: Path) -> None:
+    """``campaign plan`` with a two-minute bake says ``bake 2 min``, not ``0.0333333h``."""
+    make_fleet(tmp_home, 3600.0)
+    spec = tmp_home / "c.yaml"
+    spec.write_text(
+        "name: k\ntargets: {os: 6.8.0-50}\n"
+        "stages:\n  - {name: canary, clusters: [c00], hosts: 4, bake: 2m}\n"
+    )
+    res = CliRunner().invoke(main, ["campaign", "plan", "--spec", str(spec)])
+    assert res.exit_code == 0, res.output
+    assert "bake 2 min" in res.output and "0.0333" not in res.output
+    assert "(4 hosts, 1 cluster(s) at a time)" in res.output
+
+
+def test_one_of_a_thing_is_singular() -> None:
+    """One split job is split, one host is a host."""
+    one = _split_warning("c00", 1, 1)
+    assert one.startswith("c00: 1 running job exceeds a wave of 1 host and is split: it is")
+    assert "are split" not in one and "1 hosts" not in one
+    assert "2 running jobs exceed a wave of 4 hosts and are split: each" in _split_warning(
+        "c00", 2, 4
+    )
+
+
+def test_a_cluster_glob_is_not_a_link_on_the_page() -> None:
+    """``c0[123]`` reaches the UI's markdown with its brackets escaped, code spans as written."""
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "k",
+            "targets": {"os": "6.8.0-50"},
+            "scope": {"cluster": "c0[123]"},
+            "stages": [{"name": "all", "clusters": ["c01"]}],
+        }
+    )
+    assert "over c0\\[123\\] (all)" in campaign_summary(spec)
+    assert "over c0\\[123\\]" in operation_summary("reboot", {}, "c0[123]")
+    lines = item_list(["holder", "note"], [("c0[1]", "see `trainctl fleet host h[1]`")])
+    assert lines == ["- **c0\\[1\\]** · note: see `trainctl fleet host h[1]`"]
+
+
+def test_a_rolled_back_campaign_says_what_it_took_back_and_what_next() -> None:
+    """A rolled-back campaign's page names the clusters, hosts and versions rolled back and the
+    next commands; no stage or cluster is left rolling, with bake time or ``marked_bad: {}``."""
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "k",
+            "targets": {"os": "6.12.0-bad"},
+            "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 4, "bake": "2h"}],
+        }
+    )
+    plan = [
+        StagePlanModel(
+            name="canary",
+            clusters=["c00"],
+            hosts_per_cluster={"c00": 4},
+            partial=True,
+            bake_hours=2.0,
+            parallel=1,
+            gates=Gates(),
+        )
+    ]
+    st = CampaignState(status=new_status(spec, plan), plan=plan, blamed={"os": "6.12.0-bad"})
+    stage = st.status.stages[0]
+    stage.state, stage.bake_remaining_hours = "baking", 2.0
+    stage.clusters["c00"] = ClusterStage(cluster="c00", state="rolling")
+    st.status.hosts_rolled_back = 3
+    st.status.reason = "stage canary failed; blame names os=6.12.0-bad; rolled back 3 hosts"
+    finish_status(st, "rolled_back")
+    page = campaign_details(spec, st)
+    assert "**Rolled back:** 3 hosts of c00 to their previous versions" in page
+    assert "os 6.12.0-bad marked bad fleet-wide" in page
+    assert "`trainctl versions list`" in page
+    assert "`trainctl versions clear os=6.12.0-bad --reason ...`" in page
+    assert "rolling" not in page.replace("Rolled back", "") and "bake left" not in page
+    c00 = st.status.stages[0].clusters["c00"]
+    assert (c00.state, c00.marked_bad) == ("rolled_back", {"os": "6.12.0-bad"})
+    assert st.status.stages[0].bake_remaining_hours is None
