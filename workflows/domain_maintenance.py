@@ -48,6 +48,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+#: Quarantines name each host's own reason (runs recorded before: one reason for the batch).
+QUARANTINE_DETAIL_PATCH = "domain-quarantine-detail"
+
+
 @workflow.defn(name="DomainMaintenance")
 class DomainMaintenance(RackSwitches, DomainHandBack):
     def __init__(self) -> None:
@@ -232,9 +236,11 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self, inp: DomainInput, step: ds.Quarantine, upd: UpdateResult, result: DomainResult
     ) -> None:
         hosts = sorted(step.hosts)
+        # Each host's own reason: a hook that timed out says so on the node.
+        detail = workflow.patched(QUARANTINE_DETAIL_PATCH)
         q: VerifyResult = await fleet_call(
             FleetActivities.quarantine_hosts,
-            self._req(inp, hosts, reason=step.reason),
+            self._req(inp, hosts, reason=step.reason, reasons=step.reasons if detail else {}),
             summary=f"quarantine {names(hosts, 3)}: {step.reason}",
         )
         result.quarantined.update({h: upd.failed[h] for h in q.quarantined})

@@ -1,10 +1,11 @@
 """Installing updates on held hosts, with retries: the one definition trains, operations
 (forward and rollback) and the simulator use.
 
-A transient install failure is retried at once, up to ``INSTALL_ATTEMPTS`` times (the package is
-staged, a retry costs no fleet time); a permanent one, or the last transient one, marks the host
-failed with the component that broke, and the caller quarantines it. Idempotent: a host already
-on its targets passes without a new install.
+A transient install failure (on Slurm also a hook that timed out or crashed) is retried at once,
+up to ``INSTALL_ATTEMPTS`` times (the package is staged, a retry costs no fleet time); a
+permanent one, or the last transient one, marks the host failed with the component that broke
+and why, and the caller quarantines it. Idempotent: a host already on its targets passes
+without a new install.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def install_hosts(
             out.duration_hours = max(out.duration_hours, took)
         else:
             how = "permanently" if res.permanent else f"{INSTALL_ATTEMPTS} times"
-            out.failed[name] = f"{verb} of {res.failed_component} failed {how}"
+            why = f": {res.reason}" if res.reason else ""
+            out.failed[name] = f"{verb} of {res.failed_component} failed {how}{why}"
             out.failed_components[name] = res.failed_component or ""
     return out

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 
 from orchestrator.contracts.backend import Verification
 from orchestrator.contracts.errors import TemporaryError
-from orchestrator.fleet.slurm.config import render, run_site_command
+from orchestrator.fleet.slurm.config import render
 from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
+from orchestrator.fleet.slurm.hooks import run_site_command
 
 #: Seconds verify waits within one call for a node's reboot to finish before it asks to be
 #: called again (a temporary error), so a session never holds the record for long.
