@@ -31,13 +31,20 @@ class InstallOps(VerifyOps):
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str
     ) -> InstallOutcome:
-        """Run each pending component's hook in dependency order, then one reboot."""
+        """Run each pending component's hook in dependency order, then one reboot. Before each
+        of them Slurm is read again: a node an operator drained or downed while a hook ran is
+        handed over (``still_ours``), with what went in before recorded, and nothing more runs."""
         h = self.host(name)
         comps = pending_components(h.versions, targets)
         h.updates += 1
         self.dirty_hosts.add(name)
         done: list[str] = []
         for c in comps:
+            taken = self._taken_now(name)
+            if taken is not None:  # what went in stays recorded, then the node is theirs
+                self._partial(h, done, targets, actor, InstallOutcome(True, False, None))
+                self._hand_over(h, taken)
+                return InstallOutcome(False, True, None, reason=h.reason)
             failed = self._install_one(h, c, targets[c], actor)
             if failed is not None:
                 done = self._undo_half_pair(h, c, done, actor)
@@ -45,6 +52,8 @@ class InstallOps(VerifyOps):
             done.append(c)
         self._partial(h, done, targets, actor, InstallOutcome(True, False, None))
         if self.config.reboot and any(PROFILES[c].needs_reboot for c in comps if c in PROFILES):
+            if not self.still_ours(name):
+                return InstallOutcome(False, True, None, reason=h.reason)
             self.reboot(name, actor)
         # The hooks ran for real; verification waits for the reboot itself.
         return InstallOutcome(True, False, None, duration_hours=0.0)
@@ -78,7 +87,12 @@ class InstallOps(VerifyOps):
         for c in done:
             previous = h.versions.get(c)
             hook = self.config.hook_for(c)
-            if c not in UPPER_LAYER or previous is None or hook is None:
+            if (
+                c not in UPPER_LAYER
+                or previous is None
+                or hook is None
+                or not self.still_ours(h.name)
+            ):
                 kept.append(c)
                 continue
             code, out = run_site_command(
