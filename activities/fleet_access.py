@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import patient_heartbeat
 from orchestrator.contracts.errors import PermanentError, UnknownCluster
+from orchestrator.contracts.liveness import beating
 from orchestrator.fleet import ClusterBackend, FleetBackend, open_backend
 
 
@@ -52,9 +55,12 @@ class FleetAccess:
 
     @contextmanager
     def cluster(self, name: str, wall: datetime) -> Iterator[ClusterBackend]:
-        """One transaction on cluster ``name`` at the caller's fleet time."""
+        """One transaction on cluster ``name`` at the caller's fleet time; what it waits on
+        (a Slurm hook) heartbeats the running activity, so a long wait is not taken for a
+        dead worker and run again beside itself."""
+        beat = patient_heartbeat() if activity.in_activity() else None
         try:
-            with self.fleet.cluster(name, wall) as b:
+            with beating(beat), self.fleet.cluster(name, wall) as b:
                 yield b
         except PermanentError as err:
             raise as_application_error(err) from None

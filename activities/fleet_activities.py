@@ -351,9 +351,10 @@ class FleetActivities(FleetAccess):
     @activity.defn(name="quarantine_hosts")
     def quarantine_hosts(self, req: HostsRequest) -> VerifyResult:
         reason = req.reason or "quarantined by maintenance"
+        whys = {h: req.reasons.get(h) or reason for h in req.hosts}
         with self.cluster(req.cluster, req.wall) as b:
-            out = settle.quarantine_hosts(b, req.owner, {h: reason for h in req.hosts})
-            out.quarantined = {h: b.host(h).reason for h in req.hosts}
+            out = settle.quarantine_hosts(b, req.owner, whys)
+            out.quarantined = {h: b.host(h).reason for h in out.quarantined}
         _count(req.cluster, out)
         return out
 

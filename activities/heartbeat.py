@@ -1,7 +1,8 @@
 """Heartbeats that cost nothing on quick steps.
 
-An install heartbeats once per host so that a slow one (a real Slurm node's hooks, minutes per
-host) is seen alive well within its heartbeat timeout. The SDK sends the first heartbeat at
+An install heartbeats once per host, and about every second while a site hook runs
+(``contracts.liveness``), so that a slow one (a real Slurm node's hooks, minutes per host) is
+seen alive well within its heartbeat timeout. The SDK sends the first heartbeat at
 once, so a step of a few milliseconds (a simulated fleet at speed ``max``) would pay a billable
 heartbeat for nothing: this one stays silent for the step's first seconds.
 """

@@ -48,6 +48,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+#: Quarantines name each host's own reason, and hosts handed over during their install are
+#: lost, not failed (runs recorded before: one reason for the batch, every host failed).
+QUARANTINE_DETAIL_PATCH = "domain-quarantine-detail"
+
+
 @workflow.defn(name="DomainMaintenance")
 class DomainMaintenance(RackSwitches, DomainHandBack):
     def __init__(self) -> None:
@@ -232,12 +237,19 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self, inp: DomainInput, step: ds.Quarantine, upd: UpdateResult, result: DomainResult
     ) -> None:
         hosts = sorted(step.hosts)
+        # Each host's own reason (a hook that timed out says so on the node), and the hosts
+        # handed over during their install (an operator drained them) lost, not failed.
+        detail = workflow.patched(QUARANTINE_DETAIL_PATCH)
         q: VerifyResult = await fleet_call(
             FleetActivities.quarantine_hosts,
-            self._req(inp, hosts, reason=step.reason),
+            self._req(inp, hosts, reason=step.reason, reasons=step.reasons if detail else {}),
             summary=f"quarantine {names(hosts, 3)}: {step.reason}",
         )
         result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
+        if detail:
+            for h in sorted(set(upd.lost) - set(q.quarantined)):
+                result.lost_to_repair[h] = upd.lost[h]
+                self._mark([h], "handed over", upd.lost[h])
         result.outcomes += [False] * len(q.quarantined)
         await self._tell_parent(inp, [False] * len(q.quarantined))
 

@@ -29,8 +29,17 @@ FLEET_RETRY = RetryPolicy(
 )
 
 
+#: How long a heartbeating fleet step (an install: each host's hooks, on Slurm each up to its
+#: ``command_timeout_seconds``, three attempts per host) may run, and with its retries. Its
+#: heartbeat, sent while hooks run, tells a dead worker within 30 s: the bound is only a
+#: backstop, set well above a domain's installs so that a slow one is never cut short and run
+#: again beside itself (a minute did that to three hooks of 20 s that timed out on one host).
+LONG_STEP = timedelta(hours=1)
+LONG_STEP_RETRIES = timedelta(hours=2)
+
+
 def fleet_options(heartbeat: bool = False) -> dict[str, Any]:
-    """Timeouts and retries for one fleet activity call."""
+    """Timeouts and retries for one fleet activity call (``heartbeat``: a long step)."""
     opts: dict[str, Any] = {
         "start_to_close_timeout": timedelta(seconds=60),
         "schedule_to_close_timeout": timedelta(minutes=10),
@@ -38,6 +47,8 @@ def fleet_options(heartbeat: bool = False) -> dict[str, Any]:
     }
     if heartbeat:
         opts["heartbeat_timeout"] = timedelta(seconds=30)
+        opts["start_to_close_timeout"] = LONG_STEP
+        opts["schedule_to_close_timeout"] = LONG_STEP_RETRIES
     return opts
 
 

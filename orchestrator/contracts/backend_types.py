@@ -21,6 +21,8 @@ class InstallOutcome:
     #: model's estimate (``updates.maintenance_hours``). A real backend whose install ran for
     #: real says 0: the time has already passed.
     duration_hours: float | None = None
+    #: Why it failed, as the backend saw it ("timed out after 20s", the hook's first line).
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,8 @@ class HostsRequest(BaseModel):
     policy: str = "job-aware"
     visit: bool = True
     reason: str = ""
+    #: host -> its own reason, over ``reason`` (a quarantine saying why each host failed)
+    reasons: dict[str, str] = Field(default_factory=dict)
     #: the logical clock's turn this step is the first act of (a party alone on its clock,
     #: issue 27): taken first, in the same activity; the step does nothing unless it is given
     turn: AdvanceClockRequest | None = None

@@ -86,10 +86,12 @@ class WaitUntil:
 
 @dataclass(frozen=True)
 class Quarantine:
-    """Quarantine ``hosts`` (held by us) for ``reason``."""
+    """Quarantine ``hosts`` (held by us) for ``reason``, or a host's own in ``reasons``."""
 
     hosts: list[str]
     reason: str
+    #: host -> its whole reason ("update failed: ... timed out after 20s"), where known
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,10 @@ def maintain_steps(upd: UpdateResult) -> list[Command]:
     ones are done (the longest install of the batch), verify and settle them."""
     out: list[Command] = []
     if upd.failed:
-        out.append(Quarantine(list(upd.failed), "update failed"))
+        why = "update failed"
+        out.append(
+            Quarantine(list(upd.failed), why, {h: f"{why}: {r}" for h, r in upd.failed.items()})
+        )
     if upd.updated:
         out.append(WaitUntil(upd.fleet_hours + upd.duration_hours, upd.fleet_hours))
         out.append(Verify(list(upd.updated)))

@@ -1,10 +1,12 @@
 """Installing updates on held hosts, with retries: the one definition trains, operations
 (forward and rollback) and the simulator use.
 
-A transient install failure is retried at once, up to ``INSTALL_ATTEMPTS`` times (the package is
-staged, a retry costs no fleet time); a permanent one, or the last transient one, marks the host
-failed with the component that broke, and the caller quarantines it. Idempotent: a host already
-on its targets passes without a new install.
+A transient install failure (on Slurm also a hook that timed out or crashed) is retried at once,
+up to ``INSTALL_ATTEMPTS`` times (the package is staged, a retry costs no fleet time); a
+permanent one, or the last transient one, marks the host failed with the component that broke
+and why, and the caller quarantines it. A host that left our hands during its install (an
+operator drained it) is reported lost, as one that left before it: nothing more is done to it.
+Idempotent: a host already on its targets passes without a new install.
 """
 
 from __future__ import annotations
@@ -66,8 +68,12 @@ def install_hosts(
             out.updated.append(name)
             took = maintenance_hours(pending) if res.duration_hours is None else res.duration_hours
             out.duration_hours = max(out.duration_hours, took)
+        elif b.host(name).owner != owner:
+            # Handed over during its install (an operator drained it): nothing more is ours.
+            out.failed[name] = out.lost[name] = f"left our hands during its {verb}: {res.reason}"
         else:
             how = "permanently" if res.permanent else f"{INSTALL_ATTEMPTS} times"
-            out.failed[name] = f"{verb} of {res.failed_component} failed {how}"
+            why = f": {res.reason}" if res.reason else ""
+            out.failed[name] = f"{verb} of {res.failed_component} failed {how}{why}"
             out.failed_components[name] = res.failed_component or ""
     return out

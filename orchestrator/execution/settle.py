@@ -4,7 +4,9 @@ One definition each of: verify (without returning, so a bulk operation can judge
 first), settle (return the passed, quarantine the failed), verify-and-settle (a train's batch),
 quarantine, and hand back (release untouched hosts, verify touched ones) so that no host is ever
 left cordoned and forgotten. Every step is idempotent: a host an earlier attempt returned counts
-as passed, a host that left our hands (repair took it) counts as failed and is not touched.
+as passed, a host that left our hands (repair took it) counts as failed and is not touched, and
+one handed over to someone outside trainctl (an operator drained it in Slurm) is theirs: not
+touched, and neither returned nor quarantined (its visit is not done, and no failure of ours).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from orchestrator.contracts.backend import ClusterBackend
-from orchestrator.contracts.constants import HELD_STATES, UNTOUCHED_STATES
+from orchestrator.contracts.constants import HELD_STATES, NO_OWNER, UNTOUCHED_STATES
 from orchestrator.contracts.messages import VerifyOutcome, VerifyResult
 from orchestrator.contracts.models import HostState
 
@@ -51,14 +53,24 @@ def verify_hosts(
     return out
 
 
+def _handed_over(b: ClusterBackend, name: str) -> bool:
+    """Out of service, held by nobody: taken by someone outside trainctl (an operator drained
+    it in Slurm), whose visit is not done and whose failure it is not."""
+    h = b.host(name)
+    return h.owner == NO_OWNER and h.state != HostState.IN_SERVICE
+
+
 def quarantine_hosts(
     b: ClusterBackend, owner: str, hosts: Mapping[str, str], prefix: str = ""
 ) -> VerifyResult:
-    """Quarantine each host we hold, with ``prefix: why``; hosts repair took stay with repair."""
+    """Quarantine each host we hold, with ``prefix: why``; hosts repair took stay with repair,
+    and hosts handed over to someone outside trainctl are theirs (not counted quarantined)."""
     out = VerifyResult()
     for name, why in hosts.items():
         if b.host(name).owner == owner:
             b.quarantine(name, owner, f"{prefix}: {why}" if prefix else why)
+        elif _handed_over(b, name):
+            continue
         out.quarantined[name] = why
     return out
 

@@ -7,8 +7,9 @@ entries appended since the session began (``events``) and the hosts written (``d
 which the store saves), and applies the pure rules of ``ledger_rules``: the host state machine,
 the owner rule and the budget-checked cordon. A backend supplies only what differs, through a
 few hooks: where time comes from (``now``), where the recorded targets live, how the budget is
-counted (``_load``), whether its scheduler lets a host go (``_may_take``) and what it does to
-the scheduler when a host is taken (``_take``) or given back (``_resume``).
+counted (``_load``), whether its scheduler lets a host go (``_may_take``), whether a held host
+is still its holder's to give back (``_may_give_back``) and what it does to the scheduler when
+a host is taken (``_take``) or given back (``_resume``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class HostLedger:
 
     def _resume(self, h: HostRec) -> None:
         """Tell the scheduler that ``h`` serves again."""
+
+    def _may_give_back(self, h: HostRec) -> bool:
+        """Whether ``h`` is still its holder's to give back (a scheduler whose operators may
+        have taken it meanwhile says no, and records the hand-over)."""
+        return True
 
     # -------------------------------------------------------------- record
     def _log(self, actor: str, kind: str, host: str | None, **detail: Any) -> None:
@@ -197,7 +203,7 @@ class HostLedger:
     def return_to_service(self, name: str, actor: str, visit: bool = True) -> bool:
         """Put a verified host back into service; ``visit`` marks it visited by a train."""
         h = self.host(name)
-        if not h.verified or h.state not in rules.RETURNABLE:
+        if not h.verified or h.state not in rules.RETURNABLE or not self._may_give_back(h):
             return False
         self._resume(h)
         h.owner = NO_OWNER
@@ -220,7 +226,7 @@ class HostLedger:
     def release(self, name: str, actor: str) -> None:
         """Give back a cordoned host that was never touched (a cancelled or aborted visit)."""
         h = self.host(name)
-        if h.state in UNTOUCHED_STATES and h.owner != REPAIR_OWNER:
+        if h.state in UNTOUCHED_STATES and h.owner != REPAIR_OWNER and self._may_give_back(h):
             self._resume(h)
             h.owner = NO_OWNER
             self._set_state(h, S.IN_SERVICE, actor, "released untouched", verified=True)

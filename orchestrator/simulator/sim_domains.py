@@ -181,8 +181,9 @@ class DomainSteps:
         at = sim.now
         for step in ds.maintain_steps(upd):
             if isinstance(step, ds.Quarantine):
-                # As the live domain does: one reason for the batch (the record has the detail).
-                q = quarantine_hosts(sim, ACTOR, {h: step.reason for h in step.hosts})
+                # As the live domain does: each host with why its update failed.
+                whys = {h: step.reasons.get(h) or step.reason for h in step.hosts}
+                q = quarantine_hosts(sim, ACTOR, whys)
                 self._quarantined(list(q.quarantined))
                 self._count([False] * len(q.quarantined))
             elif isinstance(step, ds.WaitUntil):

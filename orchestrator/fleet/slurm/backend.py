@@ -19,7 +19,8 @@ beside it, each with one job:
 - ``piggyback``: ``PiggybackOps``, the claim kept, freed due nodes taken, the next domain
   held by a maintenance reservation;
 - ``verify``: ``VerifyOps``, the reboot seen through, the health check, the versions checked;
-- ``install``: ``InstallOps``, the config's hooks in dependency order, then one reboot.
+- ``install``: ``InstallOps``, the config's hooks in dependency order, then one reboot;
+- ``hooks``: a site command run in a session of its own, killed whole at its timeout.
 """
 
 from __future__ import annotations

@@ -8,17 +8,18 @@ loader),
 so versions stay text and errors name the field.
 
 Commands are run by ``/bin/sh -c`` with ``{node}``, ``{component}`` and ``{version}`` replaced
-(each shell-quoted). A hook exits 0 when the component is installed, 75 (``EX_TEMPFAIL``) for a
-failure worth retrying, anything else for one that is not. The health command exits 0 for a
-healthy node; what it prints on its first line is the reason kept with the verdict (Slurm's
-``HealthCheckProgram`` convention: one program, no state change of its own needed).
+(each shell-quoted), each in a session of its own that is killed whole at its timeout
+(``hooks``). A hook exits 0 when the component is installed, 75 (``EX_TEMPFAIL``) for a failure
+worth retrying, anything else for one that is not; one that times out or crashes counts as a
+failure worth retrying. The health command exits 0 for a healthy node; what it prints on its
+first line is the reason kept with the verdict (Slurm's ``HealthCheckProgram`` convention: one
+program, no state change of its own needed).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -111,23 +112,6 @@ def render(template: str, **values: str) -> str:
     for key, value in values.items():
         out = out.replace("{" + key + "}", shlex.quote(value))
     return out
-
-
-def run_site_command(command: str, timeout_seconds: float) -> tuple[int, str]:
-    """Run a hook or the health command by ``/bin/sh -c``: its exit code and the first line it
-    printed (stdout, else stderr); one that outlives ``timeout_seconds`` is ``EX_TEMPFAIL``."""
-    try:
-        done = subprocess.run(
-            ["/bin/sh", "-c", command],
-            capture_output=True,
-            text=True,
-            timeout=timeout_seconds,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return EX_TEMPFAIL, f"timed out after {timeout_seconds:g}s"
-    text = (done.stdout.strip() or done.stderr.strip()).splitlines()
-    return done.returncode, (text[0] if text else "")[:300]
 
 
 def load_backend_config(path: Path | None) -> SlurmBackendConfig:

@@ -34,6 +34,11 @@ class HoldOps(Reconciler, JobOps):
     def _take(self, h: HostRec, owner: str) -> None:
         self.cmd.drain(h.name, self._reason(owner, "maintenance"))
 
+    def _may_give_back(self, h: HostRec) -> bool:
+        """Only a node Slurm still shows drained with trainctl's reason is resumed: one an
+        operator drained or downed meanwhile keeps their state and reason (handed over)."""
+        return self.still_ours(h.name)
+
     def _resume(self, h: HostRec) -> None:
         self.cmd.resume(h.name)
         node = self.nodes.get(h.name)

@@ -20,7 +20,8 @@ from orchestrator.contracts.backend import InstallOutcome
 from orchestrator.contracts.models import UPPER_LAYER
 from orchestrator.contracts.updates import PROFILES, pending_components
 from orchestrator.fleet.sim_records import HostRec
-from orchestrator.fleet.slurm.config import EX_TEMPFAIL, render, run_site_command
+from orchestrator.fleet.slurm.config import EX_TEMPFAIL, render
+from orchestrator.fleet.slurm.hooks import run_site_command
 from orchestrator.fleet.slurm.verify import VerifyOps
 
 
@@ -30,47 +31,51 @@ class InstallOps(VerifyOps):
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str
     ) -> InstallOutcome:
-        """Run each pending component's hook in dependency order, then one reboot."""
+        """Run each pending component's hook in dependency order, then one reboot. Before each
+        of them Slurm is read again: a node an operator drained or downed while a hook ran is
+        handed over (``still_ours``), with what went in before recorded, and nothing more runs."""
         h = self.host(name)
         comps = pending_components(h.versions, targets)
         h.updates += 1
         self.dirty_hosts.add(name)
         done: list[str] = []
         for c in comps:
-            hook = self.config.hook_for(c)
-            if hook is None:
-                self._log(
-                    actor,
-                    "update_failed",
-                    name,
-                    component=c,
-                    permanent=True,
-                    reason="no hook for this component in the backend config",
-                )
+            taken = self._taken_now(name)
+            if taken is not None:  # what went in stays recorded, then the node is theirs
+                self._partial(h, done, targets, actor, InstallOutcome(True, False, None))
+                self._hand_over(h, taken)
+                return InstallOutcome(False, True, None, reason=h.reason)
+            failed = self._install_one(h, c, targets[c], actor)
+            if failed is not None:
                 done = self._undo_half_pair(h, c, done, actor)
-                return self._partial(h, done, targets, actor, InstallOutcome(False, True, c))
-            code, out = run_site_command(
-                render(hook, node=name, component=c, version=targets[c]),
-                self.config.command_timeout_seconds,
-            )
-            if code != 0:
-                permanent = code != EX_TEMPFAIL
-                self._log(
-                    actor,
-                    "update_failed",
-                    name,
-                    component=c,
-                    permanent=permanent,
-                    reason=out or f"hook exit code {code}",
-                )
-                done = self._undo_half_pair(h, c, done, actor)
-                return self._partial(h, done, targets, actor, InstallOutcome(False, permanent, c))
+                return self._partial(h, done, targets, actor, failed)
             done.append(c)
         self._partial(h, done, targets, actor, InstallOutcome(True, False, None))
         if self.config.reboot and any(PROFILES[c].needs_reboot for c in comps if c in PROFILES):
+            if not self.still_ours(name):
+                return InstallOutcome(False, True, None, reason=h.reason)
             self.reboot(name, actor)
         # The hooks ran for real; verification waits for the reboot itself.
         return InstallOutcome(True, False, None, duration_hours=0.0)
+
+    def _install_one(self, h: HostRec, c: str, version: str, actor: str) -> InstallOutcome | None:
+        """Run ``c``'s hook on the node: None once installed, else the failed outcome (its
+        reason as the hook said it, or "timed out"/"crashed")."""
+        hook = self.config.hook_for(c)
+        if hook is None:
+            why = "no hook for this component in the backend config"
+            self._log(actor, "update_failed", h.name, component=c, permanent=True, reason=why)
+            return InstallOutcome(False, True, c, reason=why)
+        code, out = run_site_command(
+            render(hook, node=h.name, component=c, version=version),
+            self.config.command_timeout_seconds,
+        )
+        if code == 0:
+            return None
+        permanent = code != EX_TEMPFAIL
+        why = out or f"hook exit code {code}"
+        self._log(actor, "update_failed", h.name, component=c, permanent=permanent, reason=why)
+        return InstallOutcome(False, permanent, c, reason=why)
 
     def _undo_half_pair(self, h: HostRec, failed: str, done: list[str], actor: str) -> list[str]:
         """When an upper-layer hook failed, reinstall the previous versions of the upper-layer
@@ -82,7 +87,12 @@ class InstallOps(VerifyOps):
         for c in done:
             previous = h.versions.get(c)
             hook = self.config.hook_for(c)
-            if c not in UPPER_LAYER or previous is None or hook is None:
+            if (
+                c not in UPPER_LAYER
+                or previous is None
+                or hook is None
+                or not self.still_ours(h.name)
+            ):
                 kept.append(c)
                 continue
             code, out = run_site_command(

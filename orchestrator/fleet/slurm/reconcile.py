@@ -6,6 +6,10 @@ record agree with it. Reconciling is what makes the record survive Slurm's own c
 - a node drained or downed by someone else (an operator, Slurm's health check) is out of
   service with Slurm's reason (quarantined, or in repair when Slurm set it down), counts
   against every budget, and is never resumed by trainctl; when someone resumes it, it is back;
+- so is a node trainctl holds once its reason is no longer trainctl's (drained, downed or given
+  a reason by anyone else, at any step of its visit): it is handed over (``handed_over`` in the
+  record, with the reason it has now) and nothing more is done to it; steps that wait on hooks
+  or a reboot ask again before each change (``still_ours``);
 - a node trainctl holds but Slurm no longer shows drained (the drain was lost) is drained again,
   and one drained with trainctl's reason but missing from the record (a session that failed
   after the drain) is adopted by the owner its reason names, who then hands it back;
@@ -26,7 +30,7 @@ from orchestrator.contracts.constants import (
 from orchestrator.fleet.ledger_rules import holds_planned_work
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.commands import SlurmNode
-from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
+from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore, taken_by_others
 from orchestrator.fleet.slurm.jobs import RunningJob, declared_checkpoint_hours
 
 _REASON_OWNER = re.compile(r"^trainctl:(\S+)")
@@ -81,6 +85,8 @@ class Reconciler(SlurmCore):
                 # Held by trainctl, yet Slurm schedules on it: the drain was lost. Drain again.
                 self.cmd.drain(h.name, self._reason(h.owner, "maintenance"))
                 self._log(SLURM_ACTOR, "redrained", h.name, owner=h.owner, slurm=node.state)
+            elif taken_by_others(node):
+                self._hand_over(h, node)
             self._publish(h, node)
             return
         if self._trainctl_out(h) and node.out_of_service:
@@ -99,12 +105,7 @@ class Reconciler(SlurmCore):
         if node.state == "unknown" and not node.drained:
             return  # a controller that just restarted has not heard from the node yet
         if node.drained or node.down:
-            want = S.IN_REPAIR if node.down and not node.drained else S.QUARANTINED
-            what = "drain" if node.drained else node.state
-            why = f"slurm {what}" + (f": {node.reason}" if node.reason else "")
-            if h.state != want or h.reason != why:
-                self._set_state(h, want, SLURM_ACTOR, why, by="slurm")
-                h.owner = NO_OWNER
+            self._out_by_others(h, node)
         elif h.state != S.IN_SERVICE:
             h.owner = NO_OWNER
             self._set_state(h, S.IN_SERVICE, SLURM_ACTOR, "resumed in slurm", by="slurm")

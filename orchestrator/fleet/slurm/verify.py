@@ -3,7 +3,8 @@
 A reboot is ``scontrol reboot ASAP nextstate=DOWN``, so the node stays out of service until
 trainctl has verified it. Verifying waits (briefly, within one session) for the reboot to be
 over, asks it again if a restarted controller lost it, runs the config's health command, and
-checks the record carries the targets; a node is resumed only after it passed (``holds``).
+checks the record carries the targets; a node is resumed only after it passed (``holds``). A
+node someone else drained or downed meanwhile is handed over, not verified (``still_ours``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Mapping
 
 from orchestrator.contracts.backend import Verification
 from orchestrator.contracts.errors import TemporaryError
-from orchestrator.fleet.slurm.config import render, run_site_command
-from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore
+from orchestrator.fleet.slurm.config import render
+from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore, taken_by_others
+from orchestrator.fleet.slurm.hooks import run_site_command
 
 #: Seconds verify waits within one call for a node's reboot to finish before it asks to be
 #: called again (a temporary error), so a session never holds the record for long.
@@ -50,6 +52,9 @@ class VerifyOps(SlurmCore):
         deadline = time.monotonic() + REBOOT_WAIT_SECONDS
         while True:
             node = next((n for n in self.cmd.nodes() if n.name == name), None)
+            if node is not None and taken_by_others(node):
+                self._hand_over(self.host(name), node)  # an operator took it while it rebooted
+                return f"left our hands: {self.host(name).reason}"
             answers = node is not None and "NOT_RESPONDING" not in node.flags
             if answers and node is not None and node.rebooting and node.boot_time >= asked - 1:
                 seen = self.state.setdefault("reboot_flag_stale", {}).setdefault(name, time.time())
@@ -92,6 +97,8 @@ class VerifyOps(SlurmCore):
     def verify(self, name: str, targets: Mapping[str, str], actor: str) -> Verification:
         """Reboot finished, health command passed, record on ``targets``."""
         h = self.host(name)
+        if not self.still_ours(name):
+            return Verification(False, f"left our hands: {h.reason}", 0.0)
         self._set_state(h, S.VERIFYING, actor, "verifying")
         why = self._wait_reboot(name)
         if why:
