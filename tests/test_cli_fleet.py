@@ -118,3 +118,26 @@ def test_meta_600k_init_reports_over_600k_gpus(tmp_home: Path) -> None:
     assert out["gpus_total"] >= 600_000 and out["clusters"] == 25
     last = run("fleet", "status", "--cluster", "c24", "--json")
     assert last.exit_code == 0 and json.loads(last.stdout)["hosts_total"] == 3072
+
+
+def test_status_says_the_fleet_clock_runs_on_after_the_last_train_ended(tmp_home: Path) -> None:
+    """A fleet hour past the last train's end is not that train's: status says the clock keeps
+    running and when the last train ended."""
+    from datetime import timedelta
+
+    from orchestrator.fleet import open_fleet
+
+    assert run("fleet", "init", "--preset", "small", "--speed", "3600").exit_code == 0
+    fleet = open_fleet()
+    try:
+        with fleet.cluster("c00", fleet.anchor_wall + timedelta(seconds=0.01)) as b:
+            b.close_owner("train-c00", "train-c00")
+    finally:
+        fleet.close()
+    out = json.loads(run("fleet", "status", "--json").stdout)
+    ended = out["clock"]["last_train_ended"]
+    assert out["clock"]["runs_on"] and ended["train"] == "train-c00"
+    assert ended["fleet_hours"] == 0.01 and out["fleet_hours"] >= 0.01
+    text = run("fleet", "status").stdout
+    assert "the fleet clock keeps running (3600 fleet seconds per wall second)" in text
+    assert "the last train to end, train-c00, ended at fleet hour 0.0 (" in text

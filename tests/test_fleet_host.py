@@ -21,7 +21,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.views import JobView
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
-from orchestrator.planning.host_explain import Coverage, HostFacts, explain_host
+from orchestrator.planning.host_explain import Coverage, HostFacts, TrainFacts, explain_host
 from orchestrator.train.client import control_train, start_train, train_status
 from tests.test_campaign_e2e import no_train_left  # noqa: F401
 from tests.test_ops_exec import trainctl
@@ -144,6 +144,24 @@ def test_explain_host_order_of_blockers() -> None:
     assert explain_host(base, cov)[0].blocked_by.kind == "no_owner"  # type: ignore[union-attr]
     on = HostFacts("h", "c00", "in_service", "", "", {"os": OS}, 11.0)
     assert explain_host(on, cov)[0].blocked_by is None
+
+
+def test_a_train_parked_behind_an_exclusive_operation_says_it_waits_for_it() -> None:
+    """A train the arbiter parked behind an operation is not "queued ... in its turn": the host
+    waits for that operation, named with the command that shows it."""
+    from orchestrator.app.cli.fleet_host import _train_line
+
+    cov = Coverage(recorded={"os": OS}, setters={"os": ("train-c00", 1.0)})
+    host = HostFacts("h", "c00", "in_service", "", "", {"os": "6.8.0-40"}, 11.0)
+    free = {"train-c00": TrainFacts("running", cluster="c00", cycle_end_hours=40.0)}
+    assert "in its turn" in explain_host(host, cov, trains=free)[0].blocked_by.detail  # type: ignore[union-attr]
+    parked = TrainFacts("running", cluster="c00", waiting="handing over to ops-cuda-c00")
+    (answer,) = explain_host(host, cov, trains={"train-c00": parked})
+    assert answer.blocked_by is not None and answer.blocked_by.kind == "operation"
+    assert "in its turn" not in answer.blocked_by.detail
+    assert "train-c00 waits for ops-cuda-c00, an exclusive operation" in answer.blocked_by.detail
+    assert "`trainctl ops status --id ops-cuda-c00`" in answer.blocked_by.detail
+    assert _train_line(parked) == "running, waiting for ops-cuda-c00 (parked: takes no host)"
 
 
 def test_fleet_host_needs_a_name_or_behind(tmp_home: Path) -> None:

@@ -259,6 +259,11 @@ class FleetBackend(Protocol):
 
     def close(self) -> None: ...
 
+    def last_closed(self, prefix: str) -> tuple[float, str, str] | None:
+        """The latest recorded end of an owner named ``prefix...``: (fleet hour, owner,
+        cluster), or None."""
+        ...
+
     def get_meta(self) -> dict[str, str]:
         """The fleet file's settings (``fleet_id``, ``backend``, ...)."""
         ...

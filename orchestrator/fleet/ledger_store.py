@@ -18,13 +18,19 @@ from orchestrator.contracts.bad_versions import BadVersion
 from orchestrator.fleet import bad_versions as bad
 from orchestrator.fleet.event_log import read_events
 from orchestrator.fleet.store_db import Database
-from orchestrator.fleet.store_schema import hosts, meta
+from orchestrator.fleet.store_schema import events, hosts, meta
 from orchestrator.fleet.store_url import StoreRef
 
 _COUNT = select(func.count()).select_from(hosts).where(hosts.c.cluster == bindparam("cluster"))
 _DOMAINS = select(hosts.c.name, hosts.c.rack, hosts.c.zone)
 _DOMAINS_OF = _DOMAINS.where(hosts.c.cluster == bindparam("cluster"))
 _META = select(meta.c.key, meta.c.value)
+_LAST_CLOSED = (
+    select(events.c.t, events.c.actor, events.c.cluster)
+    .where(events.c.kind == "owner_closed", events.c.actor.startswith(bindparam("prefix")))
+    .order_by(events.c.seq.desc())
+    .limit(1)
+)
 
 
 class LedgerStore:
@@ -65,6 +71,12 @@ class LedgerStore:
 
     def get_meta(self) -> dict[str, str]:
         return {k: v for k, v in self.db.read(_META)}
+
+    def last_closed(self, prefix: str) -> tuple[float, str, str] | None:
+        """The latest recorded end of an owner named ``prefix...`` (``train-``: the last train
+        that stopped), as (fleet hour, owner, cluster); None when none has ended."""
+        rows = self.db.read(_LAST_CLOSED, {"prefix": prefix})
+        return (float(rows[0][0]), str(rows[0][1]), str(rows[0][2])) if rows else None
 
     # ------------------------------------------------------------ bad versions
     def bad_versions(self, include_cleared: bool = False) -> list[BadVersion]:

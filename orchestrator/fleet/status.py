@@ -59,4 +59,16 @@ def fleet_status(
         "jobs_running": jobs_running,
         "utilisation": round(busy / hosts_total, 4) if hosts_total else 0.0,
         "per_cluster": per_cluster,
+        "clock": _clock(fleet, names, now),
     }
+
+
+def _clock(fleet: FleetBackend, names: list[str], now: float) -> dict[str, Any]:
+    """Whether the fleet clock runs on by itself (a scaled clock keeps time with the wall
+    clock, trains or not), and the last train of the selected clusters to end, if any."""
+    last = fleet.last_closed("train-")
+    ended = None
+    if last is not None and last[2] in names:
+        t, owner, cluster = last
+        ended = {"train": owner, "cluster": cluster, "fleet_hours": round(t, 3)}
+    return {"runs_on": fleet.speed > 0, "now_hours": round(now, 3), "last_train_ended": ended}

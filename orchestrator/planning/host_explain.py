@@ -12,8 +12,9 @@ fleet and whether or not Temporal answers:
 
 Each target the host lacks gets one blocker, the first that applies in the order an on-call
 engineer would check: quarantine, repair, work in progress, a version marked bad, nobody
-covering it, the train paused or halted, its window, the job on the host, the budget, and
-otherwise its turn in the cycle. Pure functions over plain data, tested directly.
+covering it, the train paused or halted, its window, an exclusive operation it is parked
+behind, the job on the host, the budget, and otherwise its turn in the cycle. Pure functions
+over plain data, tested directly.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ KINDS = (
     "train_halted",
     "train_paused",
     "window",
+    "operation",
     "job",
     "budget",
     "queued",
@@ -144,6 +146,21 @@ class TrainFacts:
     """Every host it covers was on its targets at its last look: no cycle runs."""
     rest_until_hours: float | None = None
     """While resting: when its first health visit falls due (None: only a change wakes it)."""
+    waiting: str = ""
+    """Why it took nothing at its last look (its status's ``waiting``: the arbiter's reason
+    while an exclusive operation has the cluster)."""
+
+    def behind_operations(self) -> tuple[str, list[str]]:
+        """How the train is parked behind other holders of the cluster (``handing over``: to
+        an exclusive operation; ``serialised``: itself exclusive, behind those ahead) and whom
+        it waits for; ``("", [])`` when it is not."""
+        for how, prefix in (
+            ("handing over", "handing over to "),
+            ("serialised", "serialised behind "),
+        ):
+            if self.waiting.startswith(prefix):
+                return how, [w for w in self.waiting[len(prefix) :].split(", ") if w]
+        return "", []
 
     def rest_line(self) -> str:
         """``resting until ...``: what a resting train waits for ('' when it is not resting)."""
@@ -265,21 +282,9 @@ def _blocker(
             f"{component}={version} is {by}: no train or operation will install it; start one "
             f"(`trainctl train start --spec ...` for cluster {host.cluster})",
         )
-    if train is not None and train.phase in ("halted", "paused", "stopping", "stopped"):
-        kind = "train_halted" if train.phase == "halted" else "train_paused"
-        verb = "resume" if train.phase in ("halted", "paused") else "start"
-        return Blocker(
-            kind,
-            f"{who} is {train.phase}: {train.reason or 'no reason given'}; run `trainctl train "
-            f"{verb} --cluster {host.cluster}` once the cause is dealt with",
-        )
-    if train is not None and train.window_state in ("waiting", "blackout"):
-        return Blocker(
-            "window",
-            f"{who} is outside its maintenance window ({train.window_state}); it takes hosts "
-            "again when the next window opens",
-            train.next_window_hours,
-        )
+    stopped = _train_blocker(host, who, train) if train is not None else None
+    if stopped is not None:
+        return stopped
     job = host.job
     if job is not None:
         return Blocker(
@@ -310,6 +315,37 @@ def _blocker(
         )
     until = train.cycle_end_hours if train is not None else None
     return Blocker("queued", f"due in {who}'s cycle: it takes the host in its turn", until)
+
+
+def _train_blocker(host: HostFacts, who: str | None, train: TrainFacts) -> Blocker | None:
+    """What the covering train's own state blocks: halted or paused, outside its window, or
+    parked behind an exclusive operation (None when it is taking hosts)."""
+    if train.phase in ("halted", "paused", "stopping", "stopped"):
+        kind = "train_halted" if train.phase == "halted" else "train_paused"
+        verb = "resume" if train.phase in ("halted", "paused") else "start"
+        return Blocker(
+            kind,
+            f"{who} is {train.phase}: {train.reason or 'no reason given'}; run `trainctl train "
+            f"{verb} --cluster {host.cluster}` once the cause is dealt with",
+        )
+    if train.window_state in ("waiting", "blackout"):
+        return Blocker(
+            "window",
+            f"{who} is outside its maintenance window ({train.window_state}); it takes hosts "
+            "again when the next window opens",
+            train.next_window_hours,
+        )
+    how, ahead = train.behind_operations()
+    if ahead:
+        what = (
+            f"{ahead[0]}, an exclusive operation that runs alone on {host.cluster}"
+            if how == "handing over"
+            else f"{' and '.join(ahead)} to hand back their hosts first"
+        )
+        ops = [a for a in ahead if a.startswith("ops-")]
+        see = f" (`trainctl ops status --id {ops[0]}`)" if ops else ""
+        return Blocker("operation", f"{who} waits for {what}: it takes no host until then{see}")
+    return None
 
 
 def eta_hours(answers: Iterable[TargetAnswer], now: float) -> float | None:

@@ -81,28 +81,33 @@ def run_fleets(
         dataclasses.replace(cfg, cluster=c) for cfg in cfgs for c in cfg.preset.cluster_names()
     ]
     workers = max(1, min(workers or os.cpu_count() or 1, len(configs)))
-    # A fixed horizon is judged against its cluster's baseline, run as a task of its own after
-    # every policy run: the pool's workers take the long runs first and even out on the short
-    # ones, instead of one worker running the last cluster's pair alone.
-    judging = [c.horizon_hours is not None and c.policy != NONE for c in configs]
-    tasks = [(c, False) for c in configs]
-    tasks += [(c, True) for c, j in zip(configs, judging, strict=True) if j]
-    if workers == 1:
-        done = [_run_one(t) for t in tasks]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(_run_one, tasks))
-    baselines = iter(done[len(configs) :])
-    flat = [
-        res if c.horizon_hours is None else judged(res, next(baselines) if j else res)
-        for c, j, res in zip(configs, judging, done, strict=False)
-    ]
+    flat = run_judged(configs, workers)
     out, i = [], 0
     for cfg in cfgs:
         n = cfg.preset.clusters
         out.append(flat[i : i + n])
         i += n
     return out, workers
+
+
+def run_judged(configs: Sequence[SimConfig], workers: int) -> list[SimResult]:
+    """Each config's run, in order, on ``workers`` processes; a fixed horizon's run judged
+    against its ``none`` baseline. The baselines run as tasks of their own after every policy
+    run: the pool's workers take the long runs first and even out on the short ones, instead of
+    one worker running the last config's pair alone."""
+    judging = [c.horizon_hours is not None and c.policy != NONE for c in configs]
+    tasks = [(c, False) for c in configs]
+    tasks += [(c, True) for c, j in zip(configs, judging, strict=True) if j]
+    if workers <= 1:
+        done = [_run_one(t) for t in tasks]
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            done = list(pool.map(_run_one, tasks))
+    baselines = iter(done[len(configs) :])
+    return [
+        res if c.horizon_hours is None else judged(res, next(baselines) if j else res)
+        for c, j, res in zip(configs, judging, done, strict=False)
+    ]
 
 
 def fleet_json(
@@ -174,6 +179,9 @@ def fleet_totals(results: list[SimResult], wall: float, workers: int) -> dict[st
     if all(rep is not None for rep in reports):  # a fixed horizon: its figures summed too
         for key in HORIZON_SUMMED:
             out[key] = round(sum(float(rep.get(key) or 0) for rep in reports if rep), 1)
+        parts = [rep["cost_parts"] for rep in reports if rep and "cost_parts" in rep]
+        if len(parts) == len(reports):  # judged against the baseline: its parts summed too
+            out["cost_parts"] = {k: round(sum(p[k] for p in parts), 1) for k in parts[0]}
     return out
 
 

@@ -14,15 +14,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.contracts.models import parse_duration_hours
 from orchestrator.simulator.budget import sim_budget
 from orchestrator.simulator.config import SimConfig
-from orchestrator.simulator.engine import simulate
-from orchestrator.simulator.fleet_sim import fleet_series
+from orchestrator.simulator.fleet_sim import fleet_series, run_judged
 from orchestrator.simulator.policies import get_policy
 from orchestrator.simulator.result import SimResult
 
@@ -67,12 +66,19 @@ def sweep_configs(base: SimConfig, key: str, values: Sequence[str]) -> list[SimC
 
 
 def run_sweep(configs: Sequence[SimConfig], workers: int | None = None) -> list[SimResult]:
-    """Run every config; in parallel processes when there is more than one core and run."""
-    workers = workers or min(2, os.cpu_count() or 1, len(configs))
-    if workers <= 1:
-        return [simulate(c) for c in configs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(simulate, configs))
+    """Run every config (a fixed horizon's judged against its ``none`` baseline); in parallel
+    processes when there is more than one core and run."""
+    return run_judged(configs, workers or min(2, os.cpu_count() or 1, len(configs)))
+
+
+def ranked(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The settings of a fixed horizon's sweep from least to most goodput lost (the maintenance
+    cost against the ``none`` baseline, restarts included; a fleet's from its totals)."""
+
+    def lost(row: dict[str, Any]) -> float:
+        return float((row.get("totals") or row)["maintenance_cost_gpu_hours"])
+
+    return [str(row["setting"]) for row in sorted(rows, key=lost)]
 
 
 def domain_notes(

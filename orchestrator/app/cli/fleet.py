@@ -20,6 +20,7 @@ from orchestrator.app.cli.common import (
 from orchestrator.app.cli.fleet_host import host
 from orchestrator.app.cli.fleet_replace import make_room
 from orchestrator.contracts.paths import trainctl_home
+from orchestrator.contracts.ui_text import duration
 from orchestrator.fleet import create_fleet, fleet_store
 from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
@@ -153,6 +154,7 @@ def _print_status(o: dict[str, Any]) -> None:
         f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
         f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}"
     )
+    con.print(_clock_line(o), soft_wrap=True)
     t = Table("state", "hosts")
     for state, n in o["states"].items():
         t.add_row(state, f"{n:,}")
@@ -161,6 +163,28 @@ def _print_status(o: dict[str, Any]) -> None:
     for comp, vers in o["versions"].items():
         v.add_row(comp, ", ".join(f"{ver} ({n:,})" for ver, n in vers.items()))
     con.print(v)
+
+
+def _clock_line(o: dict[str, Any]) -> str:
+    """What the fleet hour above means: a scaled clock keeps running with no train working,
+    so the hour is not when the last cycle ended (that is said, when recorded)."""
+    clock = o.get("clock") or {}
+    if clock.get("runs_on"):
+        speed = o["speed"]
+        line = (
+            f"the fleet clock keeps running ({speed:g} fleet seconds per wall second), "
+            "whether or not a train is working"
+        )
+    else:
+        line = "the fleet clock moves only as trains and operations advance it"
+    ended = clock.get("last_train_ended")
+    if ended:
+        ago = o["fleet_hours"] - ended["fleet_hours"]
+        line += (
+            f"; the last train to end, {ended['train']}, ended at fleet hour "
+            f"{ended['fleet_hours']:.1f} ({duration(ago)} ago)"
+        )
+    return line
 
 
 @fleet.command("status")

@@ -106,8 +106,17 @@ async def _ask_trains(
             cycle_end_hours=st.cycle_projected_end_hours,
             resting=st.resting,
             rest_until_hours=st.rest_until_hours,
+            waiting=st.waiting,
         )
     return out
+
+
+def _train_line(train: TrainFacts) -> str:
+    """What a train is doing, as ``fleet host`` shows it beside the host's targets."""
+    _, ahead = train.behind_operations()
+    if ahead:
+        return f"{train.phase}, waiting for {' and '.join(ahead)} (parked: takes no host)"
+    return train.rest_line() or train.phase
 
 
 def _fleet_hours(when: datetime | None, anchor: datetime) -> float | None:
@@ -161,7 +170,7 @@ def host_report(fleet: FleetBackend, name: str, address: str | None) -> dict[str
         "fleet_hours": round(facts.now, 3),
         "eta_hours": None if trains is None else eta_hours(answers, facts.now),
         "trains_asked": trains is not None,
-        "trains": {o: t.rest_line() or t.phase for o, t in (trains or {}).items()},
+        "trains": {o: _train_line(t) for o, t in (trains or {}).items()},
     }
 
 

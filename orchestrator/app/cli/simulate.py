@@ -43,6 +43,7 @@ from orchestrator.simulator.sweep import (
     domain_notes,
     parse_sweep,
     plot,
+    ranked,
     run_sweep,
     sweep_configs,
     sweep_title,
@@ -191,8 +192,6 @@ def simulate(
             raise BadInput("cycle_every: needs --horizon", field="cycle_every")
         cfg.cycle_every_hours = read_hours(cycle_every, "cycle_every")
     cfg.pace = pace
-    if cfg.horizon_hours is not None and sweep is not None:
-        raise BadInput("sweep: --sweep does not take --horizon (run each setting)", field="sweep")
     if cluster is not None:
         if cluster not in cfg.preset.cluster_names():
             raise BadInput(f"cluster: unknown cluster {cluster!r} in preset {cfg.preset.name}")
@@ -228,6 +227,19 @@ def simulate(
             raise BadInput("cluster: --series needs one cluster (--cluster c00)")
         emit(_fleet_sweep(cfg, key, values, configs, labels, plot_path), as_json, print_sweep)
         return
+    emit(_cluster_sweep(cfg, key, values, configs, labels, series, plot_path), as_json, print_sweep)
+
+
+def _cluster_sweep(
+    cfg: SimConfig,
+    key: str,
+    values: list[str],
+    configs: list[SimConfig],
+    labels: list[str],
+    series: bool,
+    plot_path: Path | None,
+) -> dict[str, Any]:
+    """A sweep on one cluster: per setting, the object a plain run prints."""
     scope = f"{cfg.preset.name}/{cfg.cluster or cfg.preset.cluster_names()[0]}"
     results = run_sweep(configs)
     if plot_path is not None:
@@ -238,18 +250,23 @@ def simulate(
         if not series:
             row.pop("series", None)
         runs.append({"setting": label.partition("=")[2], **row})
-    emit(
-        {
-            "sweep": key,
-            "values": values,
-            "runs": runs,
-            "plot": str(plot_path or "") or None,
-            "scope": scope,
-            "notes": domain_notes(key, values, [[r] for r in results]),
-        },
-        as_json,
-        print_sweep,
-    )
+    out = {
+        "sweep": key,
+        "values": values,
+        "runs": runs,
+        "plot": str(plot_path or "") or None,
+        "scope": scope,
+        "notes": domain_notes(key, values, [[r] for r in results]),
+    }
+    return _with_ranking(cfg, out)
+
+
+def _with_ranking(cfg: SimConfig, out: dict[str, Any]) -> dict[str, Any]:
+    """A fixed horizon's sweep with its settings ranked by goodput lost, least first."""
+    if cfg.horizon_hours is not None:
+        out["ranked_by"] = "goodput lost (maintenance_cost_gpu_hours, restarts included)"
+        out["ranking"] = ranked(out["runs"])
+    return out
 
 
 def _fleet_sweep(
@@ -274,16 +291,19 @@ def _fleet_sweep(
         # Each setting's wall time is its clusters' own (the runs of all settings overlap).
         fleet = fleet_json(c, results, sum(r.wall_seconds for r in results), workers)
         out.append({"setting": v, **fleet})
-    return {
-        "sweep": key,
-        "values": values,
-        "runs": out,
-        "plot": str(plot_path or "") or None,
-        "scope": scope,
-        "notes": domain_notes(key, values, fleets),
-        "clusters": cfg.preset.cluster_names(),
-        "wall_seconds": round(wall, 3),
-    }
+    return _with_ranking(
+        cfg,
+        {
+            "sweep": key,
+            "values": values,
+            "runs": out,
+            "plot": str(plot_path or "") or None,
+            "scope": scope,
+            "notes": domain_notes(key, values, fleets),
+            "clusters": cfg.preset.cluster_names(),
+            "wall_seconds": round(wall, 3),
+        },
+    )
 
 
 COMMANDS = [simulate]

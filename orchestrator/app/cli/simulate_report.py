@@ -29,6 +29,14 @@ _COLUMNS = (
     ("wall s", "wall_seconds"),
 )
 
+#: A fixed horizon's sweep adds what each setting cost users against the no-maintenance
+#: baseline: goodput lost (restarts included, unlike ``lost GPU-h``) and its restart part.
+_HORIZON_COLUMNS = (
+    ("rank", "rank"),
+    ("goodput lost GPU-h", "maintenance_cost_gpu_hours"),
+    ("restart GPU-h", "cost_parts.restart"),
+)
+
 
 def _console() -> Console:
     """A console for the command's output: the terminal's width on a terminal, and wide enough
@@ -76,7 +84,7 @@ def print_run(o: dict[str, Any]) -> None:
         "utilisation",
         "wall_seconds",
     ):
-        t.add_row(key, str(o.get(key)))
+        t.add_row(key, _cell(key, o.get(key)) if o.get(key) is None else str(o[key]))
     for key in ("cycle_target_hours", "cycle_target_met", "behind_target_plans"):
         if key in o:  # only with --cycle-target
             t.add_row(key, str(o[key]))
@@ -139,7 +147,16 @@ def _fleet_row(o: dict[str, Any]) -> dict[str, Any]:
     return {**o["totals"], "cluster": "fleet", "effective_domain_size": domain}
 
 
+def _get(row: dict[str, Any], key: str) -> Any:
+    """``row[key]``, a dotted key reading a nested object (``cost_parts.restart``)."""
+    head, _, rest = key.partition(".")
+    v = row.get(head)
+    return _get(v, rest) if rest and isinstance(v, dict) else (None if rest else v)
+
+
 def _cell(key: str, v: object) -> str:
+    if v is None:  # a makespan (and its ratios) only exists for a cycle that ended
+        return "incomplete" if key.startswith("makespan") else "-"
     if not isinstance(v, float):
         return str(v)
     if key == "utilisation":
@@ -150,18 +167,30 @@ def _cell(key: str, v: object) -> str:
 def print_sweep(o: dict[str, Any]) -> None:
     con = _console()
     title = f"sweep of {o['sweep']} on {o['scope']}"
+    ranking = o.get("ranking")
+    columns = _COLUMNS + (_HORIZON_COLUMNS if ranking else ())
+    rank = {v: i + 1 for i, v in enumerate(ranking or [])}
     if o.get("clusters"):  # every cluster of a fleet: its rows, then the fleet's totals
-        t = Table(_COLUMNS[0][0], "cluster", *(c[0] for c in _COLUMNS[1:]), title=title)
+        t = Table(columns[0][0], "cluster", *(c[0] for c in columns[1:]), title=title)
         for run in o["runs"]:
             for row in [*run["clusters"], _fleet_row(run)]:
-                cells = (_cell(k, row.get(k)) for _, k in _COLUMNS[1:])
+                if row["cluster"] == "fleet":
+                    row = {**row, "rank": rank.get(run["setting"])}
+                cells = (_cell(k, _get(row, k)) for _, k in columns[1:])
                 t.add_row(run["setting"], str(row.get("cluster")), *cells)
             t.add_section()
     else:
-        t = Table(*(c[0] for c in _COLUMNS), title=title)
+        t = Table(*(c[0] for c in columns), title=title)
         for row in o["runs"]:
-            t.add_row(*(_cell(k, row.get(k)) for _, k in _COLUMNS))
+            row = {**row, "rank": rank.get(row["setting"])}
+            t.add_row(*(_cell(k, _get(row, k)) for _, k in columns))
     con.print(t)
+    if ranking:
+        lost = {
+            r["setting"]: (r.get("totals") or r)["maintenance_cost_gpu_hours"] for r in o["runs"]
+        }
+        order = ", ".join(f"{o['sweep']}={v} ({lost[v]:,.1f} GPU-h)" for v in ranking)
+        con.print(f"ranked by goodput lost, least first: {order}")
     for note in o.get("notes") or []:
         con.print(f"domain_size: {note}")
     if o.get("plot"):
