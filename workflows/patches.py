@@ -47,6 +47,7 @@ PATCHES: dict[str, Patch] = {
     "campaign-rollback-rounds": Patch("0.2.0"),
     "clock-quiet-waits": Patch("0.2.0"),
     "domain-hand-back-visits": Patch("0.2.0"),
+    "domain-quarantine-detail": Patch("0.2.0"),
     "job-negotiation": Patch("0.2.0"),
     "ops-continue-as-new": Patch("0.2.0"),
     "ops-failed-endings": Patch("0.2.0"),
