@@ -45,6 +45,20 @@ def test_refusals_are_bounded_then_the_deadline_rules():
     assert resolve(Talk(), "refuse", 4.0, "", 3.0, 3.0, 2, 3.0).evict_at == 3.0  # past deadline
 
 
+def test_an_answer_past_the_deadline_keeps_the_job_until_the_deadline_not_at_once():
+    """With no checkpoint left before the deadline (final = now), a wait past the deadline and
+    a refusal the visit still honours keep the job to the deadline; spent refusals do not."""
+    now, deadline = 1.0, 1.01
+    wait = resolve(Talk(), "wait", 1.2, "", now, deadline, 2, now, final=now)
+    assert wait.evict_at == deadline
+    refuse = resolve(Talk(), "refuse", None, "", now, deadline, 2, now, final=now)
+    assert refuse.evict_at == deadline and refuse.refusals == 1
+    spent = resolve(Talk(refusals=1), "refuse", None, "", now, deadline, 2, now, final=now)
+    assert spent.evict_at == now and spent.refusals == 2
+    ahead = resolve(Talk(), "wait", 1.2, "", now, deadline, 2, now, final=1.005)
+    assert ahead.evict_at == 1.005  # its last checkpoint before the deadline, still ahead
+
+
 def test_releasing_tracker_hands_a_refusing_job_back_and_counts_on():
     """A releasing tracker hands a refusing job's hosts back at once; the next visit counts on
     from the refusals noted, and once they are spent evicts at the policy's instant (the next
