@@ -12,9 +12,10 @@ backend's ``ask_job``), telling it when the drain policy would stop it. The owne
 - ``refuse``: not now; it is asked again when it says (its next checkpoint, or after
   ``REASK_HOURS``), never past the deadline: a refusal whose next question would come at or
   after it keeps the job until the deadline (``held``); a visit honours at most
-  ``max_refusals`` of them, after which the deadline rules: the job is evicted at the drain deadline, or, for the
-  job-aware policy, right after its last checkpoint before the deadline (``JobWait.final_hours``:
-  the policy loses no work it need not lose because a job said "not now").
+  ``max_refusals`` of them, after which the deadline rules: the job is evicted at the drain
+  deadline, or, for the job-aware policy, right after its last checkpoint before the deadline
+  (``JobWait.final_hours``: the policy loses no work it need not lose because a job said "not
+  now").
 
 ``held``: an answer the visit honours but cannot grant in full keeps the job to the drain
 deadline, or, job-aware, to right after its last checkpoint before the deadline when one is

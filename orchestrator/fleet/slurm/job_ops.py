@@ -1,42 +1,51 @@
 """Job control on Slurm: what a running job answers before maintenance, and its eviction.
 
 Slurm has no way to ask a job whether it may stop now; trainctl reads the job's ``--comment``
-instead (``evict=go|refuse``, ``ckpt=<interval>``), keeps a job's refusals with the backend
-state while Slurm still runs it, and evicts with ``scontrol requeue`` (``scancel`` only for a
-job that cannot be requeued, recorded as such), counting the work lost since its last
-checkpoint.
+instead (one grammar, ``contracts.job_comment``: ``evict=go|wait|refuse``, ``ckpt=<interval>``),
+keeps a job's refusals with the backend state while Slurm still runs it, and evicts with
+``scontrol requeue`` (``scancel`` only for a job that cannot be requeued, recorded as such),
+counting the work lost since its last checkpoint.
 """
 
 from __future__ import annotations
 
-import re
-
 from orchestrator.contracts.backend import JobAnswer, RefusalNote
+from orchestrator.contracts.job_comment import parse_job_comment
 from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.slurm.core import SlurmCore
-
-_EVICT = re.compile(r"(?:^|[\s,;])evict=(go|wait|refuse)(?=$|[\s,;])")
 
 
 class JobOps(SlurmCore):
     """The job side of the ``ClusterBackend`` Protocol: ask, note refusals, evict."""
 
     def ask_job(self, job_id: int, actor: str, evict_at_hours: float) -> JobAnswer:
-        """The job's ``--comment`` answers: ``evict=go|refuse`` says so outright; a job that
-        declares ``ckpt=<interval>`` asks to wait for its next checkpoint when that comes
-        after the planned eviction; any other job lets maintenance go ahead."""
+        """The job's ``--comment`` answers: ``evict=go|refuse`` says so outright, ``evict=wait``
+        waits for its next checkpoint (its end without ``ckpt=``); a job that only declares
+        ``ckpt=<interval>`` asks to wait for its next checkpoint when that comes after the
+        planned eviction; any other job lets maintenance go ahead. Words of the comment that
+        are ignored leave a ``job_comment_ignored`` event and change nothing else."""
         j = self.jobs.get(job_id)
         if j is None:
             return JobAnswer("go", reason="not running")
-        m = _EVICT.search(j.slurm.comment)
-        if m and m.group(1) == "refuse":
-            return JobAnswer("refuse", reason="job comment: evict=refuse")
-        if m and m.group(1) == "go":
-            return JobAnswer("go", reason="job comment: evict=go")
-        if j.ckpt_hours is not None:
-            nxt = j.view(self._now).next_checkpoint_hours
-            if nxt > evict_at_hours + 1e-6:
-                return JobAnswer("wait", until_hours=nxt, reason="until its next checkpoint")
+        said = parse_job_comment(j.slurm.comment)
+        if said.ignored:
+            self._log(
+                actor,
+                "job_comment_ignored",
+                None,
+                job=job_id,
+                text=j.slurm.comment,
+                ignored=list(said.ignored),
+            )
+        if said.evict in ("go", "refuse"):
+            return JobAnswer(said.evict, reason=f"job comment: evict={said.evict}")
+        view = j.view(self._now)
+        if said.evict == "wait":
+            until = view.next_checkpoint_hours if j.ckpt_hours is not None else view.end_hours
+            return JobAnswer("wait", until_hours=until, reason="job comment: evict=wait")
+        if j.ckpt_hours is not None and view.next_checkpoint_hours > evict_at_hours + 1e-6:
+            nxt = view.next_checkpoint_hours
+            return JobAnswer("wait", until_hours=nxt, reason="until its next checkpoint")
         return JobAnswer("go")
 
     def note_refusal(self, job_id: int, note: RefusalNote) -> None:

@@ -9,13 +9,11 @@ the jobs, the reconciling that reads them and the job control that evicts them s
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from orchestrator.contracts.job_comment import parse_job_comment
 from orchestrator.contracts.views import JobView
 from orchestrator.fleet.slurm.commands import SlurmJob
-
-_CKPT = re.compile(r"(?:^|[\s,;])ckpt=(\S+?)(?=$|[\s,;])")
 
 
 @dataclass
@@ -44,16 +42,7 @@ class RunningJob:
 
 def declared_checkpoint_hours(comment: str) -> float | None:
     """The checkpoint interval a job declares in its ``--comment`` (``ckpt=10m``), if any."""
-    from orchestrator.contracts.models import parse_duration_hours
-
-    m = _CKPT.search(comment)
-    if not m:
-        return None
-    try:
-        hours = parse_duration_hours(m.group(1), "comment.ckpt")
-    except ValueError:
-        return None
-    return hours if hours > 0 else None
+    return parse_job_comment(comment).ckpt_hours
 
 
 __all__ = ["RunningJob", "declared_checkpoint_hours"]
