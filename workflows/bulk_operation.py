@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.ops.ui import cluster_summary, operation_details
     from workflows.bulk_operation_children import ClusterChildren
     from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ENDINGS_PATCH, ClusterOperation
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
     from workflows.history import history_full
 
 #: How often a run that rejoined running children checks that they still run (the fallback

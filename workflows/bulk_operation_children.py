@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         OperationStatus,
     )
     from workflows.cluster_operation import ClusterOperation
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
 
 #: How often, and how many times, to look whether a child that reported has also completed.
 CLOSE_CHECK_INTERVAL = timedelta(seconds=1)

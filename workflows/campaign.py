@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
     from workflows.campaign_steps import TRAIN_OPTIONS, CampaignSteps
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
     from workflows.history import history_full
 
 #: An aborted or rolled-back campaign closes Failed (``CampaignFailed``), not Completed; runs

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.models import UPPER_LAYER
     from orchestrator.contracts.ops_spec import OperationSpec, Scope
     from orchestrator.contracts.ops_types import OperationStatus, VerifyRequest
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
 
 
 #: Looks at what is left to roll back (hosts a train still held may come back quarantined).
@@ -233,8 +233,7 @@ class RollbackSteps:
         return left
 
     async def _wait_fleet(self, cluster: str, end_hours: float) -> None:
-        """Until the cluster's fleet clock reaches ``end_hours`` (moving a logical clock that
-        no other party moves, as a bake does)."""
+        """Until the cluster's fleet clock reaches ``end_hours``."""
         assert self.inp is not None
         while True:
             now: float = await workflow.execute_activity_method(

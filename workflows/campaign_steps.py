@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         TrainHandoff,
     )
     from orchestrator.contracts.errors import PERMANENT_KINDS
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
 
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while;
 #: what will not heal (a permanent kind: a bad spec, an unknown cluster) is not retried.

@@ -32,7 +32,6 @@ from activities.ops_activities import OpsActivities
 from orchestrator.contracts.messages import (
     AskRequest,
     AskResult,
-    ClockInfo,
     DrainStatus,
     EvictRequest,
     EvictResult,
@@ -61,11 +60,8 @@ from orchestrator.execution.drain_sequence import (
     Release,
 )
 from orchestrator.ops.ui import cluster_details
-from workflows.fleet_clock import (
-    CLOCK_QUIET_PATCH,
-    ClockParty,
+from workflows.fleet_timing import (
     capped_poll_seconds,
-    clock_party,
     fleet_hours_now,
     fleet_options,
     sleep_until,
@@ -169,9 +165,6 @@ class WaveSteps(WaveFailures):
         ``look``: a drain's wait, which the caller follows with a look, so on a fleet that
         changes outside trainctl it lasts at most ``MAX_POLL_WALL_SECONDS``."""
         clock = self.inp.clock
-        if clock.logical:  # a party of this cluster's own clock (not the bulk operation's first)
-            await self._party(clock).wait(target)
-            return
         if not interruptible:
             await sleep_until(clock, target, now)
             return
@@ -179,20 +172,10 @@ class WaveSteps(WaveFailures):
         if delay > 0:
             await self._nap(capped_poll_seconds(clock, delay) if look else delay)
 
-    def _party(self, clock: ClockInfo) -> ClockParty:
-        """This operation's party of its cluster's logical clock (not the bulk operation's);
-        quiet and watching for lost turns in new runs (``CLOCK_QUIET_PATCH``)."""
-        update = {"cluster": self.inp.cluster, "quiet": workflow.patched(CLOCK_QUIET_PATCH)}
-        return clock_party(clock.model_copy(update=update), self.inp.operation_id, watch=True)
-
     async def _poll(self, hours: float) -> None:
         """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS, never
         slower than ``MAX_POLL_WALL_SECONDS`` of wall time)."""
-        clock, now = self.inp.clock, self.p.fleet_hours
-        if clock.logical:  # a logical clock moves only when every party on the cluster waits
-            await self._party(clock).wait(now + hours)
-            self.p.fleet_hours = now + hours
-            return
+        clock = self.inp.clock
         await self._nap(
             capped_poll_seconds(clock, max(MIN_POLL_WALL_SECONDS, hours * 3600.0 / clock.speed))
         )

@@ -23,7 +23,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import build_worker_parts
+from activities import build_activities
 from orchestrator.contracts.constants import TASK_QUEUE
 from orchestrator.contracts.errors import TemporaryError
 from orchestrator.fleet import StoreRef, heartbeats
@@ -47,14 +47,12 @@ def build_worker(
     ``concurrency`` threads and slots; its identity names the fleet it serves (``fleet_id``),
     so commands can tell fleets apart."""
     identity = worker_identity(f"{os.getpid()}@{socket.gethostname()}", read_fleet_id(fleet_path))
-    activities, interceptors = build_worker_parts(fleet_path, client, task_queue)
     return Worker(
         client,
         task_queue=task_queue,
         identity=identity,
         workflows=WORKFLOWS,
-        activities=activities,
-        interceptors=interceptors,
+        activities=build_activities(fleet_path, client, task_queue),
         activity_executor=ThreadPoolExecutor(max_workers=concurrency),
         max_concurrent_activities=concurrency,
         graceful_shutdown_timeout=timedelta(seconds=30),
