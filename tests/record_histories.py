@@ -275,12 +275,13 @@ def _name(history: WorkflowHistory, taken: set[str]) -> str:
     return kind
 
 
-def write(histories: list[WorkflowHistory]) -> None:
+def write(histories: list[WorkflowHistory], names: list[str] | None = None) -> None:
+    """Write ``histories`` and their manifest entries, named by kind (or by ``names``)."""
     HISTORIES.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     taken: set[str] = set()
-    for history in histories:
-        name = _name(history, taken)
+    for i, history in enumerate(histories):
+        name = names[i] if names else _name(history, taken)
         taken.add(name)
         compact = json.dumps(json.loads(history.to_json()), separators=(",", ":"))
         (HISTORIES / f"{name}.json").write_text(compact + "\n")

@@ -118,9 +118,8 @@ class RollbackSteps:
         notes: dict[str, str] = {}  # cluster -> what could not be rolled back
         # Hosts still held by a train when we look (its domain in flight) may come back
         # quarantined after the operation took its scope: look again, up to ROLLBACK_ROUNDS,
-        # until nothing is left to do (runs recorded with one round replay unchanged).
-        rounds = ROLLBACK_ROUNDS if workflow.patched("campaign-rollback-rounds") else 1
-        for round_no in range(rounds):
+        # until nothing is left to do.
+        for round_no in range(ROLLBACK_ROUNDS):
             plan: RollbackPlan = await workflow.execute_activity_method(
                 CampaignActivities.rollback_plan,
                 RollbackPlanRequest(

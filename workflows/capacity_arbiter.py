@@ -38,11 +38,6 @@ with workflow.unsafe.imports_passed_through():
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.
 CHECK_WHEN_WAITING = timedelta(seconds=30)
 CHECK_WHEN_QUIET = timedelta(hours=1)
-#: One timer per check and an upsert only when the phase changes (issue 27: each acquire
-#: armed and cancelled a timer and upserted an unchanged phase); runs before it replay as is.
-FRUGAL_PATCH = "arbiter-frugal-waits"
-#: Keeps the holder of the acquire that started the arbiter (asked only when there is one).
-KEEPS_FIRST_PATCH = "arbiter-keeps-first-holder"
 LOG_LINES = 50
 #: The arbiter continues as new past this many history events (or when the server suggests).
 ARBITER_MAX_HISTORY = 5_000
@@ -146,7 +141,7 @@ class CapacityArbiter:
     async def run(self, inp: ArbiterInput) -> ArbiterState:
         if inp.state is not None:
             self.state = inp.state
-        elif self.state.holders and workflow.patched(KEEPS_FIRST_PATCH):
+        elif self.state.holders:
             # The acquire that started this arbiter (update-with-start) ran before this line:
             # its holder stays (it was dropped, and learned so only at its next ask).
             self.state.cluster = inp.cluster
@@ -154,31 +149,23 @@ class CapacityArbiter:
             self.state = ArbiterState(cluster=inp.cluster)
         self._show()
         workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(inp.cluster)])
-        # One timer per check, not one per turn: each acquire used to arm a timer and cancel
-        # it (a billable action each), and upsert a phase that had not changed (patched).
-        frugal = workflow.patched(FRUGAL_PATCH)
+        # One timer per check, not one per acquire, and an upsert only when the phase changes.
         check: asyncio.Task[None] | None = None
         check_every: timedelta | None = None
         shown_phase: str | None = None
         while True:
             self.changed = False
             wait = CHECK_WHEN_WAITING if self.state.queue else CHECK_WHEN_QUIET
-            if not frugal:
-                try:
-                    await workflow.wait_condition(lambda: self.changed, timeout=wait)
-                except TimeoutError:
-                    await self._drop_dead_holders()
-            else:
-                if check is None or check.done() or check_every != wait:
-                    if check is not None and not check.done():
-                        check.cancel()  # the interval changed (a queue formed or emptied)
-                    check, check_every = asyncio.ensure_future(workflow.sleep(wait)), wait
-                timer = check
-                await workflow.wait_condition(lambda t=timer: self.changed or t.done())  # type: ignore[misc]
-                if timer.done():
-                    await self._drop_dead_holders()
+            if check is None or check.done() or check_every != wait:
+                if check is not None and not check.done():
+                    check.cancel()  # the interval changed (a queue formed or emptied)
+                check, check_every = asyncio.ensure_future(workflow.sleep(wait)), wait
+            timer = check
+            await workflow.wait_condition(lambda t=timer: self.changed or t.done())  # type: ignore[misc]
+            if timer.done():
+                await self._drop_dead_holders()
             phase = "handover" if self.state.queue else ("shared" if self.state.holders else "idle")
-            if not frugal or phase != shown_phase:
+            if phase != shown_phase:
                 workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
                 shown_phase = phase
             if not self.state.holders:

@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
     from orchestrator.train.bookkeeping import (
-        finish_cycle,
         held_hosts,
         note_plan,
         record_domain,
@@ -56,11 +55,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.train_waiting import TrainWaiting
     from workflows.train_windows import TrainWindows, train_windows
 
-#: New runs apply the visit rule (``planning.resting``): hosts with nothing pending are checked
-#: in place, never drained, and a completed cycle is followed by a rest until a host needs a
-#: visit, instead of the next cycle at once.
-RESTING_PATCH = "train-rests"
-
 
 @workflow.defn(name="ClusterTrain")
 class ClusterTrain(TrainPlanning, TrainWaiting):
@@ -74,7 +68,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.speed: float | None = None  # fleet hours per wall hour (for the UI)
         #: domains running a campaign's rollout -> the targets they install
         self.rollout_domains: dict[str, dict[str, str]] = {}
-        self.rests = False  # the visit rule applies (RESTING_PATCH)
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -114,9 +107,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         release_hosts(self.in_flight, progress.domain_id, progress.released)
         if progress.visited and self.inp is not None:  # a domain ending without a result
             record_hand_back(self.inp.state, progress)
-        if progress.domain_id in self.rollout_domains and workflow.patched(
-            "train-rollout-failures"
-        ):
+        if progress.domain_id in self.rollout_domains:
             # A campaign's rollout: its gate judges these hosts (a canary failing is the
             # campaign's evidence), not the train's failures-in-a-row rule, which keeps judging
             # the train's own targets and these hosts again once the campaign leaves.
@@ -168,9 +159,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         """Live change of domain size, budget, targets (merged) or failure threshold."""
         assert self.inp is not None
         apply_settings(self.inp.spec, change)
-        if (change.clear_rollout or change.rollout is not None) and workflow.patched(
-            "train-many-rollouts"
-        ):
+        if change.clear_rollout or change.rollout is not None:
             change_rollouts(self.inp.spec, change)
         else:
             change_single_rollout(self.inp.spec, change)
@@ -187,7 +176,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
     async def run(self, inp: TrainInput) -> TrainStatus:
         self.inp = inp
         spec, st = inp.spec, inp.state
-        self.rests = workflow.patched(RESTING_PATCH)
         workflow.upsert_search_attributes(
             [
                 TRAIN_CLUSTER.value_set(spec.cluster),
@@ -260,8 +248,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if asked is None:
             return  # paused, halted or stopped while we asked: take no new hosts
         grant, res = asked
-        if self.rests:
-            note_plan(st, res, workflow.now())
+        note_plan(st, res, workflow.now())
         st.counts = res.counts
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
@@ -307,11 +294,10 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
                 static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
             )
             record_domain(self.inp.state, result)
-            if result.untold and not (
-                domain_id in self.rollout_domains and workflow.patched("train-rollout-failures")
-            ):  # its last batch, told here (``tells_at_end``): as ``domain_progress`` counts
+            if result.untold and domain_id not in self.rollout_domains:
+                # its last batch, told here: as ``domain_progress`` counts
                 self._count_outcomes(result.untold)
-            if targets is not None and workflow.patched("train-rollout-failures"):
+            if targets is not None:
                 note_rollout_failures(spec, [*result.quarantined, *result.lost_to_repair], targets)
         finally:
             # Nothing here may touch the workflow's APIs (set_current_details): it also runs
@@ -363,7 +349,4 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             st.counts.quarantined,
             st.counts.in_repair,
         )
-        if self.rests:
-            rest(st, workflow.now())
-        else:
-            finish_cycle(st, workflow.now())
+        rest(st, workflow.now())

@@ -79,7 +79,7 @@ class DomainHandBack:
         result.released += back.returned
         result.quarantined.update(back.quarantined)
         parent = workflow.info().parent
-        if back.visited and parent is not None and workflow.patched("domain-hand-back-visits"):
+        if back.visited and parent is not None:
             # This domain ends without a result: tell the train which hosts it visited.
             with contextlib.suppress(Exception):  # a train already gone counts nothing
                 await workflow.get_external_workflow_handle(parent.workflow_id).signal(

@@ -80,14 +80,8 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
 
     def _tracker(self, inp: DomainInput, now: float) -> DrainTracker:
         """The drain's tracker, its deadline ``max_wait_hours`` after ``now``."""
-        # Asking jobs first is a new step: histories from before it replay without.
-        talks = inp.negotiate and (inp.frugal or workflow.patched("job-negotiation"))
-        # Handing a refusing job's hosts back is a new step too.
-        release = (
-            talks
-            and inp.policy in RELEASE_POLICIES
-            and (inp.frugal or workflow.patched("refusal-release"))
-        )
+        talks = inp.negotiate
+        release = talks and inp.policy in RELEASE_POLICIES
         return DrainTracker(
             now + inp.max_wait_hours,
             negotiate=talks,
@@ -103,13 +97,12 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         result = DomainResult(domain_id=inp.domain_id)
         tasks: list[asyncio.Task[None]] = []
         # A switch_firmware target makes this a rack visit: the whole rack drains before its
-        # switch is updated, then its hosts are updated and verified (a new step: patched).
-        # A frugal domain takes the patches its train had passed as given.
-        rack = "switch_firmware" in inp.targets and (inp.frugal or workflow.patched("rack-switch"))
-        # The tracker is made at the first look, with the real deadline; a frugal domain knows
-        # its start and looks with it at once.
+        # switch is updated, then its hosts are updated and verified.
+        rack = "switch_firmware" in inp.targets
+        # The tracker is made at the first look, with the real deadline; a domain that knows
+        # its start looks with it at once.
         seq = ds.DrainSequence(list(inp.hosts), together=rack)
-        if inp.frugal and inp.start_hours is not None:
+        if inp.start_hours is not None:
             seq.begin(self._tracker(inp, fleet_hours_now(inp.clock)))
         try:
             while not isinstance(cmd := seq.next(), ds.Drained):
@@ -209,7 +202,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         result.quarantined.update(ver.quarantined)
         outcomes = [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
         result.outcomes += outcomes
-        if inp.tells_at_end and self._drained and self._maintaining == 1:
+        if self._drained and self._maintaining == 1:
             result.untold += outcomes  # the last batch: the domain ends now, its result tells
             return
         await self._tell_parent(inp, outcomes)

@@ -72,20 +72,13 @@ def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
 #: crash recovery, a node an operator resumed) sat that long idle. Simulated fleets keep
 #: their fleet-hour polls (the time-skipping tests skip them).
 MAX_POLL_WALL_SECONDS = 30.0
-#: Guards that cap: recorded runs that waited longer replay their longer timers.
-POLL_WALL_CAP_PATCH = "poll-wall-cap"
 
 
 def capped_poll_seconds(clock: ClockInfo, seconds: float) -> float:
     """``seconds`` of a poll's wait, at most ``MAX_POLL_WALL_SECONDS`` on a fleet that changes
-    outside trainctl, in runs past the patch. The patch is asked only when the cap binds, so
-    runs on simulated fleets (and the replay histories) gain no marker and no command."""
-    if (
-        clock.outside_changes
-        and seconds > MAX_POLL_WALL_SECONDS
-        and workflow.patched(POLL_WALL_CAP_PATCH)
-    ):
-        return MAX_POLL_WALL_SECONDS
+    outside trainctl."""
+    if clock.outside_changes:
+        return min(seconds, MAX_POLL_WALL_SECONDS)
     return seconds
 
 

@@ -21,16 +21,12 @@ from orchestrator.planning.windows import at_fleet_hour, waiting_text
 from workflows.fleet_timing import fleet_hours_now
 from workflows.ops_wave import POLL_FLEET_HOURS, WaveSteps
 
-#: Guards waiting for the spec's maintenance windows between waves (asked only with a schedule).
-OPS_WINDOWS_PATCH = "ops-schedule-windows"
-
 
 class WavePacing(WaveSteps):
     """Grants, room, pauses and windows between waves; the workflow provides the state."""
 
     paused: bool
     in_arbiter: bool
-    room: bool
     planned_with: int | None
 
     # Provided by the ClusterOperation workflow.
@@ -98,7 +94,7 @@ class WavePacing(WaveSteps):
         """Outside the spec's windows (or in a blackout) start no wave: hand the budget back
         and wait, in this cluster's fleet time, for the next window to open."""
         schedule, clock = self.inp.spec.schedule, self.inp.clock
-        if schedule is None or not workflow.patched(OPS_WINDOWS_PATCH):
+        if schedule is None:
             return
         while not self.abort:
             now = fleet_hours_now(clock)
@@ -134,8 +130,7 @@ class WavePacing(WaveSteps):
             )
             self.p.waiting_for = grant.waiting_for
             if grant.granted:
-                if self.room:
-                    self.p.granted_hosts = grant.granted
+                self.p.granted_hosts = grant.granted
                 return grant.granted
             await self._phase("waiting", grant.reason)
             await self._poll(POLL_FLEET_HOURS)

@@ -73,15 +73,6 @@ POLL_FLEET_HOURS = 0.25
 MAX_POLL_FLEET_HOURS = 2.0
 #: Never poll faster than this in wall time, however fast the fleet clock runs.
 MIN_POLL_WALL_SECONDS = 0.5
-#: Guards the health check before a wave's change and the bad-build rule
-#: (``planning.failure_gate``) that replaces ``max_failures: 0`` when the spec leaves it out.
-FAILURE_GATE_PATCH = "ops-failure-gate"
-#: Guards the refusal release: a refusing job's hosts handed back, re-queued to a later wave.
-REFUSAL_RELEASE_PATCH = "ops-refusal-release"
-#: Guards keeping a ``consistency: cluster`` cut-over whole: its refusing jobs are waited for
-#: (up to ``drain.max_wait``, then evicted), never handed back to a later wave, since a second
-#: wave would leave the cluster on two versions.
-WHOLE_CLUSTER_PATCH = "ops-whole-cluster-keeps-refusers"
 
 
 class WaveSteps(WaveFailures):
@@ -191,14 +182,13 @@ class WaveSteps(WaveFailures):
         """Free the wave's hosts of jobs as the train does (``DrainSequence``): the drained
         ones, None if aborted meanwhile."""
         drain = self.inp.spec.drain
-        # Asking jobs first is a new step: histories from before it replay without.
-        talks = drain.negotiate and workflow.patched("job-negotiation")
+        talks = drain.negotiate
         tracker = DrainTracker(
             wave.fleet_hours + drain.max_wait_hours,
             negotiate=talks,
             max_refusals=drain.max_refusals,
-            # Handing a refusing job's hosts back to a later wave, as trains do: a new step.
-            release=talks and workflow.patched(REFUSAL_RELEASE_PATCH) and not self._whole_cluster(),
+            # Handing a refusing job's hosts back to a later wave, as trains do.
+            release=talks and not self._whole_cluster(),
         )
         seq = DrainSequence(list(wave.hosts), tracker, together=True)
         while not isinstance(cmd := seq.next(), Drained):
@@ -219,8 +209,10 @@ class WaveSteps(WaveFailures):
         return []
 
     def _whole_cluster(self) -> bool:
-        """A ``consistency: cluster`` cut-over, which hands no refusing job's hosts back."""
-        return self.inp.spec.consistency == "cluster" and workflow.patched(WHOLE_CLUSTER_PATCH)
+        """A ``consistency: cluster`` cut-over, which hands no refusing job's hosts back: its
+        refusing jobs are waited for (up to ``drain.max_wait``, then evicted), since a second
+        wave would leave the cluster on two versions."""
+        return self.inp.spec.consistency == "cluster"
 
     async def _look(self, seq: DrainSequence, cmd: Look) -> None:
         st: DrainStatus = await self._call(
@@ -320,10 +312,8 @@ class WaveSteps(WaveFailures):
             p.hosts_changed += len(q.quarantined)
             p.waves_done, p.wave_hosts = p.waves_done + 1, 0
             return ""
-        checked = workflow.patched(FAILURE_GATE_PATCH)  # runs recorded before: neither step
-        if checked:
-            ready = await self._check_health(ready)
-        gate = checked and spec.max_failures is None
+        ready = await self._check_health(ready)
+        gate = spec.max_failures is None
         self._mark(ready, "changing", f"installing {versions(spec.targets)}")
         await self._phase("updating")
         upd: UpdateResult = await self._call(

@@ -1,8 +1,7 @@
-"""How a cluster's train asks for hosts: the arbiter's grant, then the planner's cordon.
+"""How a cluster's train asks for hosts: the arbiter's grant, then the planner's cordon, both
+in one activity (``plan_granted_domain``).
 
-A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size. New runs
-(``PLAN_MERGED_PATCH``), and runs past ``PLAN_GRANTED_PATCH`` before ``PLAN_APART_PATCH``, do
-both in one activity (``plan_granted_domain``); the others in two.
+A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
     from orchestrator.contracts.messages import ClockInfo, HostsRequest
@@ -22,14 +20,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.ui_text import plural
     from orchestrator.train.bookkeeping import held_hosts
-    from workflows.fleet_timing import fleet_call, fleet_options
+    from workflows.fleet_timing import fleet_call
     from workflows.train_windows import TrainWindows
-
-PLAN_GRANTED_PATCH = "train-plan-granted"
-PLAN_APART_PATCH = "train-plan-apart"
-#: One activity again for new runs: the case that made PLAN_APART_PATCH was a plan made after
-#: a riding version was marked bad (it rightly gave that rollout nothing; ``held_back`` says so).
-PLAN_MERGED_PATCH = "train-plan-merged"
 
 
 class TrainPlanning:
@@ -38,17 +30,12 @@ class TrainPlanning:
     inp: TrainInput | None
     in_flight: dict[str, list[str]]
     windows: TrainWindows | None
-    #: the visit rule applies (``planning.resting``; ``RESTING_PATCH``)
-    rests: bool
 
     def _arbiter_budget(self, hosts_total: int) -> int:
         """What the arbiter splits among the cluster's owners: the maintenance budget (planned
         work of every owner together); the floor is the fleet's own check at each cordon."""
         assert self.inp is not None
-        budget = self.inp.spec.budget
-        if workflow.patched("budget-maintenance"):
-            return budget.maintenance_limit(hosts_total)
-        return budget.limit(hosts_total)
+        return self.inp.spec.budget.maintenance_limit(hosts_total)
 
     def _plan_request(self, max_held: int) -> PlanDomainRequest:
         assert self.inp is not None
@@ -69,7 +56,7 @@ class TrainPlanning:
             rollouts=spec.rollouts,
             rollout_only=spec.rollout_only,
             claim_until_hours=self.windows.closes_hours() if self.windows else None,
-            visit_rule=self.rests,
+            visit_rule=True,
             resting=st.resting,
             verify_every_hours=spec.verify_every_hours,
         )
@@ -99,36 +86,14 @@ class TrainPlanning:
             holding=st.counts.in_flight,
             limit=max(1, self._arbiter_budget(clock.hosts_total)),
         )
-        # Runs between PLAN_APART_PATCH and PLAN_MERGED_PATCH ask and plan apart; the order of
-        # the checks is what each recorded run saw.
-        if workflow.patched(PLAN_MERGED_PATCH) or (
-            not workflow.patched(PLAN_APART_PATCH) and workflow.patched(PLAN_GRANTED_PATCH)
-        ):
-            res: PlanDomainResult = await fleet_call(
-                FleetActivities.plan_granted_domain,
-                PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
-                summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
-                "hosts, then choose and cordon that many due hosts within the budget",
-            )
-            assert res.grant is not None
-            return await self._planned(res.grant, res)
-        grant: Grant = await workflow.execute_activity_method(
-            ArbiterActivities.acquire,
-            ask,
-            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} hosts",
-            **fleet_options(),
+        res: PlanDomainResult = await fleet_call(
+            FleetActivities.plan_granted_domain,
+            PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
+            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
+            "hosts, then choose and cordon that many due hosts within the budget",
         )
-        if st.phase != "running":
-            return None
-        res = await fleet_call(
-            FleetActivities.plan_domain,
-            self._plan_request(min(spec.domain_size, grant.granted)),
-            summary=(
-                f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
-                f"of {spec.cluster} within the budget"
-            ),
-        )
-        return grant, res
+        assert res.grant is not None
+        return await self._planned(res.grant, res)
 
     async def _planned(
         self, grant: Grant, res: PlanDomainResult

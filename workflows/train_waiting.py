@@ -34,16 +34,9 @@ with workflow.unsafe.imports_passed_through():
 #: A waiting train looks again at ``next_look_hours`` (its poll or the planner's retry), but
 #: never more often than this in wall time: domains signal their progress anyway.
 MIN_POLL_SECONDS = 1.0
-#: Domains started past this patch are frugal (``DomainInput.frugal``): one marker in the
-#: train's run instead of a marker and an upsert per patch in every domain's.
-FRUGAL_DOMAINS_PATCH = "train-frugal-domains"
 #: A train holding all it may polls only to keep its standing claim: just before
 #: the claim would lapse, instead of every POLL_FLEET_HOURS. Such a plan changes nothing else:
 #: the planner has no slot to fill, and the domains' progress wakes the train as hosts return.
-CAPPED_POLL_PATCH = "train-capped-poll"
-#: Its domains tell their last batch's outcomes in their result, not a signal
-#: (``DomainInput.tells_at_end``): the train counts them as the domain ends.
-TELLS_AT_END_PATCH = "train-domain-tells-at-end"
 CAPPED_POLL_FLEET_HOURS = 0.95 * PIGGYBACK_CLAIM_HOURS
 
 
@@ -61,7 +54,7 @@ class TrainWaiting:
         """Once paused or halted, take back the standing claim on freed hosts (piggybacking),
         so no host is cordoned for a train that will not visit it (train-withdraw-claim)."""
         assert self.inp is not None
-        if getattr(self, "claim_withdrawn", False) or not workflow.patched("train-withdraw-claim"):
+        if getattr(self, "claim_withdrawn", False):
             return
         self.claim_withdrawn = True
         spec = self.inp.spec
@@ -86,10 +79,10 @@ class TrainWaiting:
         start_hours: float,
     ) -> DomainInput:
         """A domain's input (``targets``: a rollout's, else the train's), planned at fleet hour
-        ``start_hours``; frugal once the train is past ``FRUGAL_DOMAINS_PATCH``."""
+        ``start_hours``."""
         assert self.inp is not None
         spec = self.inp.spec
-        inp = DomainInput(
+        return DomainInput(
             cluster=spec.cluster,
             owner=spec.workflow_id,
             domain_id=domain_id,
@@ -100,11 +93,8 @@ class TrainWaiting:
             clock=clock,
             negotiate=spec.drain.negotiate,
             max_refusals=spec.drain.max_refusals,
+            start_hours=start_hours,
         )
-        if workflow.patched(FRUGAL_DOMAINS_PATCH):
-            inp.frugal, inp.start_hours = True, start_hours
-            inp.tells_at_end = workflow.patched(TELLS_AT_END_PATCH)
-        return inp
 
     def _history_full(self) -> bool:
         assert self.inp is not None
@@ -118,13 +108,13 @@ class TrainWaiting:
         """
         assert self.inp is not None
         st = self.inp.state
-        if st.phase == "stopping" and not self.in_flight and workflow.patched("train-stop-now"):
+        if st.phase == "stopping" and not self.in_flight:
             # Stopped while it planned (the stop came during its plan): nothing holds it, so it
             # must not wait for domains to move the clock (there are none): it closes now.
             return
         now = st.counts.fleet_hours
         target = next_look_hours(now, st.retry_at_hours)
-        if self.capped and workflow.patched(CAPPED_POLL_PATCH):
+        if self.capped:
             target = now + CAPPED_POLL_FLEET_HOURS
         floor: float | None = None
         if self.windows is not None:  # a window edge may come first

@@ -7,9 +7,6 @@ runs to the next window edge (:meth:`TrainWindows.timer`), computed by the pure
 ``orchestrator.planning.windows`` from the cron in fleet time: ``workflow.now()`` through the
 fleet's clock. Nothing else changes, so
 the cycle carries on where it stopped when the next window opens.
-
-Trains recorded before windows existed replay unchanged: the behaviour is behind
-``workflow.patched(WINDOWS_PATCH)``, asked only by trains whose spec has a ``schedule``.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.fleet_timing import fleet_hours_now
 
-WINDOWS_PATCH = "train-schedule-windows"
 #: The shortest timer to a window edge (wall seconds): edges are exact, unlike polls.
 EDGE_MIN_SECONDS = 0.01
 #: Timers to an edge end this far past it (fleet hours), so the look after them is past it.
@@ -119,8 +115,8 @@ def _retrieve(task: asyncio.Task[None]) -> None:
 def train_windows(
     schedule: Schedule | None, clock: ClockInfo, state: TrainState
 ) -> TrainWindows | None:
-    """The train's windows, if its spec has a schedule (and this run is past the patch)."""
-    if schedule is None or not workflow.patched(WINDOWS_PATCH):
+    """The train's windows, if its spec has a schedule."""
+    if schedule is None:
         state.window_state = ""
         return None
     return TrainWindows(schedule, clock, state)

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities import build_activities
-from orchestrator.contracts.constants import TASK_QUEUE
+from orchestrator.contracts.constants import RELEASE, TASK_QUEUE
 from orchestrator.contracts.errors import TemporaryError
 from orchestrator.fleet import StoreRef, heartbeats
 from orchestrator.fleet.fleet_id import read_fleet_id, worker_identity
@@ -46,7 +46,8 @@ def build_worker(
     """A worker with every workflow and activity, activities on a small thread pool of
     ``concurrency`` threads and slots; its identity names the fleet it serves (``fleet_id``),
     so commands can tell fleets apart."""
-    identity = worker_identity(f"{os.getpid()}@{socket.gethostname()}", read_fleet_id(fleet_path))
+    base = f"{os.getpid()}@{socket.gethostname()} trainctl/{RELEASE}"
+    identity = worker_identity(base, read_fleet_id(fleet_path))
     return Worker(
         client,
         task_queue=task_queue,

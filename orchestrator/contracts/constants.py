@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from orchestrator.contracts.models import HostState
 
+#: This release of trainctl (``pyproject.toml``'s version): a worker names it in its identity,
+#: and refuses to start beside open workflows of an older series (``app.release_guard``).
+RELEASE = "0.2.0"
+
 #: The fastest a simulated fleet's time may run: 1e6 fleet seconds per wall second (11.6 fleet
 #: days). The fleet simulates every fleet hour that passes (about 3 ms per hour for a 3,072-host
 #: cluster here), so a larger factor only makes every read spin catching up. ``--speed max``

@@ -94,14 +94,9 @@ class DomainInput(BaseModel):
     #: ask each job before evicting it (``drain.negotiate``), honouring this many refusals
     negotiate: bool = False
     max_refusals: int = 2
-    #: started by a train past its ``train-frugal-domains`` patch: the domain takes
-    #: the patches of its own that existed then as given (no marker of its own, no upsert) and
-    #: learns its deadline from ``start_hours`` (the fleet hour of its plan), not from a look
-    frugal: bool = False
+    #: the fleet hour of its plan: the domain's deadline counts from it (None: from its first
+    #: look)
     start_hours: float | None = None
-    #: the last batch's outcomes come in the result (``DomainResult.untold``), not in a
-    #: ``domain_progress`` signal: the domain ends right after it (``train-domain-tells-at-end``)
-    tells_at_end: bool = False
 
 
 class DomainResult(BaseModel):
@@ -111,7 +106,7 @@ class DomainResult(BaseModel):
     lost_to_repair: dict[str, str] = Field(default_factory=dict)
     released: list[str] = Field(default_factory=list)
     outcomes: list[bool] = Field(default_factory=list)  # per host, in completion order: passed?
-    #: the last batch's outcomes, told by this result instead of a signal (``tells_at_end``)
+    #: the last batch's outcomes, told by this result instead of a signal
     untold: list[bool] = Field(default_factory=list)
     jobs_interrupted: int = 0
     lost_gpu_hours: float = 0.0
