@@ -1,4 +1,4 @@
-"""Bad host or bad build, end to end: a plain cuda-upgrade on `small` at 10 fleet hours a second.
+"""Bad host or bad build, end to end: a plain cuda-upgrade on `small` at one fleet hour a second.
 
 Real dev server, real worker, the real ``trainctl`` CLI and a real SQLite fleet on its logical
 clock. Without ``max_failures`` the bad-build rule decides: a host that was already failing
@@ -22,7 +22,7 @@ from tests.train_helpers import host_states, make_fleet
 
 NEW = {"gpu_driver": "590.44.01", "cuda": "13.1"}
 OLD = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
-FAST = 36_000.0  # 10 fleet hours per wall second: few hardware failures while it runs
+FAST = 3_600.0  # one fleet hour per wall second: the planted defect waits for the check
 
 
 def plain_spec() -> dict[str, Any]:
