@@ -79,8 +79,10 @@ def _submit(lab: LabInfo, comment: str) -> int:
 
 def _simulated_offset(behaviour: str, comment: str, start: float, t: float) -> float:
     """Seconds from the question to the eviction a simulated job of ``behaviour`` gets when
-    asked at fleet hour ``t``, from the drain rules a simulated run folds its answer with."""
+    asked at fleet hour ``t``, from the drain rules a simulated run folds its answer with (a
+    running job started by ``t``: Slurm's start, to the second, may read a moment later)."""
     end = start + LIMIT_MIN / 60
+    start = min(start, t)
     ckpt = parse_job_comment(comment).ckpt_hours or (end - start)
     view = JobView(1, 1, ("n",), end, next_checkpoint(start, ckpt, t, end),
                    last_checkpoint(start, ckpt, t, end))  # fmt: skip
@@ -108,6 +110,18 @@ def _starts(lab: LabInfo, anchor: float) -> dict[int, float]:
         job, start = line.split("|")
         out[int(job)] = (datetime.fromisoformat(start).timestamp() - anchor) / 3600
     return out
+
+
+def _cordoned_at(events: list[Any], hosts: list[str], before: float) -> float:
+    """The fleet hour the last of ``hosts`` was cordoned before ``before`` (its drain's start)."""
+    return max(
+        e.t
+        for e in events
+        if e.kind == "host_state"
+        and e.host in hosts
+        and e.detail.get("after") == "cordoned"
+        and e.t <= before
+    )
 
 
 def _events(path: Path) -> list[Any]:
@@ -159,15 +173,19 @@ async def test_job_answers_on_slurm_are_kept_as_on_the_simulated_fleet(
             await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     events = _events(path)
     asked = {e.detail["job"]: e for e in events if e.kind == "job_asked"}
-    evicted = {e.detail["job"]: e.t for e in events if e.kind == "job_interrupted"}
+    evicted = {e.detail["job"]: e for e in events if e.kind == "job_interrupted"}
     for job, comment in jobs.items():
         t = asked[job].t
-        live = (evicted[job] - t) * 3600
+        live = (evicted[job].t - t) * 3600
         sim = _simulated_offset(JOBS[comment], comment, starts[job], t)
         print(f"{comment!r}: slurm {live:.1f}s, simulated {sim:.1f}s, {asked[job].detail}")
         assert abs(live - sim) <= 10.0, (comment, live, sim, asked[job].detail)
         if comment in HELD_TO_DEADLINE:  # its answer runs past max_wait: kept to the deadline
-            assert abs(live - MAX_WAIT_S) <= 10.0, (comment, live, asked[job].detail)
+            # The deadline runs from the cordon of its hosts (on a loaded machine the first ask
+            # can come late, even past it): never evicted before it.
+            cordoned = _cordoned_at(events, evicted[job].detail["hosts"], t)
+            held = (evicted[job].t - cordoned) * 3600
+            assert held >= MAX_WAIT_S - 5.0, (comment, held, asked[job].detail)
     ignored = [e.detail for e in events if e.kind == "job_comment_ignored"]
     bad = next(j for j, c in jobs.items() if "bogus" in c)
     assert ignored and {d["job"] for d in ignored} == {bad}, ignored

@@ -29,14 +29,18 @@ class RunningJob:
     def view(self, now: float) -> JobView:
         from orchestrator.contracts.views import last_checkpoint, next_checkpoint
 
-        interval = self.ckpt_hours or max(self.end_hours - self.start_hours, 1e-9)
+        # Slurm reports a start to the second, so a job that has just started can read as
+        # starting a moment after ``now``: it runs, so it started by now (else its start would
+        # pass for a checkpoint still to come, and a drain would stop it "right after" it).
+        start = min(self.start_hours, now)
+        interval = self.ckpt_hours or max(self.end_hours - start, 1e-9)
         return JobView(
             self.slurm.id,
             len(self.slurm.nodes),
             self.slurm.nodes,
             self.end_hours,
-            next_checkpoint(self.start_hours, interval, now, self.end_hours),
-            last_checkpoint(self.start_hours, interval, now, self.end_hours),
+            next_checkpoint(start, interval, now, self.end_hours),
+            last_checkpoint(start, interval, now, self.end_hours),
         )
 
 
