@@ -261,7 +261,7 @@ def test_a_stopped_train_leaves_no_cycle_or_budget_series(tmp_path: Path):
         metrics.BUDGET_LIMIT.labels(cluster, "maintenance").set(6)
 
     def close(owner: str) -> None:
-        acts._close_owner(
+        acts.close_owner(
             HostsRequest(cluster="c00", owner=owner, hosts=[], wall=datetime.now(UTC))
         )
 
