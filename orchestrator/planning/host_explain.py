@@ -285,6 +285,12 @@ def _blocker(
     stopped = _train_blocker(host, who, train) if train is not None else None
     if stopped is not None:
         return stopped
+    return _turn_blocker(host, cov, who, train)
+
+
+def _turn_blocker(host: HostFacts, cov: Coverage, who: str, train: TrainFacts | None) -> Blocker:
+    """What keeps a host its covering owner would take from being taken yet: the job on it,
+    a full budget, a resting train's next look, or its turn in the cycle."""
     job = host.job
     if job is not None:
         return Blocker(
