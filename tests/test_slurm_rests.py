@@ -9,7 +9,6 @@ node drained by trainctl and no job restarted.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 import uuid
@@ -27,8 +26,9 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import ControlRequest, TrainInput
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.fleet.presets import INITIAL_VERSIONS
-from orchestrator.lab.slurm import LabInfo, lab_down
+from orchestrator.lab.slurm import LabInfo
 from tests.test_slurm_e2e import node_table, slurm, submit
+from tests.test_slurm_hook_limits import lab_cli
 from tests.test_train_e2e import _terminate, wait_for
 from workflows.cluster_train import ClusterTrain
 
@@ -39,17 +39,7 @@ REST_SECONDS = 120.0
 
 @pytest.fixture
 def lab8(tmp_home: Path) -> Iterator[LabInfo]:
-    """``trainctl lab slurm up --nodes 8 --json``, and ``down`` whatever the test did."""
-    try:
-        up = CliRunner().invoke(cli_main, ["lab", "slurm", "up", "--nodes", "8", "--json"])
-        assert up.exit_code == 0, up.output
-        info = json.loads(up.stdout)
-        info.pop("already_running")
-        yield LabInfo(**info)
-    finally:
-        down = CliRunner().invoke(cli_main, ["lab", "slurm", "down", "--json"])
-        assert down.exit_code == 0, down.output
-        lab_down(tmp_home)
+    yield from lab_cli(tmp_home, 8)
 
 
 def _restarts(lab: LabInfo, jobs: list[int]) -> dict[int, int]:
