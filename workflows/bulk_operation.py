@@ -59,8 +59,8 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.ops.ui import cluster_summary, operation_details
     from workflows.bulk_operation_children import ClusterChildren
-    from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ENDINGS_PATCH, ClusterOperation
-    from workflows.fleet_clock import fleet_options
+    from workflows.cluster_operation import ClusterOperation
+    from workflows.fleet_timing import fleet_options
     from workflows.history import history_full
 
 #: How often a run that rejoined running children checks that they still run (the fallback
@@ -98,9 +98,7 @@ class BulkOperation(ClusterChildren):
         self.children: dict[str, ChildWorkflowHandle[Any, ClusterProgress]] = {}
         self.failed = carried.failed if carried else ""
         self.changed = False
-        # Continue as new when the history is full: a first run learns it from the patch in
-        # ``run``, a continued run is so already (updates may come before ``run`` starts).
-        self.bounded = carried is not None
+        # Continue as new when the history is full.
         self.max_history = inp.max_history_events
         #: Clusters whose child runs: its task in this run, or None for a child rejoined by id.
         self.running: dict[str, asyncio.Task[None] | None] = (
@@ -191,7 +189,6 @@ class BulkOperation(ClusterChildren):
     # --------------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: OperationInput) -> OperationStatus:
-        self.bounded = workflow.patched(CONTINUE_AS_NEW_PATCH)
         spec, st = inp.spec, self.st
         workflow.upsert_search_attributes(
             [TRAIN_CAMPAIGN.value_set(st.operation_id), TRAIN_PHASE.value_set(st.state)]
@@ -232,8 +229,7 @@ class BulkOperation(ClusterChildren):
         try:
             await self._run_clusters(inp, clock, pending)
         except (asyncio.CancelledError, CancelledError):
-            if self.bounded:  # ABANDON does not cancel them: do it here
-                await self._cancel_children()
+            await self._cancel_children()  # ABANDON does not cancel them: do it here
             raise
         for name in pending:  # never started: aborted, or stopped by another cluster's failure
             st.clusters[name].state = "aborted"
@@ -247,7 +243,7 @@ class BulkOperation(ClusterChildren):
         st = self.st
         while True:
             await self._take_reports()
-            if self.bounded and self.failed and not self.failure_told:
+            if self.failed and not self.failure_told:
                 self.failure_told = True
                 await self._tell_children("abort", f"stopped: {self.failed}")
             while pending and len(self.running) < inp.max_parallel_clusters and self._may_start():
@@ -293,9 +289,7 @@ class BulkOperation(ClusterChildren):
                 task_queue=workflow.info().task_queue,
                 # A parent close policy applies on continue-as-new too: children must outlive
                 # a run of the operation (a cancelled operation cancels them itself).
-                parent_close_policy=(
-                    ParentClosePolicy.ABANDON if self.bounded else ParentClosePolicy.REQUEST_CANCEL
-                ),
+                parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=cluster_summary(st.kind, st.targets, name),
             )
             self.children[name] = handle
@@ -315,10 +309,8 @@ class BulkOperation(ClusterChildren):
             progress.state = "failed"
             progress.reason = progress.reason or str(getattr(cause, "message", err))
             st.clusters[name] = progress
-            if not self.failed:
+            if not self.failed:  # the main loop tells the others
                 self.failed = f"{name}: {progress.reason}"
-                if not self.bounded:  # else the main loop tells them
-                    await self._tell_children("abort", f"stopped: {self.failed}")
         finally:
             self.starting.discard(name)
             self.children.pop(name, None)
@@ -329,7 +321,7 @@ class BulkOperation(ClusterChildren):
     # ----------------------------------------------------------- continue-as-new
     def _may_continue(self) -> bool:
         """The history is full and no child is being started (or every child is known)."""
-        if not self.bounded or self.starting:
+        if self.starting:
             return False
         return history_full(self.max_history)
 
@@ -364,7 +356,7 @@ class BulkOperation(ClusterChildren):
                 type=OPERATION_FAILED,
                 non_retryable=True,
             )
-        if self.st.state == "aborted" and workflow.patched(ENDINGS_PATCH):
+        if self.st.state == "aborted":
             # Aborted is not completed (the workflow list showed a green COMPLETED): Failed,
             # the reason its message, the final status its details, as a failure's are.
             raise ApplicationError(

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         OperationStatus,
     )
     from workflows.cluster_operation import ClusterOperation
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
 
 #: How often, and how many times, to look whether a child that reported has also completed.
 CLOSE_CHECK_INTERVAL = timedelta(seconds=1)
@@ -41,7 +41,6 @@ class ClusterChildren:
     children: dict[str, ChildWorkflowHandle[Any, ClusterProgress]]
     failed: str
     changed: bool
-    bounded: bool
     running: dict[str, asyncio.Task[None] | None]
     starting: set[str]
     reported: dict[str, ClusterProgress]
@@ -52,19 +51,8 @@ class ClusterChildren:
     def _show(self) -> None: ...
 
     async def _tell_children(self, action: ControlAction, reason: str) -> None:
-        if self.bounded:
-            for name in [n for n in self.running if n not in self.starting]:
-                await self._tell(name, action, reason)
-            return
-        for handle in list(self.children.values()):
-            try:
-                await handle.signal(
-                    ClusterOperation.control, ClusterControl(action=action, reason=reason)
-                )
-            except (asyncio.CancelledError, CancelledError):
-                raise
-            except Exception as err:  # it has just finished: nothing to tell
-                workflow.logger.info("control not delivered to %s: %s", handle.id, err)
+        for name in [n for n in self.running if n not in self.starting]:
+            await self._tell(name, action, reason)
 
     async def _tell(self, name: str, action: ControlAction, reason: str) -> None:
         """Signal one running child by workflow id (it may have been started by an earlier run)."""
@@ -82,14 +70,11 @@ class ClusterChildren:
         """Pass on a control that came while the child was starting."""
         st = self.st
         if st.state not in ("paused", "aborting"):
-            if self.bounded and self.failure_told:
+            if self.failure_told:
                 await self._tell(name, "abort", f"stopped: {self.failed}")
             return
         action: ControlAction = "pause" if st.state == "paused" else "abort"
-        if self.bounded:
-            await self._tell(name, action, st.reason)
-        else:
-            await self._tell_children(action, st.reason)
+        await self._tell(name, action, st.reason)
 
     async def _take_reports(self, every: bool = False) -> bool:
         """Settle rejoined clusters whose child said it has ended (``cluster_done``).

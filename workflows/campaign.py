@@ -66,12 +66,8 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
     from workflows.campaign_rollback import RollbackSteps
     from workflows.campaign_steps import TRAIN_OPTIONS, CampaignSteps
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
     from workflows.history import history_full
-
-#: An aborted or rolled-back campaign closes Failed (``CampaignFailed``), not Completed; runs
-#: recorded before it replay with their old ending.
-ENDINGS_PATCH = "campaign-failed-endings"
 
 
 @workflow.defn(name="Campaign")
@@ -154,7 +150,7 @@ class Campaign(CampaignSteps, RollbackSteps):
             if outcome == "continue":
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": st}))
-            if outcome == "failed" and workflow.patched("campaign-rollback"):
+            if outcome == "failed":
                 outcome = await self._after_failure(st.status.stages[st.stage_index])
                 if outcome == "resume":
                     continue
@@ -361,9 +357,7 @@ class Campaign(CampaignSteps, RollbackSteps):
         self._show()
         await self._report()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if outcome == "failed" or (
-            outcome in ("aborted", "rolled_back") and workflow.patched(ENDINGS_PATCH)
-        ):
+        if outcome in ("failed", "aborted", "rolled_back"):
             # Not succeeded is not completed: the workflow list shows it Failed, the reason its
             # message, the final status its details (clients read it back as the result).
             raise ApplicationError(reason, st.status, type=CAMPAIGN_FAILED, non_retryable=True)

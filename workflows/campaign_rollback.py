@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.models import UPPER_LAYER
     from orchestrator.contracts.ops_spec import OperationSpec, Scope
     from orchestrator.contracts.ops_types import OperationStatus, VerifyRequest
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
 
 
 #: Looks at what is left to roll back (hosts a train still held may come back quarantined).
@@ -118,9 +118,8 @@ class RollbackSteps:
         notes: dict[str, str] = {}  # cluster -> what could not be rolled back
         # Hosts still held by a train when we look (its domain in flight) may come back
         # quarantined after the operation took its scope: look again, up to ROLLBACK_ROUNDS,
-        # until nothing is left to do (runs recorded with one round replay unchanged).
-        rounds = ROLLBACK_ROUNDS if workflow.patched("campaign-rollback-rounds") else 1
-        for round_no in range(rounds):
+        # until nothing is left to do.
+        for round_no in range(ROLLBACK_ROUNDS):
             plan: RollbackPlan = await workflow.execute_activity_method(
                 CampaignActivities.rollback_plan,
                 RollbackPlanRequest(
@@ -233,8 +232,7 @@ class RollbackSteps:
         return left
 
     async def _wait_fleet(self, cluster: str, end_hours: float) -> None:
-        """Until the cluster's fleet clock reaches ``end_hours`` (moving a logical clock that
-        no other party moves, as a bake does)."""
+        """Until the cluster's fleet clock reaches ``end_hours``."""
         assert self.inp is not None
         while True:
             now: float = await workflow.execute_activity_method(

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         TrainHandoff,
     )
     from orchestrator.contracts.errors import PERMANENT_KINDS
-    from workflows.fleet_clock import fleet_options
+    from workflows.fleet_timing import fleet_options
 
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while;
 #: what will not heal (a permanent kind: a bad spec, an unknown cluster) is not retried.
@@ -52,10 +52,6 @@ PROM_OPTIONS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=20),
     "retry_policy": RetryPolicy(maximum_attempts=3),
 }
-#: A look at Prometheus that fails as an activity (its timeout, a worker lost on every
-#: attempt) holds the stage with the reason, as an unreadable answer does, instead of failing
-#: the campaign; runs recorded before it replay as they ran.
-PROM_FAILURE_HOLDS_PATCH = "campaign-prometheus-failure-holds"
 
 
 class CampaignSteps:
@@ -75,10 +71,8 @@ class CampaignSteps:
 
     async def _blame(self, ss: StageStatus) -> None:
         """Name the change behind a failed stage (``status.blame``); its top suspect, if it is
-        ours, is marked bad fleet-wide. Runs recorded before it replay unchanged (a patch)."""
+        ours, is marked bad fleet-wide."""
         assert self.st is not None and self.inp is not None
-        if not workflow.patched("campaign-blame"):
-            return
         found: BlameResult = await workflow.execute_activity_method(
             CampaignActivities.blame,
             BlameRequest(
@@ -138,9 +132,9 @@ class CampaignSteps:
                 CampaignActivities.prometheus, query, **PROM_OPTIONS
             )
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError) or not workflow.patched(
-                PROM_FAILURE_HOLDS_PATCH
-            ):
+            # A look that fails as an activity (its timeout, a worker lost on every attempt)
+            # holds the stage with the reason, as an unreadable answer does.
+            if isinstance(err.cause, CancelledError):
                 raise
             cause = err.cause if isinstance(err.cause, FailureError) else err
             why = (cause.message.strip().splitlines() or ["no reason given"])[0][:200]

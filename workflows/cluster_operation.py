@@ -51,17 +51,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.history import history_full
     from workflows.ops_pacing import WavePacing
     from workflows.ops_wave import MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS
-    from workflows.ops_wave_failures import LOST_DEFERRED_PATCH
-
-#: Guards continue-as-new and the final ``cluster_done`` signal (``BulkOperation`` uses it too).
-CONTINUE_AS_NEW_PATCH = "ops-continue-as-new"
-#: Guards waiting for room (outages filling the budget: at most ``max_wait_for_room``, then
-#: fail naming the budget) and planning the waves at the arbiter's grant (``waves_total``
-#: re-planned only when the grant changes, the status saying why).
-ROOM_PATCH = "ops-wait-for-room"
-#: An aborted operation (and cluster part) closes Failed with ``OperationAborted``, not
-#: Completed; runs recorded before it replay with their old ending.
-ENDINGS_PATCH = "ops-failed-endings"
 
 
 @workflow.defn(name="ClusterOperation")
@@ -77,8 +66,6 @@ class ClusterOperation(WavePacing):
         self.in_arbiter = s.in_arbiter
         self.targets_set = s.targets_set
         self.idle = s.idle
-        self.bounded = False  # continue as new when the history is full (set by ``run``)
-        self.room = False  # wait for room, plan at the arbiter's grant (set by ``run``)
         #: The grant ``waves_total`` was planned with (None: the spec's budget).
         self.planned_with: int | None = s.progress.granted_hosts
         self.continuing = False
@@ -101,8 +88,6 @@ class ClusterOperation(WavePacing):
     # --------------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: ClusterOpInput) -> ClusterProgress:
-        self.bounded = workflow.patched(CONTINUE_AS_NEW_PATCH)
-        self.room = workflow.patched(ROOM_PATCH)
         self.p.workflow_id = workflow.info().workflow_id
         workflow.upsert_search_attributes(
             [TRAIN_CLUSTER.value_set(inp.cluster), TRAIN_CAMPAIGN.value_set(inp.operation_id)]
@@ -139,11 +124,10 @@ class ClusterOperation(WavePacing):
         finally:
             if not self.continuing:
                 await self._close(None if succeeded else recorded)
-                if self.bounded:
-                    await self._report_done()
+                await self._report_done()
         if self.continuing:
             workflow.continue_as_new(self._next_input(recorded))
-        if self.p.state == "aborted" and workflow.patched(ENDINGS_PATCH):
+        if self.p.state == "aborted":
             # Aborted is not completed: the workflow list shows it Failed, with the reason
             # and the final progress as the error's details (the parent reads them back).
             raise ApplicationError(
@@ -189,8 +173,6 @@ class ClusterOperation(WavePacing):
 
     # ---------------------------------------------------------- continue-as-new
     def _history_full(self) -> bool:
-        if not self.bounded:
-            return False
         return history_full(self.inp.max_history_events)
 
     def _next_input(self, recorded: dict[str, str | None]) -> ClusterOpInput:
@@ -259,20 +241,15 @@ class ClusterOperation(WavePacing):
         """
         while True:
             self.p.fleet_hours = view.fleet_hours
-            if workflow.patched(LOST_DEFERRED_PATCH):  # hosts it lost mid-wave stay deferred
-                self.p.deferred_hosts = sorted({*view.deferred_hosts, *self.p.lost_to_repair})
-                self.p.hosts_deferred = len(self.p.deferred_hosts) - view.returning
-            else:
-                self.p.hosts_deferred = view.deferred - view.returning
+            # hosts it lost mid-wave stay deferred
+            self.p.deferred_hosts = sorted({*view.deferred_hosts, *self.p.lost_to_repair})
+            self.p.hosts_deferred = len(self.p.deferred_hosts) - view.returning
             total = (
                 self.p.waves_done
                 + view.waves_left
                 + (1 if view.returning and not view.waves_left else 0)
             )
-            if self.room:
-                self._replan(total)
-            else:
-                self.p.waves_total = total
+            self._replan(total)
             if not view.refused and not view.work_left:
                 return ""
             if await self._between_waves():
@@ -280,7 +257,7 @@ class ClusterOperation(WavePacing):
             if self._history_full():
                 self.continuing = True
                 return ""
-            if self.room and view.waiting_for_room:
+            if view.waiting_for_room:
                 await self._wait_for_room(view)
                 view = await self._call(
                     OpsActivities.plan_cluster,
@@ -288,12 +265,10 @@ class ClusterOperation(WavePacing):
                     summary=f"look for room in {self.inp.cluster}",
                 )
                 continue
-            if self.room:
-                self.p.room_wait_since = None
-            # Under the patch it asks for its whole budget: the grant is then the arbiter's
-            # share, stable wave after wave, and the rest is planned in waves of that size.
-            want = view.limit if self.room else max(1, view.next_wave)
-            grant = await self._acquire(want, view.limit)
+            self.p.room_wait_since = None
+            # It asks for its whole budget: the grant is then the arbiter's share, stable
+            # wave after wave, and the rest is planned in waves of that size.
+            grant = await self._acquire(view.limit, view.limit)
             if grant:
                 wave: TakenWave = await self._call(
                     OpsActivities.take_wave,

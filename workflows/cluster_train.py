@@ -18,14 +18,8 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
-    from orchestrator.contracts.arbiter_types import CAPACITY_CHANGED_SIGNAL, Grant
     from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
-    from orchestrator.contracts.messages import (
-        ClockInfo,
-        DrainStatus,
-        FleetInfoRequest,
-        UpdateResult,
-    )
+    from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.train_spec import check_train_change
     from orchestrator.contracts.train_types import (
@@ -39,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
     from orchestrator.train.bookkeeping import (
-        finish_cycle,
         held_hosts,
         note_plan,
         record_domain,
@@ -57,29 +50,10 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.train.status import train_status
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
-    from workflows.fleet_clock import (
-        CLOCK_QUIET_PATCH,
-        SEAT,
-        clock_party,
-        fleet_options,
-        spawn,
-    )
-    from workflows.train_planning import FIRST_LOOK_PATCH, TrainPlanning
+    from workflows.fleet_timing import fleet_options
+    from workflows.train_planning import TrainPlanning
     from workflows.train_waiting import TrainWaiting
     from workflows.train_windows import TrainWindows, train_windows
-
-#: On a logical clock the train takes its turn after its domains' at the same instant, as the
-#: simulator plans after the domains' looks and settled batches.
-TRAIN_CLOCK_RANK = 1
-#: On a logical clock, new runs run their domains inline (issue 27): each domain is a task of
-#: the train's workflow, a seat of its clock party ranked and named as its child was, instead
-#: of a child workflow with a party, turns and signals of its own. About half the billable
-#: actions of a cycle were those children's starts, turns and signals.
-INLINE_DOMAINS_PATCH = "train-inline-domains"
-#: New runs apply the visit rule (``planning.resting``): hosts with nothing pending are checked
-#: in place, never drained, and a completed cycle is followed by a rest until a host needs a
-#: visit, instead of the next cycle at once.
-RESTING_PATCH = "train-rests"
 
 
 @workflow.defn(name="ClusterTrain")
@@ -89,17 +63,11 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         self.in_flight: dict[str, list[str]] = {}
         self.wake = False
         self.capped = False  # the last plan took nothing since the train holds all it may
-        self.first_look = False  # its plans make their domains' first look (logical clocks)
-        self.inline = False  # its domains run as tasks of this workflow (logical clocks)
-        self.standing: tuple[Grant, tuple[int, int], int] | None = None  # see TrainPlanning
-        self.capacity_told = 0
-        self.clock_turns: int | None = None  # turns taken on a logical clock in this run
         self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
-        self.speed: float | None = None  # fleet hours per wall hour, unless logical (for the UI)
+        self.speed: float | None = None  # fleet hours per wall hour (for the UI)
         #: domains running a campaign's rollout -> the targets they install
         self.rollout_domains: dict[str, dict[str, str]] = {}
-        self.rests = False  # the visit rule applies (RESTING_PATCH)
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -139,9 +107,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         release_hosts(self.in_flight, progress.domain_id, progress.released)
         if progress.visited and self.inp is not None:  # a domain ending without a result
             record_hand_back(self.inp.state, progress)
-        if progress.domain_id in self.rollout_domains and workflow.patched(
-            "train-rollout-failures"
-        ):
+        if progress.domain_id in self.rollout_domains:
             # A campaign's rollout: its gate judges these hosts (a canary failing is the
             # campaign's evidence), not the train's failures-in-a-row rule, which keeps judging
             # the train's own targets and these hosts again once the campaign leaves.
@@ -149,12 +115,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             return
         self._count_outcomes(progress.outcomes)
         self.wake = True
-
-    @workflow.signal(name=CAPACITY_CHANGED_SIGNAL)
-    def capacity_changed(self, _cluster: str) -> None:
-        """Another holder came to the arbiter: the standing grant is gone, ask before planning."""
-        self.standing = None
-        self.capacity_told += 1
 
     @workflow.update(name="pause")
     def pause(self, req: ControlRequest) -> TrainStatus:
@@ -199,9 +159,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         """Live change of domain size, budget, targets (merged) or failure threshold."""
         assert self.inp is not None
         apply_settings(self.inp.spec, change)
-        if (change.clear_rollout or change.rollout is not None) and workflow.patched(
-            "train-many-rollouts"
-        ):
+        if change.clear_rollout or change.rollout is not None:
             change_rollouts(self.inp.spec, change)
         else:
             change_single_rollout(self.inp.spec, change)
@@ -218,7 +176,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
     async def run(self, inp: TrainInput) -> TrainStatus:
         self.inp = inp
         spec, st = inp.spec, inp.state
-        self.rests = workflow.patched(RESTING_PATCH)
         workflow.upsert_search_attributes(
             [
                 TRAIN_CLUSTER.value_set(spec.cluster),
@@ -237,18 +194,8 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
                 **fleet_options(),
             )
         self.hosts_total = clock.hosts_total
-        self.speed = None if clock.logical else clock.speed
+        self.speed = clock.speed
         self._show()
-        if clock.logical:
-            # One logical clock per cluster: the train and its domains are parties of this one.
-            # Quiet (no timer per wait, the train watching for lost turns): new runs; the
-            # domains get it in their input.
-            quiet = workflow.patched(CLOCK_QUIET_PATCH)
-            clock = clock.model_copy(update={"cluster": spec.cluster, "quiet": quiet})
-            party = clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK, watch=True)
-            self.first_look = workflow.patched(FIRST_LOOK_PATCH)
-            self.inline = party.inline = quiet and workflow.patched(INLINE_DOMAINS_PATCH)
-            self.clock_turns = 0
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
         self.windows = train_windows(spec.schedule, clock, st)
@@ -301,8 +248,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if asked is None:
             return  # paused, halted or stopped while we asked: take no new hosts
         grant, res = asked
-        if self.rests:
-            note_plan(st, res, workflow.now())
+        note_plan(st, res, workflow.now())
         st.counts = res.counts
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
@@ -310,12 +256,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
         full = res.counts.in_flight >= min(spec.domain_size, grant.granted)
         self.capped = not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
-        if self.inline and full and bool(self.in_flight or res.hosts):
-            # Inline (issue 27): no slot left, so the planner's retry instant (a job's end)
-            # cannot fill one either; only a domain's progress (which wakes us) or the
-            # claim's poll can. (Treating a spent budget so made meta-24k's domains smaller
-            # and more numerous: 1,159 -> 1,246 actions a cycle; left as it was.)
-            self.capped = True
         if not res.hosts:
             self._show()
             return
@@ -323,11 +263,8 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         domain_id = f"{spec.workflow_id}-c{st.cycle}-d{st.domains_started}"
         self.in_flight[domain_id] = res.hosts
         self._show()
-        run = self._run_domain(
-            clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look, res.applied
-        )
-        # Inline, the domain acts on the clock from now (a child acts once started).
-        task = spawn(clock, run) if self.inline else asyncio.create_task(run)
+        run = self._run_domain(clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours)
+        task = asyncio.create_task(run)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -338,8 +275,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         hosts: list[str],
         targets: dict[str, str] | None = None,
         start_hours: float = 0.0,
-        look: DrainStatus | None = None,
-        applied: UpdateResult | None = None,
     ) -> None:
         """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
@@ -347,28 +282,22 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if targets is not None:
             self.rollout_domains[domain_id] = dict(targets)
         try:
-            inp = self._domain_input(clock, domain_id, hosts, targets, start_hours, look, applied)
-            result: DomainResult
-            if self.inline:  # this task (and the tasks it starts) sit at the child's seat
-                SEAT.set((0, domain_id))
-                result = await DomainMaintenance.inline(self).run(inp)
-            else:
-                result = await workflow.execute_child_workflow(
-                    DomainMaintenance.run,
-                    inp,
-                    id=domain_id,
-                    task_queue=workflow.info().task_queue,
-                    execution_timeout=timedelta(days=30),
-                    # The domain's own targets (a rollout's, else the train's): the
-                    # details it writes name them, and the summary must agree.
-                    static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
-                )
+            inp = self._domain_input(clock, domain_id, hosts, targets, start_hours)
+            result: DomainResult = await workflow.execute_child_workflow(
+                DomainMaintenance.run,
+                inp,
+                id=domain_id,
+                task_queue=workflow.info().task_queue,
+                execution_timeout=timedelta(days=30),
+                # The domain's own targets (a rollout's, else the train's): the
+                # details it writes name them, and the summary must agree.
+                static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
+            )
             record_domain(self.inp.state, result)
-            if result.untold and not (
-                domain_id in self.rollout_domains and workflow.patched("train-rollout-failures")
-            ):  # its last batch, told here (``tells_at_end``): as ``domain_progress`` counts
+            if result.untold and domain_id not in self.rollout_domains:
+                # its last batch, told here: as ``domain_progress`` counts
                 self._count_outcomes(result.untold)
-            if targets is not None and workflow.patched("train-rollout-failures"):
+            if targets is not None:
                 note_rollout_failures(spec, [*result.quarantined, *result.lost_to_repair], targets)
         finally:
             # Nothing here may touch the workflow's APIs (set_current_details): it also runs
@@ -420,7 +349,4 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             st.counts.quarantined,
             st.counts.in_repair,
         )
-        if self.rests:
-            rest(st, workflow.now())
-        else:
-            finish_cycle(st, workflow.now())
+        rest(st, workflow.now())

@@ -8,7 +8,6 @@ A part of the ``DomainMaintenance`` workflow (a mixin over its state), kept apar
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol
 
 from temporalio import workflow
 
@@ -18,19 +17,11 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.train_types import DomainInput, DomainProgress, DomainResult
     from orchestrator.contracts.ui_text import names, plural
     from orchestrator.execution import drain_sequence as ds
-    from workflows.fleet_clock import fleet_call, wake
-
-
-class DomainProgressHandler(Protocol):
-    """The train a domain runs inline in: its ``domain_progress`` handler, called directly."""
-
-    def domain_progress(self, progress: DomainProgress) -> None: ...
+    from workflows.fleet_timing import fleet_call
 
 
 class DomainHandBack:
     """The hand-back steps; the workflow class provides its state, its UI and ``_req``."""
-
-    train: DomainProgressHandler | None
 
     def _mark(self, hosts: list[str], phase: str, note: str) -> None:
         raise NotImplementedError
@@ -68,17 +59,11 @@ class DomainHandBack:
         progress = DomainProgress(
             domain_id=inp.domain_id, outcomes=outcomes, released=list(released or [])
         )
-        if self.train is not None:  # inline: the train's handler, then its seat's turn
-            self.train.domain_progress(progress)
-            wake(inp.clock, workflow.info().workflow_id)
-            return
         parent = workflow.info().parent
         if parent is not None:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
                 "domain_progress", progress
             )
-            # On a logical clock the train takes its turn at this instant, once we wait.
-            wake(inp.clock, parent.workflow_id)
 
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
         """Release untouched hosts and verify touched ones, so none is left cordoned."""
@@ -93,14 +78,8 @@ class DomainHandBack:
         self._show()
         result.released += back.returned
         result.quarantined.update(back.quarantined)
-        if self.train is not None:  # inline: the train counts the visits now
-            if back.visited:
-                self.train.domain_progress(
-                    DomainProgress(domain_id=inp.domain_id, visited=list(back.visited))
-                )
-            return
         parent = workflow.info().parent
-        if back.visited and parent is not None and workflow.patched("domain-hand-back-visits"):
+        if back.visited and parent is not None:
             # This domain ends without a result: tell the train which hosts it visited.
             with contextlib.suppress(Exception):  # a train already gone counts nothing
                 await workflow.get_external_workflow_handle(parent.workflow_id).signal(

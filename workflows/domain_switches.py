@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.messages import SwitchRequest, SwitchResult
     from orchestrator.contracts.train_types import DomainInput
     from orchestrator.contracts.ui_text import at_hour, names
-    from workflows.fleet_clock import fleet_call, sleep_until
+    from workflows.fleet_timing import fleet_call, sleep_until
 
 
 #: Tries at a rack switch whose rack is not fully out of service, SWITCH_RETRY_HOURS apart.

@@ -18,11 +18,8 @@ from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
 from orchestrator.contracts.errors import NO_ROOM
 from orchestrator.contracts.ops_types import ClusterPlanView
 from orchestrator.planning.windows import at_fleet_hour, waiting_text
-from workflows.fleet_clock import fleet_hours_now
+from workflows.fleet_timing import fleet_hours_now
 from workflows.ops_wave import POLL_FLEET_HOURS, WaveSteps
-
-#: Guards waiting for the spec's maintenance windows between waves (asked only with a schedule).
-OPS_WINDOWS_PATCH = "ops-schedule-windows"
 
 
 class WavePacing(WaveSteps):
@@ -30,7 +27,6 @@ class WavePacing(WaveSteps):
 
     paused: bool
     in_arbiter: bool
-    room: bool
     planned_with: int | None
 
     # Provided by the ClusterOperation workflow.
@@ -98,10 +94,10 @@ class WavePacing(WaveSteps):
         """Outside the spec's windows (or in a blackout) start no wave: hand the budget back
         and wait, in this cluster's fleet time, for the next window to open."""
         schedule, clock = self.inp.spec.schedule, self.inp.clock
-        if schedule is None or not workflow.patched(OPS_WINDOWS_PATCH):
+        if schedule is None:
             return
         while not self.abort:
-            now = self.p.fleet_hours if clock.logical else fleet_hours_now(clock)
+            now = fleet_hours_now(clock)
             ws, edge = at_fleet_hour(schedule, clock.anchor_wall, now)
             if ws.open:
                 return
@@ -109,9 +105,7 @@ class WavePacing(WaveSteps):
                 await self._release("outside its maintenance window")
             await self._phase("waiting", waiting_text(ws))
             target = now + 24.0 if edge is None else max(now, edge + 1e-6)
-            await self._wait_fleet(target, now)  # an abort cuts it short (scaled clocks)
-            if clock.logical:
-                self.p.fleet_hours = max(self.p.fleet_hours, target)
+            await self._wait_fleet(target, now)  # an abort cuts it short
 
     async def _acquire(self, want: int, limit: int) -> int:
         """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop.
@@ -136,8 +130,7 @@ class WavePacing(WaveSteps):
             )
             self.p.waiting_for = grant.waiting_for
             if grant.granted:
-                if self.room:
-                    self.p.granted_hosts = grant.granted
+                self.p.granted_hosts = grant.granted
                 return grant.granted
             await self._phase("waiting", grant.reason)
             await self._poll(POLL_FLEET_HOURS)

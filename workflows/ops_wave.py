@@ -32,7 +32,6 @@ from activities.ops_activities import OpsActivities
 from orchestrator.contracts.messages import (
     AskRequest,
     AskResult,
-    ClockInfo,
     DrainStatus,
     EvictRequest,
     EvictResult,
@@ -61,11 +60,8 @@ from orchestrator.execution.drain_sequence import (
     Release,
 )
 from orchestrator.ops.ui import cluster_details
-from workflows.fleet_clock import (
-    CLOCK_QUIET_PATCH,
-    ClockParty,
+from workflows.fleet_timing import (
     capped_poll_seconds,
-    clock_party,
     fleet_hours_now,
     fleet_options,
     sleep_until,
@@ -77,15 +73,6 @@ POLL_FLEET_HOURS = 0.25
 MAX_POLL_FLEET_HOURS = 2.0
 #: Never poll faster than this in wall time, however fast the fleet clock runs.
 MIN_POLL_WALL_SECONDS = 0.5
-#: Guards the health check before a wave's change and the bad-build rule
-#: (``planning.failure_gate``) that replaces ``max_failures: 0`` when the spec leaves it out.
-FAILURE_GATE_PATCH = "ops-failure-gate"
-#: Guards the refusal release: a refusing job's hosts handed back, re-queued to a later wave.
-REFUSAL_RELEASE_PATCH = "ops-refusal-release"
-#: Guards keeping a ``consistency: cluster`` cut-over whole: its refusing jobs are waited for
-#: (up to ``drain.max_wait``, then evicted), never handed back to a later wave, since a second
-#: wave would leave the cluster on two versions.
-WHOLE_CLUSTER_PATCH = "ops-whole-cluster-keeps-refusers"
 
 
 class WaveSteps(WaveFailures):
@@ -169,9 +156,6 @@ class WaveSteps(WaveFailures):
         ``look``: a drain's wait, which the caller follows with a look, so on a fleet that
         changes outside trainctl it lasts at most ``MAX_POLL_WALL_SECONDS``."""
         clock = self.inp.clock
-        if clock.logical:  # a party of this cluster's own clock (not the bulk operation's first)
-            await self._party(clock).wait(target)
-            return
         if not interruptible:
             await sleep_until(clock, target, now)
             return
@@ -179,20 +163,10 @@ class WaveSteps(WaveFailures):
         if delay > 0:
             await self._nap(capped_poll_seconds(clock, delay) if look else delay)
 
-    def _party(self, clock: ClockInfo) -> ClockParty:
-        """This operation's party of its cluster's logical clock (not the bulk operation's);
-        quiet and watching for lost turns in new runs (``CLOCK_QUIET_PATCH``)."""
-        update = {"cluster": self.inp.cluster, "quiet": workflow.patched(CLOCK_QUIET_PATCH)}
-        return clock_party(clock.model_copy(update=update), self.inp.operation_id, watch=True)
-
     async def _poll(self, hours: float) -> None:
         """Look again in ``hours`` of fleet time (never faster than MIN_POLL_WALL_SECONDS, never
         slower than ``MAX_POLL_WALL_SECONDS`` of wall time)."""
-        clock, now = self.inp.clock, self.p.fleet_hours
-        if clock.logical:  # a logical clock moves only when every party on the cluster waits
-            await self._party(clock).wait(now + hours)
-            self.p.fleet_hours = now + hours
-            return
+        clock = self.inp.clock
         await self._nap(
             capped_poll_seconds(clock, max(MIN_POLL_WALL_SECONDS, hours * 3600.0 / clock.speed))
         )
@@ -208,14 +182,13 @@ class WaveSteps(WaveFailures):
         """Free the wave's hosts of jobs as the train does (``DrainSequence``): the drained
         ones, None if aborted meanwhile."""
         drain = self.inp.spec.drain
-        # Asking jobs first is a new step: histories from before it replay without.
-        talks = drain.negotiate and workflow.patched("job-negotiation")
+        talks = drain.negotiate
         tracker = DrainTracker(
             wave.fleet_hours + drain.max_wait_hours,
             negotiate=talks,
             max_refusals=drain.max_refusals,
-            # Handing a refusing job's hosts back to a later wave, as trains do: a new step.
-            release=talks and workflow.patched(REFUSAL_RELEASE_PATCH) and not self._whole_cluster(),
+            # Handing a refusing job's hosts back to a later wave, as trains do.
+            release=talks and not self._whole_cluster(),
         )
         seq = DrainSequence(list(wave.hosts), tracker, together=True)
         while not isinstance(cmd := seq.next(), Drained):
@@ -236,8 +209,10 @@ class WaveSteps(WaveFailures):
         return []
 
     def _whole_cluster(self) -> bool:
-        """A ``consistency: cluster`` cut-over, which hands no refusing job's hosts back."""
-        return self.inp.spec.consistency == "cluster" and workflow.patched(WHOLE_CLUSTER_PATCH)
+        """A ``consistency: cluster`` cut-over, which hands no refusing job's hosts back: its
+        refusing jobs are waited for (up to ``drain.max_wait``, then evicted), since a second
+        wave would leave the cluster on two versions."""
+        return self.inp.spec.consistency == "cluster"
 
     async def _look(self, seq: DrainSequence, cmd: Look) -> None:
         st: DrainStatus = await self._call(
@@ -337,10 +312,8 @@ class WaveSteps(WaveFailures):
             p.hosts_changed += len(q.quarantined)
             p.waves_done, p.wave_hosts = p.waves_done + 1, 0
             return ""
-        checked = workflow.patched(FAILURE_GATE_PATCH)  # runs recorded before: neither step
-        if checked:
-            ready = await self._check_health(ready)
-        gate = checked and spec.max_failures is None
+        ready = await self._check_health(ready)
+        gate = spec.max_failures is None
         self._mark(ready, "changing", f"installing {versions(spec.targets)}")
         await self._phase("updating")
         upd: UpdateResult = await self._call(

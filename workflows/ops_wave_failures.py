@@ -27,10 +27,6 @@ from orchestrator.contracts.ui_text import names, plural
 from orchestrator.execution.baseline import HealthBaseline
 from orchestrator.planning.failure_gate import judge
 
-#: Guards counting a host the operation took and lost to repair before its change as
-#: deferred, wherever in the wave it is lost (never a failure of the change, never uncounted).
-LOST_DEFERRED_PATCH = "ops-lost-to-repair-deferred"
-
 
 class WaveFailures:
     """Health check, failure gate, quarantine and rollback of a wave; the state and the calls
@@ -76,7 +72,7 @@ class WaveFailures:
         """Hosts of the wave that left our hands for repair before their change: deferred
         (repair's reimage gives them the change, the fleet's target), not failures. False, with
         nothing done, when there are none, and in runs recorded before."""
-        if not lost or not workflow.patched(LOST_DEFERRED_PATCH):
+        if not lost:
             return False
         p = self.p
         for h, why in lost.items():

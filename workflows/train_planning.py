@@ -1,8 +1,7 @@
-"""How a cluster's train asks for hosts: the arbiter's grant, then the planner's cordon.
+"""How a cluster's train asks for hosts: the arbiter's grant, then the planner's cordon, both
+in one activity (``plan_granted_domain``).
 
-A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size. New runs
-(``PLAN_MERGED_PATCH``), and runs past ``PLAN_GRANTED_PATCH`` before ``PLAN_APART_PATCH``, do
-both in one activity (``plan_granted_domain``); the others in two.
+A part of the ``ClusterTrain`` workflow (a mixin over its state), kept apart for size.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
     from orchestrator.contracts.messages import ClockInfo, HostsRequest
@@ -22,22 +20,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.ui_text import plural
     from orchestrator.train.bookkeeping import held_hosts
-    from workflows.fleet_clock import fleet_call, fleet_options
+    from workflows.fleet_timing import fleet_call
     from workflows.train_windows import TrainWindows
-
-PLAN_GRANTED_PATCH = "train-plan-granted"
-PLAN_APART_PATCH = "train-plan-apart"
-#: One activity again for new runs: the case that made PLAN_APART_PATCH was a plan made after
-#: a riding version was marked bad (it rightly gave that rollout nothing; ``held_back`` says so).
-PLAN_MERGED_PATCH = "train-plan-merged"
-#: On a logical clock a plan also looks at the drain of the hosts it took, for their domain
-#: (``PlanDomainRequest.first_look``): one drain_status activity less per domain.
-FIRST_LOOK_PATCH = "train-first-look"
-#: A train running its domains inline (``train-inline-domains``) asks for a standing grant:
-#: alone at the arbiter, it plans without asking again until a ``capacity_changed`` signal
-#: says another holder came, asking anyway every this many plans (an arbiter restarted by
-#: hand forgets who stood). One update less per plan: a third of a cycle's actions.
-STANDING_GRANT_PLANS = 32
 
 
 class TrainPlanning:
@@ -46,25 +30,12 @@ class TrainPlanning:
     inp: TrainInput | None
     in_flight: dict[str, list[str]]
     windows: TrainWindows | None
-    #: plans also make their domain's first look (logical clocks, ``FIRST_LOOK_PATCH``)
-    first_look: bool
-    #: domains inline, and a standing grant asked for (logical clocks, new runs)
-    inline: bool
-    #: the arbiter's standing grant, the (want, limit) it was asked for and plans made on it
-    standing: tuple[Grant, tuple[int, int], int] | None
-    #: ``capacity_changed`` signals heard (an answer asked for before the last one is void)
-    capacity_told: int
-    #: the visit rule applies (``planning.resting``; ``RESTING_PATCH``)
-    rests: bool
 
     def _arbiter_budget(self, hosts_total: int) -> int:
         """What the arbiter splits among the cluster's owners: the maintenance budget (planned
         work of every owner together); the floor is the fleet's own check at each cordon."""
         assert self.inp is not None
-        budget = self.inp.spec.budget
-        if workflow.patched("budget-maintenance"):
-            return budget.maintenance_limit(hosts_total)
-        return budget.limit(hosts_total)
+        return self.inp.spec.budget.maintenance_limit(hosts_total)
 
     def _plan_request(self, max_held: int) -> PlanDomainRequest:
         assert self.inp is not None
@@ -85,9 +56,7 @@ class TrainPlanning:
             rollouts=spec.rollouts,
             rollout_only=spec.rollout_only,
             claim_until_hours=self.windows.closes_hours() if self.windows else None,
-            first_look=self.first_look,
-            apply_ready=self.inline and self.first_look,
-            visit_rule=self.rests,
+            visit_rule=True,
             resting=st.resting,
             verify_every_hours=spec.verify_every_hours,
         )
@@ -116,60 +85,15 @@ class TrainPlanning:
             want=spec.domain_size,
             holding=st.counts.in_flight,
             limit=max(1, self._arbiter_budget(clock.hosts_total)),
-            standing_ok=self.inline,
         )
-        if (stood := self._standing_grant(ask)) is not None:
-            planned: PlanDomainResult = await fleet_call(
-                FleetActivities.plan_domain,
-                self._plan_request(min(spec.domain_size, stood.granted)),
-                summary=f"choose and cordon up to {min(spec.domain_size, stood.granted)} due "
-                f"hosts of {spec.cluster} within the budget (its standing grant)",
-            )
-            return await self._planned(stood, planned)
-        told = self.capacity_told  # a capacity_changed heard while we ask voids the answer
-        # Runs between PLAN_APART_PATCH and PLAN_MERGED_PATCH ask and plan apart; the order of
-        # the checks is what each recorded run saw.
-        if workflow.patched(PLAN_MERGED_PATCH) or (
-            not workflow.patched(PLAN_APART_PATCH) and workflow.patched(PLAN_GRANTED_PATCH)
-        ):
-            res: PlanDomainResult = await fleet_call(
-                FleetActivities.plan_granted_domain,
-                PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
-                summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
-                "hosts, then choose and cordon that many due hosts within the budget",
-            )
-            assert res.grant is not None
-            if self.inline:
-                stands = res.grant.standing and told == self.capacity_told
-                self.standing = (res.grant, (ask.want, ask.limit), 0) if stands else None
-            return await self._planned(res.grant, res)
-        grant: Grant = await workflow.execute_activity_method(
-            ArbiterActivities.acquire,
-            ask,
-            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} hosts",
-            **fleet_options(),
+        res: PlanDomainResult = await fleet_call(
+            FleetActivities.plan_granted_domain,
+            PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
+            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
+            "hosts, then choose and cordon that many due hosts within the budget",
         )
-        if st.phase != "running":
-            return None
-        res = await fleet_call(
-            FleetActivities.plan_domain,
-            self._plan_request(min(spec.domain_size, grant.granted)),
-            summary=(
-                f"choose and cordon up to {min(spec.domain_size, grant.granted)} due hosts "
-                f"of {spec.cluster} within the budget"
-            ),
-        )
-        return grant, res
-
-    def _standing_grant(self, ask: AcquireRequest) -> Grant | None:
-        """The grant standing for ``ask`` (same want and limit), or None: ask the arbiter."""
-        if self.standing is None:
-            return None
-        grant, key, plans = self.standing
-        if key != (ask.want, ask.limit) or plans >= STANDING_GRANT_PLANS:
-            return None
-        self.standing = (grant, key, plans + 1)
-        return grant
+        assert res.grant is not None
+        return await self._planned(res.grant, res)
 
     async def _planned(
         self, grant: Grant, res: PlanDomainResult

@@ -1,4 +1,4 @@
-"""The waiting half of a cluster's train: its idle timers and turns, its history limit, and
+"""The waiting half of a cluster's train: its idle timers, its history limit, and
 how it lets go (the piggyback claim when it stops planning, every host and the arbiter when it
 ends).
 
@@ -17,19 +17,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.arbiter_types import ReleaseRequest
-    from orchestrator.contracts.messages import (
-        ClockInfo,
-        DrainStatus,
-        HostsRequest,
-        UpdateResult,
-    )
+    from orchestrator.contracts.messages import ClockInfo, HostsRequest
     from orchestrator.contracts.train_types import DomainInput, TrainInput
     from orchestrator.execution.cycle import next_look_hours
     from orchestrator.execution.take import PIGGYBACK_CLAIM_HOURS
     from orchestrator.train.bookkeeping import held_hosts
-    from workflows.fleet_clock import (
+    from workflows.fleet_timing import (
         capped_poll_seconds,
-        clock_party,
         fleet_call,
         fleet_options,
         wall_seconds,
@@ -40,21 +34,9 @@ with workflow.unsafe.imports_passed_through():
 #: A waiting train looks again at ``next_look_hours`` (its poll or the planner's retry), but
 #: never more often than this in wall time: domains signal their progress anyway.
 MIN_POLL_SECONDS = 1.0
-#: On a logical clock the train continues as new after this many turns (about 4,000 history
-#: events on meta-24k, where the server suggests continuing as new), or at max_history_events.
-LOGICAL_TURNS_PER_RUN = 120
-#: Domains started past this patch are frugal (issue 27, ``DomainInput.frugal``): one marker
-#: in the train's run instead of a marker and an upsert per patch in every domain's.
-FRUGAL_DOMAINS_PATCH = "train-frugal-domains"
-#: Its domains look again within their ask or eviction (``DomainInput.look_ahead``).
-LOOK_AHEAD_PATCH = "train-look-ahead"
-#: A train holding all it may polls only to keep its standing claim (issue 27): just before
+#: A train holding all it may polls only to keep its standing claim: just before
 #: the claim would lapse, instead of every POLL_FLEET_HOURS. Such a plan changes nothing else:
 #: the planner has no slot to fill, and the domains' progress wakes the train as hosts return.
-CAPPED_POLL_PATCH = "train-capped-poll"
-#: Its domains tell their last batch's outcomes in their result, not a signal
-#: (``DomainInput.tells_at_end``): the train counts them as the domain ends.
-TELLS_AT_END_PATCH = "train-domain-tells-at-end"
 CAPPED_POLL_FLEET_HOURS = 0.95 * PIGGYBACK_CLAIM_HOURS
 
 
@@ -65,7 +47,6 @@ class TrainWaiting:
     in_flight: dict[str, list[str]]
     wake: bool
     capped: bool
-    clock_turns: int | None
     windows: TrainWindows | None
     claim_withdrawn: bool
 
@@ -73,7 +54,7 @@ class TrainWaiting:
         """Once paused or halted, take back the standing claim on freed hosts (piggybacking),
         so no host is cordoned for a train that will not visit it (train-withdraw-claim)."""
         assert self.inp is not None
-        if getattr(self, "claim_withdrawn", False) or not workflow.patched("train-withdraw-claim"):
+        if getattr(self, "claim_withdrawn", False):
             return
         self.claim_withdrawn = True
         spec = self.inp.spec
@@ -96,14 +77,12 @@ class TrainWaiting:
         hosts: list[str],
         targets: dict[str, str] | None,
         start_hours: float,
-        look: DrainStatus | None = None,
-        applied: UpdateResult | None = None,
     ) -> DomainInput:
         """A domain's input (``targets``: a rollout's, else the train's), planned at fleet hour
-        ``start_hours``; frugal (issue 27) once the train is past ``FRUGAL_DOMAINS_PATCH``."""
+        ``start_hours``."""
         assert self.inp is not None
         spec = self.inp.spec
-        inp = DomainInput(
+        return DomainInput(
             cluster=spec.cluster,
             owner=spec.workflow_id,
             domain_id=domain_id,
@@ -114,24 +93,11 @@ class TrainWaiting:
             clock=clock,
             negotiate=spec.drain.negotiate,
             max_refusals=spec.drain.max_refusals,
+            start_hours=start_hours,
         )
-        if workflow.patched(FRUGAL_DOMAINS_PATCH):
-            inp.frugal, inp.start_hours = True, start_hours
-            inp.look_ahead = workflow.patched(LOOK_AHEAD_PATCH)
-            inp.tells_at_end = workflow.patched(TELLS_AT_END_PATCH)
-            inp.first_look = look
-            inp.first_update = applied
-        return inp
 
     def _history_full(self) -> bool:
         assert self.inp is not None
-        if self.clock_turns is not None:
-            # On a logical clock a run ends after a fixed number of turns: the history's length
-            # depends on how events happened to batch into workflow tasks, and a run that stops
-            # planning to continue as new at another turn would change the run's outcome.
-            return self.clock_turns >= LOGICAL_TURNS_PER_RUN or history_full(
-                self.inp.max_history_events, suggested=False
-            )
         return history_full(self.inp.max_history_events)
 
     async def _idle(self, clock: ClockInfo) -> None:
@@ -142,50 +108,23 @@ class TrainWaiting:
         """
         assert self.inp is not None
         st = self.inp.state
-        if st.phase == "stopping" and not self.in_flight and workflow.patched("train-stop-now"):
+        if st.phase == "stopping" and not self.in_flight:
             # Stopped while it planned (the stop came during its plan): nothing holds it, so it
             # must not wait for domains to move the clock (there are none): it closes now.
             return
         now = st.counts.fleet_hours
         target = next_look_hours(now, st.retry_at_hours)
-        if self.capped and workflow.patched(CAPPED_POLL_PATCH):
+        if self.capped:
             target = now + CAPPED_POLL_FLEET_HOURS
         floor: float | None = None
         if self.windows is not None:  # a window edge may come first
             now, target, floor = self.windows.timer(now, target)
-        if clock.logical:
-            await self._idle_logical(clock, target)
-            return
         if self.wake:
             return
         floor = MIN_POLL_SECONDS if floor is None else floor
         timeout = capped_poll_seconds(clock, max(floor, wall_seconds(clock, target - now)))
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
-
-    async def _idle_logical(self, clock: ClockInfo, target: float) -> None:
-        """On a logical clock, a party like the domains: wait for our turn at the poll (or the
-        planner's retry) instant, when a domain's batch settled (the domain wakes us at that
-        instant), or when a domain ends (it holds the clock until we saw it end). Signals do
-        not wake us by themselves: when they arrive depends on thread scheduling, turns do not.
-        A train that will not plan (paused, halted, stopping, or waiting for its domains to end
-        before it continues as new) waits for nothing and lets its domains move the clock."""
-        assert self.inp is not None
-        st, spec = self.inp.state, self.inp.spec
-        party = clock_party(clock)
-        if not party.inline:  # inline domains are seats of this party, not parties
-            party.children(sorted(self.in_flight))
-        phase, flying, settings = st.phase, set(self.in_flight), spec.model_dump()
-        plans = phase == "running" and not self._history_full()
-
-        def interrupted() -> bool:
-            return (
-                st.phase != phase or set(self.in_flight) != flying or spec.model_dump() != settings
-            )
-
-        await party.wait(target if plans else None, interrupted)
-        assert self.clock_turns is not None
-        self.clock_turns += 1
 
     async def _close(self, clock: ClockInfo) -> None:
         """Hand back anything still held, leave the arbiter, record that this train ended."""

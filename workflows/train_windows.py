@@ -5,11 +5,8 @@ blackout) it takes no new hosts, and with ``hard_stop`` it cancels its domains, 
 cancellation hands their hosts back (``DomainMaintenance``'s hand-back). Its idle timer then
 runs to the next window edge (:meth:`TrainWindows.timer`), computed by the pure
 ``orchestrator.planning.windows`` from the cron in fleet time: ``workflow.now()`` through the
-fleet's clock on scaled clocks, the cluster's hour on a logical one. Nothing else changes, so
+fleet's clock. Nothing else changes, so
 the cycle carries on where it stopped when the next window opens.
-
-Trains recorded before windows existed replay unchanged: the behaviour is behind
-``workflow.patched(WINDOWS_PATCH)``, asked only by trains whose spec has a ``schedule``.
 """
 
 from __future__ import annotations
@@ -30,9 +27,8 @@ with workflow.unsafe.imports_passed_through():
         waiting_text,
         window_state,
     )
-    from workflows.fleet_clock import clock_party, fleet_hours_now
+    from workflows.fleet_timing import fleet_hours_now
 
-WINDOWS_PATCH = "train-schedule-windows"
 #: The shortest timer to a window edge (wall seconds): edges are exact, unlike polls.
 EDGE_MIN_SECONDS = 0.01
 #: Timers to an edge end this far past it (fleet hours), so the look after them is past it.
@@ -51,9 +47,7 @@ class TrainWindows:
         self._cancelled: set[asyncio.Task[None]] = set()
 
     def fleet_now(self) -> float:
-        """The train's fleet hour now (deterministic: from workflow time or the cluster clock)."""
-        if self.clock.logical:
-            return max(self.state.counts.fleet_hours, clock_party(self.clock).now)
+        """The train's fleet hour now (deterministic: from workflow time)."""
         return fleet_hours_now(self.clock)
 
     def look(self) -> WindowState:
@@ -121,8 +115,8 @@ def _retrieve(task: asyncio.Task[None]) -> None:
 def train_windows(
     schedule: Schedule | None, clock: ClockInfo, state: TrainState
 ) -> TrainWindows | None:
-    """The train's windows, if its spec has a schedule (and this run is past the patch)."""
-    if schedule is None or not workflow.patched(WINDOWS_PATCH):
+    """The train's windows, if its spec has a schedule."""
+    if schedule is None:
         state.window_state = ""
         return None
     return TrainWindows(schedule, clock, state)

@@ -4,9 +4,8 @@ It builds a fresh simulated fleet under TRAINCTL_HOME, starts the embedded Tempo
 its UI) and a worker in this process, launches a train on ``c00`` (or on each of the first
 ``clusters`` clusters, side by side) and follows its progress. With ``until_cycle_complete`` each
 train stops after one full visit cycle, then the demo audits the fleet's event log, so the
-summary's figures come from the log rather than from the trains' own word. At speed ``max`` every
-cluster has its own logical clock: the same seed gives the same figures run after run, and
-``clusters.<name>.fleet_hours`` shows that each cluster's time is its own.
+summary's figures come from the log rather than from the trains' own word
+(``clusters.<name>.fleet_hours`` is each cluster's fleet time at its end).
 
 It drives the train through ``orchestrator.train.client`` like any other client; showing
 anything to a person (the UI's address, a progress bar) is left to the caller's callbacks, so

@@ -86,13 +86,9 @@ class JobScheduler(SimCore):
         """A hook run before placing: maintenance may take freed hosts first (piggybacking)."""
         self.freed.clear()
 
-    def _interrupt(self, job: JobRec, cause: str, actor: str, as_of: float | None = None) -> float:
-        """Stop a running job; it loses the work since its last checkpoint and is requeued.
-
-        ``as_of`` (at most now) is when the stop was scheduled: under a logical clock that other
-        waiters moved past it, the stop counts from then, as a discrete-event order would have it.
-        """
-        at = self.now if as_of is None else min(max(as_of, job.start or 0.0), self.now)
+    def _interrupt(self, job: JobRec, cause: str, actor: str) -> float:
+        """Stop a running job; it loses the work since its last checkpoint and is requeued."""
+        at = self.now
         assert job.start is not None
         extra: dict[str, float] = {}
         phase = self._restarts().pop(job.id, None) if self.restart_base_hours > 0 else None

@@ -117,7 +117,7 @@ class DomainSteps:
                 self.wake = True  # as the live domain tells its train: room to plan again
                 self._absorb()
             elif isinstance(cmd, ds.Evict):
-                evict_jobs(self._tx(), ACTOR, cmd.job_ids, cmd.scheduled_hours)
+                evict_jobs(self._tx(), ACTOR, cmd.job_ids)
                 self._absorb()
             elif isinstance(cmd, ds.Ask):
                 asked = ask_jobs(

@@ -111,7 +111,10 @@ def _print(o: dict[str, Any]) -> None:
 @click.command("demo")
 @click.option("--preset", default="small", show_default=True, help=", ".join(PRESETS))
 @click.option(
-    "--speed", default="3600", show_default=True, help="Fleet seconds per wall second, or 'max'."
+    "--speed",
+    default="3600",
+    show_default=True,
+    help="Fleet seconds per wall second, or 'max' (1e6, the fastest).",
 )
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
@@ -122,7 +125,7 @@ def _print(o: dict[str, Any]) -> None:
     type=int,
     default=1,
     show_default=True,
-    help="Run a train on each of the first N clusters at once (each with its own clock at max).",
+    help="Run a train on each of the first N clusters at once.",
 )
 @click.option("--domain-size", type=int, default=None, help="Hosts in maintenance at once.")
 @click.option("--budget", default="10%", show_default=True, help="Max hosts out of service.")
