@@ -221,7 +221,7 @@ async def test_a_bad_cuda_rolls_back_driver_and_cuda_together(
         "name": "cuda-bad",
         "targets": upper,
         "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 16, "bake": "1h"}],
-        "gates": {"max_failures": 1},
+        "gates": {"max_failures": 0},
     }
     code, status = await run_campaign(dev_env, tmp_home, path, task_queue, spec)
     assert code == 1 and status.state == "rolled_back", status.reason
