@@ -40,6 +40,7 @@ from orchestrator.contracts.models import HostState
 from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.contracts.views import ClusterSnapshot, HostView
+from orchestrator.planning.blockers import budget_holders
 from orchestrator.planning.ops_estimate import Estimate, estimate_waves, maintenance_hours_by_host
 from orchestrator.planning.ops_packing import NoRoom, Packer, check_one_wave, pack_waves
 from orchestrator.planning.ops_result import ClusterPlan, Holder, OperationPlan, Wave
@@ -77,12 +78,12 @@ def room_wait(snap: ClusterSnapshot, limit: int) -> str | None:
     the cluster's arbiter when the operation's turn comes. Occupancy is today's, so it never
     refuses a plan: a wave waits for room (at most ``max_wait_for_room``), as a train does.
     """
-    out = sum(1 for h in snap.hosts if h.state != IN_SERVICE and h.owner in _NOT_HOLDERS)
-    if limit <= 0 or out < limit:
+    out = [h for h in snap.hosts if h.state != IN_SERVICE and h.owner in _NOT_HOLDERS]
+    if limit <= 0 or len(out) < limit:
         return None
     return (
-        f"budget.max_unavailable: {out} hosts out of service in {snap.name} (failures, repair, "
-        f"quarantine) fill its budget of {limit}"
+        f"budget.max_unavailable: {len(out)} hosts out of service in {snap.name} (failures, "
+        f"repair, quarantine) fill its budget of {limit}: {budget_holders(out)}"
     )
 
 
