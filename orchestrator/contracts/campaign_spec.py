@@ -24,13 +24,14 @@ import math
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -54,6 +55,37 @@ from orchestrator.contracts.version_checks import (
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 _GLOB = r"^[A-Za-z0-9_.*?!\[\]-]+$"
+
+# What a spec may write where a validator reads more than the stored type (the published JSON
+# Schema describes the spec a user writes, not the model's stored form).
+_CLUSTERS_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string", "pattern": _GLOB},
+            {"type": "array", "items": {"type": "string", "pattern": _GLOB}, "minItems": 1},
+        ],
+        "description": "a cluster name or glob, or a list of them",
+    }
+)
+_EVERY_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "number", "exclusiveMinimum": 0},
+            {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdw]?\s*$"},
+        ],
+        "description": "how often a held stage asks again, at most 1 h: '30s', '5m' "
+        "(a plain number is hours)",
+    }
+)
+_SUPERSEDES_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "object", "additionalProperties": {"type": "string"}},
+        ],
+        "description": "a version (with one lower-layer target), or {component: version}",
+    }
+)
 
 
 def _count_or_percent(v: object, field: str, minimum: int) -> int | str:
@@ -101,7 +133,9 @@ class PrometheusGate(BaseModel):
     #: How often a held stage asks again: a duration (``30s``, ``5m``); a plain number in a
     #: spec is hours, as everywhere in a spec. At most 1 h. Stored (and read back from a
     #: workflow's input) as a number of seconds.
-    every_seconds: float = Field(default=5.0, gt=0, le=3600, alias="every")
+    every_seconds: Annotated[float, _EVERY_SCHEMA] = Field(
+        default=5.0, gt=0, le=3600, alias="every"
+    )
     #: The basic-auth user; the password comes from ``password_file`` or the worker's
     #: ``$TRAINCTL_PROMETHEUS_PASSWORD``.
     username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^[^:\s]+$")
@@ -181,7 +215,7 @@ class Stage(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str = Field(pattern=_NAME)
-    clusters: list[str] = Field(min_length=1)
+    clusters: Annotated[list[str], _CLUSTERS_SCHEMA] = Field(min_length=1)
     #: Hosts per cluster (a count or a %); none: every host of each cluster.
     hosts: int | str | None = None
     bake_hours: DurationHours = Field(default=0.0, alias="bake")
@@ -266,7 +300,7 @@ class CampaignSpec(BaseModel):
     #: when the campaign targets one lower layer. That version leaves the skew window's count,
     #: and a train whose own target it is gets the campaign's version instead once the
     #: campaign rolls over its whole cluster.
-    supersedes: dict[str, str] = Field(default_factory=dict)
+    supersedes: Annotated[dict[str, str], _SUPERSEDES_SCHEMA] = Field(default_factory=dict)
 
     @field_validator("skew", mode="before")
     @classmethod
