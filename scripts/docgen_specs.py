@@ -25,9 +25,11 @@ def nested_models(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
 
     def visit(tp: Any) -> None:
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            if tp.__name__ in found:
+            if tp in found.values():
                 return
             found[tp.__name__] = tp
+            # pydantic names a $def by its module too when two models share a name
+            found[f"{tp.__module__}.{tp.__qualname__}".replace(".", "__")] = tp
             for field in tp.model_fields.values():
                 visit(field.annotation)
         for arg in typing.get_args(tp):
@@ -76,6 +78,19 @@ def _docstring_after(lines: list[str], at: int) -> str:
     return ""
 
 
+def display_name(def_name: str) -> str:
+    """A ``$defs`` name as a heading: ``Window (ops spec)`` for pydantic's
+    ``orchestrator__contracts__ops_spec__Window`` (two models of one name)."""
+    parts = def_name.split("__")
+    return parts[-1] if len(parts) == 1 else f"{parts[-1]} ({parts[-2].replace('_', ' ')})"
+
+
+def anchor(heading: str) -> str:
+    """The id Python-Markdown's toc gives ``heading`` (its default slugify)."""
+    text = re.sub(r"[^\w\s-]", "", heading).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
 def md(text: str) -> str:
     """``text`` as Markdown: reST's double backticks become one, ``<`` outside code spans is
     escaped (so it is not taken for HTML)."""
@@ -87,8 +102,8 @@ def type_text(prop: dict[str, Any]) -> str:
     """A JSON Schema property's type in words: ``string``, ``integer or string``, links for
     nested models (``[Stage](#stage)``)."""
     if "$ref" in prop:
-        name = prop["$ref"].rsplit("/", 1)[-1]
-        return f"[{name}](#{name.lower()})"
+        name = display_name(prop["$ref"].rsplit("/", 1)[-1])
+        return f"[{name}](#{anchor(name)})"
     if "anyOf" in prop:
         kinds = [type_text(p) for p in prop["anyOf"] if p.get("type") != "null"]
         return " or ".join(dict.fromkeys(kinds)) or "null"
@@ -119,10 +134,10 @@ def model_section(
     name: str, schema: dict[str, Any], model: type[BaseModel] | None, level: str
 ) -> list[str]:
     """A heading, the model's docstring and one line per field."""
-    out = [f"{level} {name}", ""]
+    out = [f"{level} {display_name(name)}", ""]
     doc = inspect.cleandoc(model.__doc__) if model is not None and model.__doc__ else ""
-    if doc and not doc.startswith("!!!"):
-        out += [md(" ".join(doc.split("\n\n")[0].split())), ""]
+    for paragraph in doc.split("\n\n") if doc else []:
+        out += [md(" ".join(paragraph.split())), ""]
     notes = source_notes(model) if model is not None else {}
     by_alias = (
         {(f.alias or n): n for n, f in model.model_fields.items()} if model is not None else {}

@@ -129,6 +129,7 @@ class PrometheusGate(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     url: str = Field(description="Prometheus base URL (http or https, no credentials)")
+    #: PromQL query; any answer holds the stage (e.g. ALERTS{alertstate='firing'}).
     query: str = Field(min_length=1, max_length=4000)
     #: How often a held stage asks again: a duration (``30s``, ``5m``); a plain number in a
     #: spec is hours, as everywhere in a spec. At most 1 h. Stored (and read back from a
@@ -193,7 +194,9 @@ class Gates(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: Failed hosts (count or percentage) a stage tolerates; left out, the bad-build rule decides.
     max_failures: int | str | None = None
+    #: A Prometheus query that holds the stage while it answers something.
     prometheus: PrometheusGate | None = None
 
     @field_validator("max_failures", mode="before")
@@ -214,12 +217,15 @@ class Stage(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: The stage's name (unique within the campaign).
     name: str = Field(pattern=_NAME)
     clusters: Annotated[list[str], _CLUSTERS_SCHEMA] = Field(min_length=1)
     #: Hosts per cluster (a count or a %); none: every host of each cluster.
     hosts: int | str | None = None
     bake_hours: DurationHours = Field(default=0.0, alias="bake")
+    #: Clusters of the stage rolled at once.
     parallel: Count = Field(default=1, ge=1, le=100)
+    #: This stage's gates, field by field over the campaign's.
     gates: Gates | None = None
 
     @field_validator("clusters", mode="before")
@@ -258,6 +264,7 @@ class TrainSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: Hosts in maintenance together in a train the campaign starts.
     domain_size: Count = Field(default=8, ge=1, le=10_000)
     budget: CapacityBudget = Field(default_factory=lambda: CapacityBudget(max_unavailable="15%"))
     #: How long a job may keep a host it asks for (``drain: {max_wait: 30m}``), for the train
@@ -269,6 +276,7 @@ class TrainSettings(BaseModel):
 class Scope(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    #: The clusters the campaign may touch (a name or glob).
     cluster: str = Field(default="*", pattern=_GLOB)
 
 
@@ -277,11 +285,16 @@ class CampaignSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: The campaign's name: its id is campaign-NAME, one campaign per name.
     name: str = Field(pattern=_NAME)
+    #: component -> version the campaign installs (any layer, gpu_driver and cuda included).
     targets: dict[str, str]
     scope: Scope = Field(default_factory=Scope)
+    #: The stages, in order; each passes its gates and bakes before the next starts.
     stages: list[Stage] = Field(min_length=1, max_length=100)
+    #: The gates every stage passes (a stage may override them field by field).
     gates: Gates = Field(default_factory=Gates)
+    #: How a train the campaign starts is sized (a running train keeps its own).
     train: TrainSettings = Field(default_factory=TrainSettings)
     #: Maintenance windows and blackouts (fleet time, ``orchestrator.contracts.schedule_window``):
     #: the campaign's bulk operations start waves only inside them, and a train it starts keeps
