@@ -193,7 +193,7 @@ def refusal(reason: str, extra: dict[str, Any]) -> BadInput:
 @ops.command("schema")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on one line.")
 def schema(as_json: bool) -> None:
-    """Print the JSON Schema of an operation spec (indented; one line under --json)."""
+    """Print the JSON Schema of an operation spec (the same as `trainctl schema operation`)."""
     sys.stdout.write(json.dumps(spec_json_schema(), indent=None if as_json else 2) + "\n")
 
 
