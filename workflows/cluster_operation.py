@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.ui_text import names, plural
     from orchestrator.execution.drain_sequence import Ask, Evict, Look, Release, WaitUntil
-    from orchestrator.execution.wave_pacing import replan
+    from orchestrator.execution.wave_pacing import follow_plan
     from orchestrator.execution.wave_sequence import (
         AwaitInstall,
         Change,
@@ -274,16 +274,7 @@ class ClusterOperation:
         It also returns '' with ``continuing`` set when the history is full, between two waves.
         """
         while True:
-            self.p.fleet_hours = view.fleet_hours
-            # hosts it lost mid-wave stay deferred
-            self.p.deferred_hosts = sorted({*view.deferred_hosts, *self.p.lost_to_repair})
-            self.p.hosts_deferred = len(self.p.deferred_hosts) - view.returning
-            total = (
-                self.p.waves_done
-                + view.waves_left
-                + (1 if view.returning and not view.waves_left else 0)
-            )
-            self.planned_with = replan(self.p, total, self.planned_with, self.inp.cluster)
+            self.planned_with = follow_plan(self.p, view, self.planned_with, self.inp.cluster)
             if not view.refused and not view.work_left:
                 return ""
             if await self._between_waves():
@@ -303,36 +294,39 @@ class ClusterOperation:
             # It asks for its whole budget: the grant is then the arbiter's share, stable
             # wave after wave, and the rest is planned in waves of that size.
             grant = await self._acquire(view.limit, view.limit)
-            if grant:
-                wave: TakenWave = await fleet_call(
-                    OpsActivities.take_wave,
-                    TakeWaveRequest(
-                        spec=self.inp.spec,
-                        cluster=self.inp.cluster,
-                        owner=self.inp.operation_id,
-                        wall=workflow.now(),
-                        max_hold=grant,
-                        since_hours=self.p.started_hours,
-                    ),
-                    summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
-                )
-                if wave.hosts:
-                    self.idle = 0
-                    failure = await self._run_wave(wave)
-                    if failure:
-                        return failure
-                else:
-                    self.idle += 1
-                    self.p.waiting_for = wave.waiting_for
-                    await self._phase("waiting", wave.waiting or view.refused or "")
-                    self.p.fleet_hours = wave.fleet_hours
-                    backoff = min(MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS * 2**self.idle)
-                    await self._poll(POLL_FLEET_HOURS if wave.waiting_for else backoff)
+            if grant and (failure := await self._take_wave(grant, view)):
+                return failure
             view = await fleet_call(
                 OpsActivities.plan_cluster,
                 self._req(),
                 summary=f"plan what is left of {self.inp.cluster}",
             )
+
+    async def _take_wave(self, grant: int, view: ClusterPlanView) -> str:
+        """Cut a wave of at most ``grant`` hosts and run it, or wait (backing off) when nothing
+        can be taken; '' or why the operation stops."""
+        wave: TakenWave = await fleet_call(
+            OpsActivities.take_wave,
+            TakeWaveRequest(
+                spec=self.inp.spec,
+                cluster=self.inp.cluster,
+                owner=self.inp.operation_id,
+                wall=workflow.now(),
+                max_hold=grant,
+                since_hours=self.p.started_hours,
+            ),
+            summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
+        )
+        if wave.hosts:
+            self.idle = 0
+            return await self._run_wave(wave)
+        self.idle += 1
+        self.p.waiting_for = wave.waiting_for
+        await self._phase("waiting", wave.waiting or view.refused or "")
+        self.p.fleet_hours = wave.fleet_hours
+        backoff = min(MAX_POLL_FLEET_HOURS, POLL_FLEET_HOURS * 2**self.idle)
+        await self._poll(POLL_FLEET_HOURS if wave.waiting_for else backoff)
+        return ""
 
     # ----------------------------------------------------------------- helpers
     def _show(self) -> None:

@@ -1,14 +1,29 @@
 """How a cluster's operation counts its waves between two of them: pure bookkeeping.
 
-The operation plans ``waves_total`` at the capacity arbiter's grant, and re-plans it only when
-that grant changes (or more is left than planned), saying why in ``plan_note``, so the count a
-user watches does not wobble wave after wave. Pure and deterministic: it runs inside the
-``ClusterOperation`` workflow.
+Each plan of what is left (``ClusterPlanView``) updates the progress: the fleet hour, the
+deferred hosts (those out for repair, and those it lost to repair mid-wave, for good) and the
+waves in all. The operation plans ``waves_total`` at the capacity arbiter's grant, and re-plans
+it only when that grant changes (or more is left than planned), saying why in ``plan_note``, so
+the count a user watches does not wobble wave after wave. Pure and deterministic: it runs inside
+the ``ClusterOperation`` workflow.
 """
 
 from __future__ import annotations
 
-from orchestrator.contracts.ops_types import ClusterProgress
+from orchestrator.contracts.ops_types import ClusterPlanView, ClusterProgress
+
+
+def follow_plan(
+    p: ClusterProgress, view: ClusterPlanView, planned_with: int | None, cluster: str
+) -> int | None:
+    """Fold a plan of what is left of ``cluster`` into its progress; the grant ``waves_total``
+    is now planned with (``replan``)."""
+    p.fleet_hours = view.fleet_hours
+    p.deferred_hosts = sorted({*view.deferred_hosts, *p.lost_to_repair})
+    p.hosts_deferred = len(p.deferred_hosts) - view.returning
+    # Hosts back from repair with nothing else left still make one more wave.
+    total = p.waves_done + view.waves_left + (1 if view.returning and not view.waves_left else 0)
+    return replan(p, total, planned_with, cluster)
 
 
 def replan(p: ClusterProgress, total: int, planned_with: int | None, cluster: str) -> int | None:
