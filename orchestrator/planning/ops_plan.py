@@ -231,30 +231,8 @@ def plan_operation(
         for n, hosts in scoped.items()
         if hosts
     ]
-    refusals = [r.summary.refused for r in results if r.summary.refused]
-    refused = None
-    if refusals:
-        refused = refusals[0] + (
-            f" (and {len(refusals) - 1} more clusters)" if refusals[1:] else ""
-        )
-    warnings = [
-        _split_warning(r.summary.cluster, r.split_jobs, r.summary.wave_cap)
-        for r in results
-        if r.split_jobs
-    ]
+    refused = _refusal(results)
     hours = max((r.est.hours for r in results), default=0.0)
-    if spec.window is not None and not refused and hours > spec.window.duration_hours:
-        warnings.append(
-            f"estimated ~{duration(hours)} exceeds window.duration "
-            f"{duration(spec.window.duration_hours)}"
-        )
-    names = {r.summary.cluster for r in results}
-    conflicts = sorted(
-        f"{h.cluster}: serialised after {h.holder_id} which holds {h.hosts} hosts"
-        + (f" ({h.scope})" if h.scope else "")
-        for h in holders
-        if h.cluster in names and h.holder_id != op_id and h.hosts > 0
-    )
     waves = [] if refused else [w for r in results for w in r.est.waves]
     return OperationPlan(
         operation_id=op_id,
@@ -273,9 +251,43 @@ def plan_operation(
         gpu_hours_lost=round(sum(r.est.gpu_lost for r in results), 1),
         jobs_affected=sum(len(w.jobs_affected) for w in waves),
         jobs_interrupted=sum(len(w.jobs_interrupted) for w in waves),
-        conflicts=conflicts,
-        warnings=warnings,
+        conflicts=_conflicts(results, holders, op_id),
+        warnings=_warnings(spec, results, None if refused else hours),
         refused=refused,
+    )
+
+
+def _refusal(results: list[_ClusterResult]) -> str | None:
+    """The first cluster's refusal (with how many more clusters refused), or None."""
+    refusals = [r.summary.refused for r in results if r.summary.refused]
+    if not refusals:
+        return None
+    return refusals[0] + (f" (and {len(refusals) - 1} more clusters)" if refusals[1:] else "")
+
+
+def _warnings(spec: OperationSpec, results: list[_ClusterResult], hours: float | None) -> list[str]:
+    """Jobs split across waves, and an estimate of ``hours`` (None: refused) past the window."""
+    warnings = [
+        _split_warning(r.summary.cluster, r.split_jobs, r.summary.wave_cap)
+        for r in results
+        if r.split_jobs
+    ]
+    if spec.window is not None and hours is not None and hours > spec.window.duration_hours:
+        warnings.append(
+            f"estimated ~{duration(hours)} exceeds window.duration "
+            f"{duration(spec.window.duration_hours)}"
+        )
+    return warnings
+
+
+def _conflicts(results: list[_ClusterResult], holders: Iterable[Holder], op_id: str) -> list[str]:
+    """The other holders of the planned clusters' hosts, which the operation waits behind."""
+    names = {r.summary.cluster for r in results}
+    return sorted(
+        f"{h.cluster}: serialised after {h.holder_id} which holds {h.hosts} hosts"
+        + (f" ({h.scope})" if h.scope else "")
+        for h in holders
+        if h.cluster in names and h.holder_id != op_id and h.hosts > 0
     )
 
 
