@@ -21,7 +21,7 @@ from orchestrator.execution.wave_sequence import (
     AwaitInstall,
     Change,
     CheckHealth,
-    HandBack,
+    HandBackWave,
     Phase,
     Quarantine,
     ReturnHosts,
@@ -137,7 +137,7 @@ def test_the_drain_evicts_then_waits_and_an_abort_hands_the_wave_back_untouched(
         seq.feed()
     assert isinstance(seq.next(), Look)
     seq.abort()
-    assert seq.next() == HandBack(HOSTS, "abort: hand back the 4 hosts of the wave")
+    assert seq.next() == HandBackWave(HOSTS, "abort: hand back the 4 hosts of the wave")
     seq.feed(VerifyResult(returned=HOSTS))
     assert seq.next() == WaveDone("")
     assert (p.wave_hosts, p.hosts_changed, seq.view) == (0, 0, {})

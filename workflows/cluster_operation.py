@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         Change,
         CheckHealth,
         DrainStep,
-        HandBack,
+        HandBackWave,
         Phase,
         Quarantine,
         ReturnHosts,
@@ -485,7 +485,7 @@ class ClusterOperation:
         if isinstance(cmd, Quarantine):
             hosts = self._hosts(cmd.hosts, reason=cmd.reason)
             return await fleet_call(FleetActivities.quarantine_hosts, hosts, summary=cmd.summary)
-        if isinstance(cmd, HandBack):
+        if isinstance(cmd, HandBackWave):
             hosts = self._hosts(cmd.hosts, visit=False)
             return await fleet_call(FleetActivities.release_hosts, hosts, summary=cmd.summary)
         if isinstance(cmd, Rollback):

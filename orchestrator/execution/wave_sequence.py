@@ -2,17 +2,16 @@
 
 A wave arrives cordoned (``ops_take_wave``). It drains by the train's policy (the commands of
 ``DrainSequence``: wait for a job's end or its next checkpoint, up to ``drain.max_wait``, then
-evict; with ``drain.negotiate`` the jobs are asked first, and a refusing job's hosts are handed
-back to a later wave unless the cut-over is ``consistency: cluster``). An abort that arrives
-while the wave drains hands it back untouched (``abort``): nothing has changed yet. The drained
-hosts are checked before their
-change (a host already failing is quarantined and not counted against the change), changed at
-once, waited for and verified without returning any. Then the wave is judged: the build is bad
-past an explicit ``max_failures`` or, left out, when the failures among the cluster's changed
-hosts exceed the fleet's base rate significantly (``planning.failure_gate``), so one flaky host
-is quarantined and the wave goes on. A good wave returns its verified hosts and quarantines the
-failed ones; a bad one reinstalls every changed host's previous versions, verifies and returns
-them (quarantining those that fail even that) and says why the operation must stop. A
+evict; with ``drain.negotiate`` the jobs are asked first, and a refusing job's hosts are handed back
+to a later wave unless the cut-over is ``consistency: cluster``). An abort that arrives while the
+wave drains hands it back untouched (``abort``): nothing has changed yet. The drained hosts are
+checked before their change (a host already failing is quarantined and not counted against the
+change), changed at once, waited for and verified without returning any. Then the wave is judged:
+the build is bad past an explicit ``max_failures`` or, left out, when the failures among the
+cluster's changed hosts exceed the fleet's base rate significantly (``planning.failure_gate``), so
+one flaky host is quarantined and the wave goes on. A good wave returns its verified hosts and
+quarantines the failed ones; a bad one reinstalls every changed host's previous versions, verifies
+and returns them (quarantining those that fail even that) and says why the operation must stop. A
 ``drain-for-repair`` wave only hands its drained hosts to repair.
 
 Like ``drain_sequence`` it is pure and deterministic (it runs inside the ``ClusterOperation``
@@ -138,7 +137,7 @@ class VerifyRollback:
 
 
 @dataclass(frozen=True)
-class HandBack:
+class HandBackWave:
     """Hand the wave's ``hosts`` back untouched (``release_hosts``): aborted while draining."""
 
     hosts: list[str]
@@ -164,7 +163,7 @@ WaveCommand = (
     | Quarantine
     | Rollback
     | VerifyRollback
-    | HandBack
+    | HandBackWave
     | WaveDone
 )
 _Steps = Generator[WaveCommand, Any, str]
@@ -277,8 +276,9 @@ class WaveSequence:
                 mark(self.view, w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
 
     def _hand_back(self) -> _Steps:
+        """An aborted drain: the wave's hosts go back untouched and the wave is over."""
         hosts = self.wave.hosts
-        yield HandBack(hosts, f"abort: hand back the {plural(len(hosts), 'host')} of the wave")
+        yield HandBackWave(hosts, f"abort: hand back the {plural(len(hosts), 'host')} of the wave")
         self.p.wave_hosts = 0
         self.view.clear()
         return ""
