@@ -336,6 +336,22 @@ def emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], N
         human(obj)
 
 
+def emit_with_warnings(
+    obj: dict[str, Any],
+    warnings: list[str],
+    as_json: bool,
+    human: Callable[[dict[str, Any]], None],
+) -> None:
+    """``emit`` with what the command adjusted or doubts: a ``warnings`` list in the JSON
+    object, or one ``warning:`` line each on stderr before the human output."""
+    if as_json:
+        emit({**obj, "warnings": list(warnings)}, as_json, human)
+        return
+    for text in warnings:
+        click.echo(f"warning: {text}", err=True)
+    emit(obj, as_json, human)
+
+
 def fail(message: str, field: str | None = None) -> NoReturn:
     raise OperationFailed(message, field=field)
 

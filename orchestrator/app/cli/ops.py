@@ -106,6 +106,11 @@ def plan_spec(
                 spec.budget.check_maintenance(snap.hosts_total)
             except ValueError as err:
                 raise BadInput(str(err), field="budget.maintenance") from None
+            if spec.window is None:  # a budget of no host never starts a wave (a window's may)
+                try:
+                    spec.budget.require_hosts(snap.hosts_total)
+                except ValueError as err:
+                    raise BadInput(str(err)) from None
 
     scoped = plan_scope(fleet, spec, check=check)
     result = scoped.plan

@@ -20,6 +20,7 @@ from orchestrator.app.cli.common import (
     BadInput,
     cli_error,
     emit,
+    emit_with_warnings,
     fail,
     handle_errors,
     json_option,
@@ -32,6 +33,8 @@ from orchestrator.app.cli.train_checks import (
     check_change_against_fleet,
     check_cluster_in_fleet,
     check_spec_against_fleet,
+    fit_change,
+    fit_spec_to_cluster,
     merged_budget,
     parse_target_options,
     supersedes_options,
@@ -180,7 +183,8 @@ def train() -> None:
 def start(spec_path: Path, address: str | None, as_json: bool) -> None:
     """Start the train described by a YAML spec."""
     spec = load_train_spec(spec_path)
-    check_spec_against_fleet(spec)
+    # A domain larger than the budget runs at the budget's size: said, and started so.
+    spec, warnings = fit_spec_to_cluster(spec, check_spec_against_fleet(spec))
 
     async def go() -> TrainStatus:
         client = await _client(address)
@@ -195,7 +199,7 @@ def start(spec_path: Path, address: str | None, as_json: bool) -> None:
         except WorkerNotAnswering as err:
             fail(f"started {spec.workflow_id}; {err}")
 
-    emit(run(go()).model_dump(mode="json"), as_json, print_status)
+    emit_with_warnings(run(go()).model_dump(mode="json"), warnings, as_json, print_status)
 
 
 def _control(name: str, doc: str) -> click.Command:
@@ -311,17 +315,17 @@ def reconfigure(
         client = await _client(address)
         current = await _steer(train_status(client, cluster))
         new_budget = merged_budget(current.budget, given) if given else None
-        if new_budget is not None or pairs:
-            check_change_against_fleet(
-                cluster,
-                new_budget or current.budget,
-                {**current.targets, **pairs},
-                current.hosts_total,
-            )
+        hosts = check_change_against_fleet(
+            cluster, new_budget or current.budget, {**current.targets, **pairs}, current.hosts_total
+        )
         change = TrainChange(domain_size=domain_size, budget=new_budget, targets=pairs or None)
+        change, found = fit_change(change, current, hosts)
+        warnings.extend(found)
         return await _steer(reconfigure_train(client, cluster, change))
 
-    emit(run(go()).model_dump(mode="json"), as_json, print_status)
+    warnings: list[str] = []
+    status = run(go()).model_dump(mode="json")
+    emit_with_warnings(status, warnings, as_json, print_status)
 
 
 COMMANDS = [train]
