@@ -1,11 +1,12 @@
 """Bounded histories of bulk operations: they continue as new mid-way and still finish right.
 
 A low ``max_history_events`` makes both the ``BulkOperation`` and its ``ClusterOperation`` child
-continue as new many times over one CUDA upgrade of ``small`` (fleet at 7,200 fleet seconds per wall second). The
-child outlives the operation's runs, so the operation's later runs know it only by id: a pause
-and a resume sent after the operation has continued as new must still reach it, and its outcome
-must still arrive. On the dev server: the Java time-skipping server stops skipping time for good
-once a child completes after the parent run that started it has closed (which is the point here).
+continue as new many times over one CUDA upgrade of ``small`` (fleet at 7,200 fleet seconds per
+wall second). The child outlives the operation's runs, so the operation's later runs know it only
+by id: a pause and a resume sent after the operation has continued as new must still reach it,
+and its outcome must still arrive. On the dev server: the Java time-skipping server stops skipping
+time for good once a child completes after the parent run that started it has closed (which is the
+point here).
 """
 
 from __future__ import annotations
