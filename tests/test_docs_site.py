@@ -71,6 +71,18 @@ def test_no_issue_numbers_and_no_links_outside_the_repository() -> None:
     assert not found, "\n".join(found)
 
 
+def test_the_readme_is_short_and_starts_with_the_quick_start() -> None:
+    """README.md: at most 200 lines, its first section the quick start with the ports it uses
+    and the options that change them."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    sections = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert sections[0] == "Quick start", sections
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    for needed in ("trainctl demo", "scripts/test", "7233", "8233", "--port", "--ui-port"):
+        assert needed in quick, needed
+
+
 def test_the_checks_bite() -> None:
     """The patterns catch what they are for and leave ordinary text alone."""
     assert ISSUE_NUMBER.search("as asked in #42") and ISSUE_NUMBER.search("(issue 30)")
