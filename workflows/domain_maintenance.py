@@ -32,12 +32,9 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
     from orchestrator.execution import drain_sequence as ds
     from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
+    from orchestrator.execution.switches import SWITCH_ATTEMPTS, SWITCH_RETRY_HOURS
     from orchestrator.train.ui import domain_details
     from workflows.fleet_timing import fleet_call, fleet_hours_now, sleep_until
-
-#: Tries at a rack switch whose rack is not fully out of service, SWITCH_RETRY_HOURS apart.
-SWITCH_ATTEMPTS = 4
-SWITCH_RETRY_HOURS = 0.25
 
 
 @workflow.defn(name="DomainMaintenance")
@@ -228,12 +225,7 @@ class DomainMaintenance:
             if str(w.job_id) in talks:
                 self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
         self._show()
-        progress = DomainProgress(domain_id=inp.domain_id, negotiations=talks)
-        parent = workflow.info().parent
-        if parent is not None:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress", progress
-            )
+        await _signal_train(DomainProgress(domain_id=inp.domain_id, negotiations=talks))
 
     async def _look(
         self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Look, result: DomainResult
@@ -375,14 +367,10 @@ class DomainMaintenance:
     ) -> None:
         """Tell the train how a batch went, as it happens: it counts failures (and may halt)
         at once, and hosts went back, so it may take more before this domain ends."""
-        progress = DomainProgress(
-            domain_id=inp.domain_id, outcomes=outcomes, released=list(released or [])
+        back = list(released or [])
+        await _signal_train(
+            DomainProgress(domain_id=inp.domain_id, outcomes=outcomes, released=back)
         )
-        parent = workflow.info().parent
-        if parent is not None:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress", progress
-            )
 
     async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
         """Release untouched hosts and verify touched ones, so none is left cordoned."""
@@ -397,11 +385,18 @@ class DomainMaintenance:
         self._show()
         result.released += back.returned
         result.quarantined.update(back.quarantined)
-        parent = workflow.info().parent
-        if back.visited and parent is not None:
+        if back.visited:
             # This domain ends without a result: tell the train which hosts it visited.
             with contextlib.suppress(Exception):  # a train already gone counts nothing
-                await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                    "domain_progress",
-                    DomainProgress(domain_id=inp.domain_id, visited=list(back.visited)),
+                await _signal_train(
+                    DomainProgress(domain_id=inp.domain_id, visited=list(back.visited))
                 )
+
+
+async def _signal_train(progress: DomainProgress) -> None:
+    """Send ``progress`` to the train that runs this domain (none: a domain run alone)."""
+    parent = workflow.info().parent
+    if parent is not None:
+        await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+            "domain_progress", progress
+        )
