@@ -41,7 +41,7 @@ from orchestrator.contracts.train_types import (
 )
 from orchestrator.execution import drain, install, settle, switches
 from orchestrator.execution.cycle import cycle_counts
-from orchestrator.execution.take import take_domain
+from orchestrator.execution.take import Taken, take_domain
 from orchestrator.execution.target_checks import held_on_bad_version
 from orchestrator.fleet import ClusterBackend
 from orchestrator.infra.logging import get_logger
@@ -87,20 +87,7 @@ class FleetActivities(FleetAccess):
         marked bad fleet-wide holds: it takes nothing, records nothing, and says so in
         ``waiting`` until an operator clears the version or changes the target.
         """
-        riders = riding(req.rollout, req.rollouts)
-        scopes = [RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders]
-        held = held_on_bad_version(self.fleet, req.targets)
-        if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
-            held = "no campaign rides this train: nothing to visit until one does"
-        # A rollout whose targets hold a version marked bad takes no new domain from now on
-        # (its campaign's gate sees the mark and fails the stage); the train's own cycle and
-        # the other campaigns' rollouts go on. A train with nothing else to do holds, saying why.
-        bad = [held_on_bad_version(self.fleet, dict(scope.targets)) for scope in scopes]
-        held_back = {r.campaign: why for r, why in zip(riders, bad, strict=True) if why}
-        if any(bad):
-            scopes = [scope for scope, why in zip(scopes, bad, strict=True) if not why]
-            if req.rollout_only and not scopes:
-                held = held or next(why for why in bad if why)
+        scopes, held, held_back = self._rides(req)
         if held:
             b = self.peek(req.cluster, req.wall)
             return PlanDomainResult(
@@ -110,35 +97,8 @@ class FleetActivities(FleetAccess):
             )
         with self.cluster(req.cluster, req.wall) as b:
             b.set_targets(recorded_targets_of(req.targets, scopes), req.owner)
-            taken = take_domain(
-                b,
-                req.owner,
-                req.budget,
-                req.cycle_started_hours,
-                req.max_held,
-                req.max_wait_hours,
-                req.policy,
-                known=req.in_flight,
-                rollouts=scopes,
-                switch_target=req.targets.get("switch_firmware"),
-                claim_until_hours=req.claim_until_hours,
-                cycle_target_hours=req.cycle_target_hours,
-                rule=VisitRule(req.targets, scopes, req.verify_every_hours)
-                if req.visit_rule
-                else None,
-                resting=req.resting,
-            )
-        metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
-        metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
-        metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
-        metrics.CHECKS.labels(req.cluster).inc(len(taken.checked))
-        metrics.record_cycle(
-            req.cluster,
-            taken.counts,
-            taken.cycle_started_hours or req.cycle_started_hours,
-            req.cycle_target_hours,
-            taken.resting,
-        )
+            taken = _take(b, req, scopes)
+        _record_plan(req, taken)
         return PlanDomainResult(
             hosts=taken.hosts,
             targets=None if taken.targets is None else {**req.targets, **taken.targets},
@@ -152,6 +112,26 @@ class FleetActivities(FleetAccess):
             rest_until_hours=taken.rest_until_hours,
             cycle_started_hours=taken.cycle_started_hours,
         )
+
+    def _rides(self, req: PlanDomainRequest) -> tuple[list[RolloutScope], str, dict[str, str]]:
+        """The campaigns' rollouts riding this plan, why the train holds ('' if it does not),
+        and the campaigns held back (campaign -> why).
+
+        A rollout whose targets hold a version marked bad takes no new domain from now on (its
+        campaign's gate sees the mark and fails the stage); the train's own cycle and the other
+        campaigns' rollouts go on. A train with nothing else to do holds, saying why."""
+        riders = riding(req.rollout, req.rollouts)
+        scopes = [RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders]
+        held = held_on_bad_version(self.fleet, req.targets)
+        if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
+            held = "no campaign rides this train: nothing to visit until one does"
+        bad = [held_on_bad_version(self.fleet, dict(scope.targets)) for scope in scopes]
+        held_back = {r.campaign: why for r, why in zip(riders, bad, strict=True) if why}
+        if any(bad):
+            scopes = [scope for scope, why in zip(scopes, bad, strict=True) if not why]
+            if req.rollout_only and not scopes:
+                held = held or next(why for why in bad if why)
+        return scopes, held, held_back
 
     @activity.defn(name="drain_status")
     def drain_status(self, req: HostsRequest) -> DrainStatus:
@@ -287,3 +267,39 @@ def _count(cluster: str, out: VerifyResult) -> None:
     """Visits and quarantines for Prometheus (counted once the transaction committed)."""
     metrics.VISITS.labels(cluster).inc(len(out.returned))
     metrics.QUARANTINES.labels(cluster).inc(len(out.quarantined))
+
+
+def _take(b: ClusterBackend, req: PlanDomainRequest, scopes: list[RolloutScope]) -> Taken:
+    """``take_domain`` as the train's request says, inside the caller's transaction."""
+    rule = VisitRule(req.targets, scopes, req.verify_every_hours) if req.visit_rule else None
+    return take_domain(
+        b,
+        req.owner,
+        req.budget,
+        req.cycle_started_hours,
+        req.max_held,
+        req.max_wait_hours,
+        req.policy,
+        known=req.in_flight,
+        rollouts=scopes,
+        switch_target=req.targets.get("switch_firmware"),
+        claim_until_hours=req.claim_until_hours,
+        cycle_target_hours=req.cycle_target_hours,
+        rule=rule,
+        resting=req.resting,
+    )
+
+
+def _record_plan(req: PlanDomainRequest, taken: Taken) -> None:
+    """The plan's figures for Prometheus: piggybacked and checked hosts, budget, cycle."""
+    metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
+    metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
+    metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
+    metrics.CHECKS.labels(req.cluster).inc(len(taken.checked))
+    metrics.record_cycle(
+        req.cluster,
+        taken.counts,
+        taken.cycle_started_hours or req.cycle_started_hours,
+        req.cycle_target_hours,
+        taken.resting,
+    )

@@ -10,6 +10,7 @@ pipeline: the ``finally`` hands back anything still held.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from temporalio import workflow
 from temporalio.exceptions import CancelledError
@@ -22,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
         EvictRequest,
         HostsRequest,
         JobWait,
+        SwitchRequest,
+        SwitchResult,
         UpdateResult,
         VerifyResult,
     )
@@ -29,18 +32,13 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
     from orchestrator.execution import drain_sequence as ds
     from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
+    from orchestrator.execution.switches import SWITCH_ATTEMPTS, SWITCH_RETRY_HOURS
     from orchestrator.train.ui import domain_details
-    from workflows.domain_hand_back import DomainHandBack
-    from workflows.domain_switches import RackSwitches
     from workflows.fleet_timing import fleet_call, fleet_hours_now, sleep_until
 
 
-#: Quarantines name each host's own reason, and hosts handed over during their install are
-#: lost, not failed (runs recorded before: one reason for the batch, every host failed).
-
-
 @workflow.defn(name="DomainMaintenance")
-class DomainMaintenance(RackSwitches, DomainHandBack):
+class DomainMaintenance:
     def __init__(self) -> None:
         self.phase = "draining"
         self.waiting: dict[str, str] = {}
@@ -227,12 +225,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             if str(w.job_id) in talks:
                 self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
         self._show()
-        progress = DomainProgress(domain_id=inp.domain_id, negotiations=talks)
-        parent = workflow.info().parent
-        if parent is not None:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress", progress
-            )
+        await _signal_train(DomainProgress(domain_id=inp.domain_id, negotiations=talks))
 
     async def _look(
         self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Look, result: DomainResult
@@ -313,3 +306,97 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         seq.heard(cmd, asked)
         assert seq.tracker is not None
         await self._show_talks(inp, seq.tracker, seq.waits)
+
+    # ------------------------------------------------------------ rack switch
+    async def _update_switches(self, inp: DomainInput, hosts: list[str]) -> None:
+        """Update the drained rack's switch and wait out its install and reboot. A switch that
+        cannot be updated (a host came back from repair into service under it meanwhile) is
+        tried again a few times; then this visit gives its hosts their own updates only."""
+        version = inp.targets["switch_firmware"]
+        self.phase = "updating rack switch"
+        for attempt in range(SWITCH_ATTEMPTS):
+            self._mark(hosts, "switch", f"rack switch to switch_firmware={version}")
+            self._show()
+            sw: SwitchResult = await fleet_call(
+                FleetActivities.update_switches,
+                SwitchRequest(
+                    cluster=inp.cluster,
+                    owner=inp.owner,
+                    wall=workflow.now(),
+                    hosts=hosts,
+                    version=version,
+                ),
+                summary=f"update the rack switch above {names(hosts, 2)} to {version}",
+            )
+            if sw.done:
+                if sw.duration_hours:
+                    until = sw.fleet_hours + sw.duration_hours
+                    self._mark(
+                        hosts, "switch", f"switch reboots until {at_hour(until, sw.fleet_hours)}"
+                    )
+                    self._show()
+                    await sleep_until(inp.clock, until, sw.fleet_hours)
+                return
+            why = "; ".join(f"{r}: {w}" for r, w in sw.racks.items() if w)
+            workflow.logger.warning("rack switch not updated (attempt %d): %s", attempt + 1, why)
+            await sleep_until(inp.clock, sw.fleet_hours + SWITCH_RETRY_HOURS, sw.fleet_hours)
+        inp.targets = {c: v for c, v in inp.targets.items() if c != "switch_firmware"}
+
+    # -------------------------------------------------- hand back and telling
+    async def _release_refused(
+        self, inp: DomainInput, cmd: ds.Release, result: DomainResult
+    ) -> None:
+        """Hand the hosts of jobs that said "not now" back untouched (no visit): the budget
+        goes to hosts that can be drained now; the train takes them again once the job may be
+        asked again (``DrainTracker.release``). The train is told: it has room to plan."""
+        hosts = cmd.hosts
+        back: VerifyResult = await fleet_call(
+            FleetActivities.release_hosts,
+            self._req(inp, hosts),
+            summary=f"hand back {plural(len(hosts), 'host')} of job "
+            f"{names([str(j) for j in sorted(cmd.jobs)])}: not now",
+        )
+        self._mark(hosts, "released", "its job said not now: handed back, asked again later")
+        self._show()
+        result.released += back.returned
+        result.quarantined.update(back.quarantined)
+        await self._tell_parent(inp, [], released=hosts)
+
+    async def _tell_parent(
+        self, inp: DomainInput, outcomes: list[bool], released: list[str] | None = None
+    ) -> None:
+        """Tell the train how a batch went, as it happens: it counts failures (and may halt)
+        at once, and hosts went back, so it may take more before this domain ends."""
+        back = list(released or [])
+        await _signal_train(
+            DomainProgress(domain_id=inp.domain_id, outcomes=outcomes, released=back)
+        )
+
+    async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
+        """Release untouched hosts and verify touched ones, so none is left cordoned."""
+        back: VerifyResult = await fleet_call(
+            FleetActivities.release_hosts,
+            self._req(inp, list(inp.hosts)),
+            summary=f"hand back {plural(len(inp.hosts), 'host')} not yet done",
+        )
+        self._mark(back.returned, "released", "handed back to service")
+        for h, why in back.quarantined.items():
+            self._mark([h], "quarantined", why)
+        self._show()
+        result.released += back.returned
+        result.quarantined.update(back.quarantined)
+        if back.visited:
+            # This domain ends without a result: tell the train which hosts it visited.
+            with contextlib.suppress(Exception):  # a train already gone counts nothing
+                await _signal_train(
+                    DomainProgress(domain_id=inp.domain_id, visited=list(back.visited))
+                )
+
+
+async def _signal_train(progress: DomainProgress) -> None:
+    """Send ``progress`` to the train that runs this domain (none: a domain run alone)."""
+    parent = workflow.info().parent
+    if parent is not None:
+        await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+            "domain_progress", progress
+        )

@@ -28,7 +28,11 @@ from orchestrator.execution.settle import (
     settle_hosts,
     verify_hosts,
 )
-from orchestrator.execution.switches import update_rack_switches
+from orchestrator.execution.switches import (
+    SWITCH_ATTEMPTS,
+    SWITCH_RETRY_HOURS,
+    update_rack_switches,
+)
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
@@ -37,9 +41,6 @@ from orchestrator.simulator.policies import PolicySpec
 from orchestrator.simulator.tally import Tally
 
 ACTOR = "sim-train"
-#: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
-SWITCH_ATTEMPTS = 4
-SWITCH_RETRY_HOURS = 0.25
 
 
 @dataclass
