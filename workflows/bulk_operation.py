@@ -62,8 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.ops.ui import cluster_summary, operation_details
     from workflows.cluster_operation import ClusterOperation
-    from workflows.fleet_timing import fleet_call
-    from workflows.history import history_full
+    from workflows.fleet_timing import fleet_call, history_full
 
 #: How often a run that rejoined running children checks that they still run (the fallback
 #: for a child that ends without its ``cluster_done`` signal).

@@ -88,8 +88,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.messages import VerifyOutcome
     from orchestrator.contracts.ops_spec import OperationSpec, operation_id
     from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
-    from workflows.fleet_timing import fleet_call
-    from workflows.history import history_full
+    from workflows.fleet_timing import fleet_call, history_full
 
 #: Steering a train waits for its worker's answer: retry a busy or silent train for a while;
 #: what will not heal (a permanent kind: a bad spec, an unknown cluster) is not retried.

@@ -32,8 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.ui_text import plural
     from orchestrator.planning.arbiter_share import would_grant
-    from workflows.fleet_timing import fleet_options
-    from workflows.history import history_full
+    from workflows.fleet_timing import fleet_options, history_full
 
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.
 CHECK_WHEN_WAITING = timedelta(seconds=30)

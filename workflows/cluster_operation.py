@@ -75,8 +75,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.ops.ui import cluster_details
     from orchestrator.planning.windows import at_fleet_hour, waiting_text
-    from workflows.fleet_timing import capped_poll_seconds, fleet_call, fleet_hours_now, sleep_until
-    from workflows.history import history_full
+    from workflows.fleet_timing import (
+        capped_poll_seconds,
+        fleet_call,
+        fleet_hours_now,
+        history_full,
+        sleep_until,
+    )
 
 #: Fleet hours between two looks at the arbiter or the budget while waiting (doubling, capped).
 POLL_FLEET_HOURS = 0.25

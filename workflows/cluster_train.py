@@ -73,9 +73,9 @@ with workflow.unsafe.imports_passed_through():
         fleet_call,
         fleet_hours_now,
         fleet_options,
+        history_full,
         wall_seconds,
     )
-    from workflows.history import history_full
 
 #: What one turn of the train's loop leaves to do: wait for the next look, go round again at
 #: once, or end the run (stop, or continue as new).

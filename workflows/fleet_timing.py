@@ -1,4 +1,5 @@
-"""Fleet time inside workflows, and the activity options every fleet call uses.
+"""Fleet time inside workflows, the activity options every fleet call uses, and when a long-lived
+workflow continues as new.
 
 One clock: the fleet derives its hours from the ``wall`` each activity receives (the workflow's
 ``workflow.now()``) times its speed, so a timer that the time-skipping server skips is skipped
@@ -110,3 +111,13 @@ async def sleep_until(
         if look:
             delay = capped_poll_seconds(clock, delay)
         await workflow.sleep(timedelta(seconds=max(delay, 0.001)))
+
+
+def history_full(max_events: int, *, suggested: bool = True) -> bool:
+    """Past ``max_events`` history events, or (with ``suggested``) the server suggests it.
+
+    Reads ``workflow.info()`` only (no command)."""
+    info = workflow.info()
+    if suggested and info.is_continue_as_new_suggested():
+        return True
+    return info.get_current_history_length() > max_events
