@@ -139,6 +139,11 @@ def describe_database_error(err: sqlite3.DatabaseError) -> tuple[str, str]:
 
 def classify(err: BaseException) -> CliError | None:
     """The contract's error for what a command raised, or None for a bug (no known kind)."""
+    return _classify_trainctl_error(err) or _classify_library_error(err)
+
+
+def _classify_trainctl_error(err: BaseException) -> CliError | None:
+    """The contract's error for trainctl's own, click's and pydantic's errors, else None."""
     from orchestrator.contracts.errors import (
         NoFleet,
         NotFound,
@@ -174,6 +179,11 @@ def classify(err: BaseException) -> CliError | None:
         return OperationFailed(str(err) or type(err).__name__, field=err.field)
     if isinstance(err, PermanentError):
         return BadInput(str(err), field=err.field)
+    return None
+
+
+def _classify_library_error(err: BaseException) -> CliError | None:
+    """The contract's error for the standard library's errors (SQLite, JSON, OS), else None."""
     if isinstance(err, sqlite3.DatabaseError):
         message, field = describe_database_error(err)
         if "readonly" in str(err) or "read-only" in str(err):  # like a read-only mount

@@ -289,27 +289,10 @@ def reconfigure(
         )
         if v is not None
     }
-    # Each given field's own shape first (errors name budget.<field>), before any connection;
-    # how they fit together is checked on the budget they make with the train's (below).
-    shape = {"max_unavailable": "100%", **given} if given else None
-    try:
-        TrainChange.model_validate(
-            {"domain_size": domain_size, "budget": shape, "targets": pairs or None}
-        )
-    except ValidationError as err:  # named by where it is: budget.max_unavailable, ...
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "change"
-        why = str(first["msg"]).removeprefix("Value error, ")
-        raise BadInput(f"{where}: {why}", field=where) from None
+    _check_change_fields(domain_size, given, pairs)
     check_cluster_in_fleet(cluster, domain_size)
-    if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
-        fleet = open_fleet_or_fail()
-        try:
-            refused = target_refusal(fleet, [cluster], pairs, supersedes=supersedes)
-        finally:
-            fleet.close()
-        if refused is not None:
-            raise BadInput(refused[1], field=refused[0])
+    if pairs:
+        _check_targets_for_fleet(cluster, pairs, supersedes)
 
     async def go() -> TrainStatus:
         client = await _client(address)
@@ -326,6 +309,36 @@ def reconfigure(
     warnings: list[str] = []
     status = run(go()).model_dump(mode="json")
     emit_with_warnings(status, warnings, as_json, print_status)
+
+
+def _check_change_fields(
+    domain_size: int | None, given: dict[str, object], pairs: dict[str, str]
+) -> None:
+    """Each given field's own shape (errors name budget.<field>), before any connection; how
+    they fit together is checked on the budget they make with the train's."""
+    shape = {"max_unavailable": "100%", **given} if given else None
+    try:
+        TrainChange.model_validate(
+            {"domain_size": domain_size, "budget": shape, "targets": pairs or None}
+        )
+    except ValidationError as err:  # named by where it is: budget.max_unavailable, ...
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "change"
+        why = str(first["msg"]).removeprefix("Value error, ")
+        raise BadInput(f"{where}: {why}", field=where) from None
+
+
+def _check_targets_for_fleet(
+    cluster: str, pairs: dict[str, str], supersedes: dict[str, str]
+) -> None:
+    """The same target rules as at start (the default skew window: the spec's is not here)."""
+    fleet = open_fleet_or_fail()
+    try:
+        refused = target_refusal(fleet, [cluster], pairs, supersedes=supersedes)
+    finally:
+        fleet.close()
+    if refused is not None:
+        raise BadInput(refused[1], field=refused[0])
 
 
 COMMANDS = [train]
