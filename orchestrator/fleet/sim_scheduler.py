@@ -160,19 +160,8 @@ class JobScheduler(SimCore):
         counts: dict[tuple[str, str], int] = {}
         starting: list[tuple[JobRec, tuple[str, str]]] = []
         while True:
-            while busy < goal and len(self.state.queue) < self._queue_depth():
-                shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
-                job_id = self.state.job_seq
-                self.state.job_seq += 1
-                self.jobs[job_id] = JobRec(
-                    job_id,
-                    shape.hosts,
-                    shape.duration_hours,
-                    shape.checkpoint_interval_hours,
-                    self.now,
-                )
-                self.dirty_jobs.add(job_id)
-                self.state.queue.append(job_id)
+            if busy < goal:
+                self._draw_jobs()
             if not self.state.queue or (self.easy_backfill and busy >= goal):
                 break  # (EASY starts nothing past the target: see ``_fits_easy``)
             head = self.jobs[self.state.queue[0]]
@@ -209,6 +198,22 @@ class JobScheduler(SimCore):
         if starting:
             assert free is not None
             self._assign(starting, free, steered=since is not None)
+
+    def _draw_jobs(self) -> None:
+        """Queue jobs drawn from the seeded trace until the queue is as deep as it may be."""
+        while len(self.state.queue) < self._queue_depth():
+            shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
+            job_id = self.state.job_seq
+            self.state.job_seq += 1
+            self.jobs[job_id] = JobRec(
+                job_id,
+                shape.hosts,
+                shape.duration_hours,
+                shape.checkpoint_interval_hours,
+                self.now,
+            )
+            self.dirty_jobs.add(job_id)
+            self.state.queue.append(job_id)
 
     def _take_close(self, racks: dict[str, list[str]], need: int, chosen: list[str]) -> None:
         """Move up to ``need`` hosts from ``racks`` to ``chosen``: zones that hold them all
