@@ -63,13 +63,18 @@ class RestartModel:
 
 
 def usable_hosts(held: int, free: int, queued_sizes: Iterable[int], room: float) -> float:
-    """Of ``held`` hosts, how many the queue could have used given back: the queued jobs that
-    fit in the ``free`` idle hosts plus the held ones, within the ``room`` the scheduler's target
-    utilisation leaves (it starts nothing past it), idle hosts taken first."""
-    if held <= 0:
+    """Of ``held`` hosts, how many the queue could have used given back: while a queued job fits
+    in the ``free`` idle hosts plus the held ones, as many as the ``room`` below the scheduler's
+    target utilisation (it wants that many more hosts busy and starts nothing past it).
+
+    Idle hosts are not subtracted: a scheduler short of its target with idle hosts is waiting
+    for enough hosts for a job (the queue's head holding a reservation, or jobs needing one
+    version), and hosts held out of service are the ones that job waits for."""
+    if held <= 0 or room <= 0:
         return 0.0
-    fitting = sum(size for size in queued_sizes if size <= free + held)
-    return min(float(held), max(0.0, min(float(fitting), room) - free))
+    if not any(size <= free + held for size in queued_sizes):
+        return 0.0
+    return min(float(held), room)
 
 
 def owner_kind(owner: str) -> str:
