@@ -7,7 +7,18 @@ import sys
 
 import click
 
-from orchestrator.app.cli import audit, campaign, demo, fleet, lab, ops, server, simulate, train
+from orchestrator.app.cli import (
+    audit,
+    campaign,
+    demo,
+    fleet,
+    lab,
+    ops,
+    report,
+    server,
+    simulate,
+    train,
+)
 from orchestrator.app.cli import schedule as schedule_cli
 from orchestrator.app.cli import versions as versions_cli
 from orchestrator.app.cli.common import TrainctlGroup
@@ -28,6 +39,7 @@ for _module in (
     campaign,
     simulate,
     audit,
+    report,
     lab,
     schedule_cli,
     versions_cli,
