@@ -48,6 +48,16 @@ class RestartModel:
 
     restart_hours: float = RESTART_HOURS
     checkpoint_write_hours: float = CHECKPOINT_WRITE_HOURS
+    restart_per_host_hours: float = 0.0
+    """An experiment's restart growing with the job (``simulate --restart-per-host``); the
+    pinned model has none."""
+
+    def restart_of(self, hosts: int) -> float:
+        """The restart a job of ``hosts`` hosts pays after a stop (hours); none without a base
+        restart, as the simulated scheduler charges it."""
+        if self.restart_hours <= 0:
+            return 0.0
+        return self.restart_hours + self.restart_per_host_hours * hosts
 
     def best_interval_hours(self, mtbf_hours: float) -> float:
         """Young's checkpoint interval sqrt(2 x write x MTBF) for a job whose mean time between
@@ -119,7 +129,7 @@ class CostLedger:
         hosts = int(detail.get("hosts", 0))
         parts = self.by_owner[owner]
         parts["lost_work"] += max(0.0, float(detail.get("lost_gpu_hours", 0.0)))
-        parts["restart"] += self.model.restart_hours * hosts * GPUS_PER_HOST
+        parts["restart"] += self.model.restart_of(hosts) * hosts * GPUS_PER_HOST
         self.stops += 1
         return owner
 

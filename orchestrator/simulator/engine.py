@@ -90,7 +90,9 @@ class Engine(DomainSteps):
             sim.easy_backfill = True
             sim.restart_base_hours = cfg.restart_base_hours
             sim.restart_per_host_hours = cfg.restart_per_host_hours
-            model = RestartModel(cfg.restart_base_hours, cfg.checkpoint_write_hours)
+            model = RestartModel(
+                cfg.restart_base_hours, cfg.checkpoint_write_hours, cfg.restart_per_host_hours
+            )
             pinned = self._pin_job(cfg, model) if cfg.pin_job is not None else None
             self.goodput = Goodput.start(sim, pinned, model)
             self.horizon = HorizonLog(started=sim.now, base_targets=dict(cfg.targets))
