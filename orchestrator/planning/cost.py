@@ -87,13 +87,13 @@ def usable_hosts(held: int, free: int, queued_sizes: Iterable[int], room: float)
     return min(float(held), room)
 
 
+#: Owner name prefix (its workflow id's) -> owner kind.
+OWNER_KINDS = (("train-", "train"), ("ops-", "operation"), ("campaign-", "campaign"))
+
+
 def owner_kind(owner: str) -> str:
-    """``train``, ``operation`` or ``campaign``, from the owner's name (its workflow id)."""
-    if owner.startswith("ops-"):
-        return "operation"
-    if owner.startswith("train-"):
-        return "train"
-    return "campaign"
+    """``train``, ``operation`` or ``campaign`` from the owner's name (``other`` if none)."""
+    return next((kind for prefix, kind in OWNER_KINDS if owner.startswith(prefix)), "other")
 
 
 @dataclass
