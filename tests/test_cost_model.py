@@ -57,9 +57,10 @@ def test_a_maintenance_stop_costs_its_lost_work_and_one_restart_whatever_the_job
 def test_held_hosts_cost_only_what_a_queued_job_that_fits_could_have_used() -> None:
     """Held hosts no queued job fits in, or past the scheduler's room, cost nothing."""
     assert usable_hosts(8, 0, [16], room=100) == 0.0  # the job does not fit in 8
-    assert usable_hosts(8, 2, [4, 4], room=100) == 8.0
-    assert usable_hosts(8, 0, [4, 4], room=3) == 3.0  # the scheduler starts nothing past 3
-    assert usable_hosts(8, 20, [4], room=0) == 0.0  # at its target the scheduler wants none
+    assert usable_hosts(8, 2, [4, 4], room=100) == 6.0  # 2 idle hosts first, then 2 + 4 held
+    assert usable_hosts(8, 20, [4], room=100) == 0.0  # fits in the idle hosts: not waiting
+    assert usable_hosts(8, 0, [4, 4], room=3) == 4.0  # the head may start past the room
+    assert usable_hosts(8, 2, [4], room=0) == 0.0  # at its target the scheduler starts none
     ledger = CostLedger()
     ledger.hold("train-c00", 2.0, working=3, waiting=5, usable=4.0)
     assert ledger.by_owner["train-c00"]["held_idle"] == 2.0 * 3 * 8

@@ -4,7 +4,7 @@ One code for the simulator (``simulate --horizon``) and the live fleet's ledger
 (``trainctl report``); both feed it what they see and read the same parts back:
 
 - ``held_idle``: GPU-hours of hosts a maintenance owner holds installing or verifying while a
-  queued job that fits could have used them (``usable_hosts``);
+  queued job that fits could have used them: what a queued job lacks to start (``usable_hosts``);
 - ``drain_wait``: the same for hosts the owner holds idle while the rest of their domain drains
   (or, lockstep, finishes);
 - ``lost_work``: at every stop a maintenance owner causes, the work the job had done since its
@@ -73,18 +73,25 @@ class RestartModel:
 
 
 def usable_hosts(held: int, free: int, queued_sizes: Iterable[int], room: float) -> float:
-    """Of ``held`` hosts, how many the queue could have used given back: while a queued job fits
-    in the ``free`` idle hosts plus the held ones, as many as the ``room`` below the scheduler's
-    target utilisation (it wants that many more hosts busy and starts nothing past it).
-
-    Idle hosts are not subtracted: a scheduler short of its target with idle hosts is waiting
-    for enough hosts for a job (the queue's head holding a reservation, or jobs needing one
-    version), and hosts held out of service are the ones that job waits for."""
+    """Of ``held`` hosts, how many queued jobs lack to start: in queue order, each job that does
+    not fit in the ``free`` idle hosts left but would with the held ones takes the idle hosts
+    left and what it lacks of the held. A job that fits in the idle hosts alone is not waiting
+    for hosts (the scheduler holds it back for its own reasons: a reservation, its target), so
+    it takes nothing. As the scheduler does, only the queue's head may start past the ``room``
+    left below its target utilisation, and nothing starts without room."""
     if held <= 0 or room <= 0:
         return 0.0
-    if not any(size <= free + held for size in queued_sizes):
-        return 0.0
-    return min(float(held), room)
+    idle, left, used = free, held, 0
+    for i, size in enumerate(queued_sizes):
+        if left <= 0:
+            break
+        if size <= idle or size > idle + left or (i > 0 and size > room):
+            continue
+        used += size - idle
+        left -= size - idle
+        room -= size
+        idle = 0
+    return float(used)
 
 
 #: Owner name prefix (its workflow id's) -> owner kind.
