@@ -46,6 +46,9 @@ def _print(o: dict[str, Any]) -> None:
         f"(fleet hours {o['from_fleet_hours']:.1f}-{o['to_fleet_hours']:.1f}): "
         f"{o['total_gpu_hours']:,.1f} GPU-h"
     )
+    if not o["owners"]:
+        con.print("no train, operation or campaign cost the jobs anything in this window")
+        return
     t = Table("owner", "kind", "cluster", *PARTS, "total")
     for r in o["owners"]:
         t.add_row(
