@@ -14,11 +14,14 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from orchestrator.contracts.backend import FleetBackend
+from orchestrator.contracts.errors import NoFleet
 from orchestrator.fleet.store_url import StoreRef
+from orchestrator.infra.logging import get_logger
 from orchestrator.planning.cost import CostLedger, RestartModel
 from orchestrator.telemetry.cost_ledger import ClusterReplay, totals_by_kind
 
 METRIC = "trainctl_maintenance_cost_gpu_hours"
+log = get_logger(__name__)
 
 
 class CostCollector(Collector):
@@ -30,9 +33,9 @@ class CostCollector(Collector):
         self.replays: dict[str, ClusterReplay] = {}
 
     def _open(self) -> FleetBackend:
-        from orchestrator.fleet import SqliteFleet
+        from orchestrator.fleet import open_backend
 
-        return SqliteFleet(self.fleet_path, read_only=True)
+        return open_backend(self.fleet_path)
 
     def follow(self, fleet: FleetBackend) -> None:
         """Read the record's entries after the last one read."""
@@ -52,13 +55,14 @@ class CostCollector(Collector):
         )
         try:
             fleet = self._open()
-        except FileNotFoundError:
-            yield family
-            return
-        try:
-            self.follow(fleet)
-        finally:
-            fleet.close()
+            try:
+                self.follow(fleet)
+            finally:
+                fleet.close()
+        except NoFleet:
+            pass  # no fleet yet: nothing has cost anything
+        except Exception as err:  # a scrape never fails for one collector: what was read stays
+            log.warning("maintenance cost not read from the record", error=str(err))
         for (cluster, kind, part), value in sorted(totals_by_kind(self.replays).items()):
             family.add_metric([cluster, kind, part], value)
         yield family
