@@ -49,6 +49,7 @@ ERRORS: dict[str, tuple[str, ...]] = {
     "ops plan": ("--spec", MISSING),
     "ops start": ("--spec", MISSING),
     "ops schema": ("--bogus",),  # nothing to get wrong but the command line itself
+    "report": ("--since", "soon"),
     "schedule delete": ("--id", "nope", *NOWHERE),
     "schedule list": NOWHERE,
     "schedule pause": ("--id", "nope", *NOWHERE),

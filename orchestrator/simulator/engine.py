@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from orchestrator.contracts.constants import HELD_STATES
-from orchestrator.contracts.models import HostState
+from orchestrator.contracts.models import GPUS_PER_HOST, HostState
 from orchestrator.execution.cycle import cycle_complete, next_look_hours
 from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
 from orchestrator.execution.drain_sequence import DrainSequence
@@ -41,7 +41,9 @@ from orchestrator.execution.halting import BadBuildRule, Counters, HaltRule
 from orchestrator.execution.take import take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.dynamics import FAILURES_PER_GPU_HOUR
 from orchestrator.fleet.sim_records import JobRec
+from orchestrator.planning.cost import RestartModel
 from orchestrator.planning.resting import VisitRule
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
@@ -88,8 +90,11 @@ class Engine(DomainSteps):
             sim.easy_backfill = True
             sim.restart_base_hours = cfg.restart_base_hours
             sim.restart_per_host_hours = cfg.restart_per_host_hours
-            pinned = self._pin_job(cfg) if cfg.pin_job is not None else None
-            self.goodput = Goodput.start(sim, pinned)
+            model = RestartModel(
+                cfg.restart_base_hours, cfg.checkpoint_write_hours, cfg.restart_per_host_hours
+            )
+            pinned = self._pin_job(cfg, model) if cfg.pin_job is not None else None
+            self.goodput = Goodput.start(sim, pinned, model)
             self.horizon = HorizonLog(started=sim.now, base_targets=dict(cfg.targets))
         n = len(sim.order)
         self.floor = cfg.budget.require_hosts(n)  # a budget of no host never finishes
@@ -130,13 +135,17 @@ class Engine(DomainSteps):
                 self._push(sim.now + k * every, "target", None, k)
                 k += 1
 
-    def _pin_job(self, cfg: SimConfig) -> int:
-        """``pin_job``'s job at the queue's head, placed as soon as its hosts come free."""
+    def _pin_job(self, cfg: SimConfig, model: RestartModel) -> int:
+        """``pin_job``'s job at the queue's head, placed as soon as its hosts come free. It
+        checkpoints at the interval a job tuned to the fleet's failure rate asks for (Young's,
+        ``RestartModel.best_interval_hours``), as Llama 3's was."""
         assert cfg.pin_job is not None and cfg.horizon_hours is not None
         hosts, days = cfg.pin_job
         sim = self.sim
         work = max(days * 24.0, cfg.horizon_hours) * 2.0  # outlives the horizon
-        sim.jobs[PINNED_JOB] = JobRec(PINNED_JOB, hosts, work, 1.0, sim.now)
+        mtbf = 1.0 / (hosts * GPUS_PER_HOST * FAILURES_PER_GPU_HOUR)
+        interval = model.best_interval_hours(mtbf)
+        sim.jobs[PINNED_JOB] = JobRec(PINNED_JOB, hosts, work, interval, sim.now)
         sim.state.queue.insert(0, PINNED_JOB)
         sim.advance(sim.now)
         return PINNED_JOB

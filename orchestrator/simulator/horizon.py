@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.planning.cost import rounded
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 
@@ -142,14 +143,12 @@ class HorizonLog:
             "restart_gpu_hours": round(g.restart_spent, 1),
             "lost_work_all_gpu_hours": round(g.lost_all, 1),
             "final_targets": dict(cfg.targets) if not none else None,
-            # The policy's own share of the bill, measured in this run (``yardstick`` adds the
-            # baseline's goodput and the difference).
-            "_parts": {
-                "drain_wait": round(g.drain_wait, 1),
-                "in_maintenance": round(g.work, 1),
-                "lost_work": round(g.maint_lost, 1),
-                "restart": round(g.maint_restart, 1),
-            },
+            "checkpoint_write_minutes": round(cfg.checkpoint_write_hours * 60.0, 4),
+            "checkpoint_writes_gpu_hours": round(g.writes, 1),
+            # What maintenance cost the jobs, part by part, measured in this run (``yardstick``
+            # adds the baseline's goodput and the difference beside it).
+            "maintenance_cost_gpu_hours": round(g.cost.total(), 1),
+            "cost_parts": rounded(g.cost.parts()),
         }
         if cfg.pin_job is not None:
             out["pinned_job"] = g.pinned_report(*cfg.pin_job, cfg.horizon_hours)

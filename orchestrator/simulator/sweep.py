@@ -72,7 +72,7 @@ def run_sweep(configs: Sequence[SimConfig], workers: int | None = None) -> list[
 
 
 def ranked(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The settings of a fixed horizon's sweep from least to most goodput lost (the maintenance
+    """The settings of a fixed horizon's sweep from least to most maintenance cost (the maintenance
     cost against the ``none`` baseline, restarts included; a fleet's from its totals)."""
 
     def lost(row: dict[str, Any]) -> float:

@@ -13,6 +13,7 @@ import click
 EXAMPLES: dict[str, str] = {
     "": "trainctl demo --preset small",
     "audit": "trainctl audit --cluster c00",
+    "report": "trainctl report --since 7d --cluster c00 --json",
     "campaign": "trainctl campaign plan --spec examples/campaign.yaml",
     "campaign abort": "trainctl campaign abort --id os-6-8-0-50 --reason 'canary failed'",
     "campaign pause": "trainctl campaign pause --id os-6-8-0-50 --reason 'freeze'",

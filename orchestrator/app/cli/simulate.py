@@ -127,15 +127,16 @@ from orchestrator.simulator.yardstick import simulate_judged
 )
 @click.option(
     "--restart-base",
-    default="5m",
+    default="1m",
     show_default=True,
-    help="With --horizon: restart time of every interrupted job, paid by all its GPUs.",
+    help="With --horizon: restart time of every interrupted job, paid by all its GPUs "
+    "(the pinned model's; see the cost model in the docs).",
 )
 @click.option(
     "--restart-per-host",
-    default="0.01m",
+    default="0m",
     show_default=True,
-    help="With --horizon: restart time added per host of the job.",
+    help="With --horizon: restart time added per host of the job (0: the same for every size).",
 )
 @click.option(
     "--pin-job",
@@ -262,9 +263,9 @@ def _cluster_sweep(
 
 
 def _with_ranking(cfg: SimConfig, out: dict[str, Any]) -> dict[str, Any]:
-    """A fixed horizon's sweep with its settings ranked by goodput lost, least first."""
+    """A fixed horizon's sweep with its settings ranked by maintenance cost, least first."""
     if cfg.horizon_hours is not None:
-        out["ranked_by"] = "goodput lost (maintenance_cost_gpu_hours, restarts included)"
+        out["ranked_by"] = "maintenance cost (maintenance_cost_gpu_hours, the sum of cost_parts)"
         out["ranking"] = ranked(out["runs"])
     return out
 
