@@ -92,6 +92,17 @@ class HorizonLog:
             )
         return out
 
+    def _cycle_in_progress(self, number: int, started: float) -> dict[str, Any]:
+        """The cycle the horizon cut short, as the report lists it."""
+        return {
+            "cycle": number,
+            "started_hours": round(started, 3),
+            "makespan_hours": None,
+            "hosts_visited": len(self.cycle_visited),
+            "hosts_checked": len(self.cycle_checked),
+            "complete": False,
+        }
+
     def report(
         self,
         sim: ClusterSim,
@@ -105,16 +116,7 @@ class HorizonLog:
         assert cfg.horizon_hours is not None
         cycles = list(self.cycles)
         if not none and not resting:
-            cycles.append(
-                {
-                    "cycle": len(cycles) + 1,
-                    "started_hours": round(cycle_started, 3),
-                    "makespan_hours": None,
-                    "hosts_visited": len(self.cycle_visited),
-                    "hosts_checked": len(self.cycle_checked),
-                    "complete": False,
-                }
-            )
+            cycles.append(self._cycle_in_progress(len(cycles) + 1, cycle_started))
         target = cfg.cycle_target_hours
         done = [c for c in cycles if c["complete"]]
         out: dict[str, Any] = {
