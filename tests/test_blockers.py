@@ -40,3 +40,22 @@ def test_at_most_ten_are_named_and_the_rest_counted() -> None:
 
 def test_nothing_out_names_nobody() -> None:
     assert budget_holders([_host("h01", "in_service", NO_OWNER)]) == ""
+
+
+def test_a_train_at_a_full_budget_names_who_holds_it() -> None:
+    """The planner's wait names the holders; the on-call words keep its plain sentence."""
+    from orchestrator.contracts.ui_text import explain_wait
+    from orchestrator.planning import train_plan
+
+    held = [
+        _host("h00", "quarantined", QUARANTINE_OWNER, "verification failed"),
+        _host("h01", "in_maintenance", "train-c00"),
+    ]
+    due = [HostView(f"h{i:02d}", "r0", "z0", "in_service", NO_OWNER, None, True) for i in (2, 3)]
+    plan = train_plan.choose_domain([*held, *due], {}, 1.0, train_plan.BudgetView(limit=2), 4, 4.0)
+    assert plan.hosts == []
+    assert plan.waiting.startswith("budget exhausted: "), plan.waiting
+    assert "quarantined: h00 (verification failed)" in plan.waiting
+    assert "held by train-c00: h01" in plan.waiting
+    words = explain_wait(plan.waiting)
+    assert words.startswith("the capacity budget is used up") and "held: quarantined: h00" in words

@@ -16,7 +16,9 @@ from operator import attrgetter
 
 from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.contracts.models import HostState
+from orchestrator.contracts.ui_text import BUDGET_EXHAUSTED
 from orchestrator.contracts.views import HostView, JobView, last_checkpoint
+from orchestrator.planning.blockers import budget_holders
 
 IN_SERVICE = HostState.IN_SERVICE
 _STATE, _DUE = attrgetter("state"), attrgetter("due")
@@ -192,8 +194,13 @@ def choose_domain(
         for h in due:
             pick.add(h)
     if not plan.hosts and not plan.waiting:
-        plan.waiting = "budget exhausted" if not any(room.fits(h) for h in due) else "waiting"
+        plan.waiting = "waiting" if any(room.fits(h) for h in due) else _exhausted(hosts)
     return plan
+
+
+def _exhausted(hosts: Sequence[HostView]) -> str:
+    """``budget exhausted: <who holds it>``: the hosts out of service, by holder."""
+    return f"{BUDGET_EXHAUSTED}: {budget_holders(h for h in hosts if h.state != IN_SERVICE)}"
 
 
 def _job_aware(
