@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from orchestrator.app.cli import main
 from orchestrator.app.cli.campaign import _fit_train_block
 from orchestrator.app.cli.train_checks import fit_spec_to_cluster
-from orchestrator.app.worker import TASK_QUEUE, build_worker
+from orchestrator.app.worker import build_worker
 from orchestrator.contracts.campaign_spec import load_campaign_spec
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_spec import load_spec as load_operation_spec
@@ -121,7 +121,7 @@ def test_a_budget_of_no_host_is_refused_before_anything_starts(
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_train_over_its_budget_starts_clamped_with_the_simulators_words(
-    dev_env, tmp_home: Path
+    dev_env, tmp_home: Path, task_queue: str
 ) -> None:
     """`train start` of 8 hosts at a time under a 3-host maintenance budget starts the train
     at 3 and says so under `warnings` (and on stderr without --json) in the very words
@@ -137,8 +137,11 @@ async def test_a_train_over_its_budget_starts_clamped_with_the_simulators_words(
         + ["--json"],
     )
     assert json.loads(sim.stdout)["domain_size_note"] == CLAMP, sim.output
-    async with clean_train(dev_env.client), build_worker(dev_env.client, path, TASK_QUEUE):
-        st = answer(await cli(dev_env, "train", "start", "--spec", str(spec_file)), 0)
+    # its own task queue: a worker on the default one would tell other tests' commands that
+    # this server serves another fleet
+    async with clean_train(dev_env.client), build_worker(dev_env.client, path, task_queue):
+        start = ("train", "start", "--spec", str(spec_file), "--task-queue", task_queue)
+        st = answer(await cli(dev_env, *start), 0)
         assert st["warnings"] == [CLAMP] and st["domain_size"] == 3, st
         st = answer(
             await cli(dev_env, "train", "reconfigure", "--cluster", "c00", "--domain-size", "6"),

@@ -28,5 +28,9 @@ def test_tutorial_runs_as_written(page: Path, tmp_path: Path) -> None:
     """Every command of the tutorial succeeds in order, ending with the audit passing."""
     done = run_tutorial(page, tmp_path)
     tail = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert done.returncode == 0, f"{page.name} stopped:\n{tail}"
+    logs = "".join(
+        f"\n--- {log.name}:\n{log.read_text(errors='replace')[-2000:]}"
+        for log in sorted((tmp_path / "tmp").glob("*/*.log"))
+    )  # the server's and the worker's, when a step waited on them
+    assert done.returncode == 0, f"{page.name} stopped:\n{tail}{logs}"
     assert '"ok": true' in done.stdout
