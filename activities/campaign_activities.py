@@ -37,7 +37,7 @@ from orchestrator.contracts.campaign_types import (
     TrainAnswer,
     TrainHandoff,
 )
-from orchestrator.contracts.constants import HELD_STATES, LOGICAL_CLOCK, REPAIR_STATES
+from orchestrator.contracts.constants import HELD_STATES, REPAIR_STATES
 from orchestrator.contracts.errors import TRAIN_BUSY, BadSpec
 from orchestrator.contracts.models import CapacityBudget, DrainPolicy, HostState
 from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
@@ -320,16 +320,8 @@ class CampaignActivities(CampaignFailureActivities):
 
     @activity.defn(name="campaign_bake_clock")
     def bake_clock(self, req: BakeClockRequest) -> float:
-        """A bake on a cluster nobody else acts on (a CUDA stage: no train rides it) needs its
-        logical clock moved: move it to the bake's end if the cluster's clock has no party (a
-        train or an operation there moves it by itself, and must not be jumped). Scaled clocks
-        move with wall time. Returns the cluster's hour."""
-        fleet = self.fleet
-        if fleet.speed != LOGICAL_CLOCK:
-            return fleet.fleet_time(cluster=req.cluster)
-        if fleet.clock_parties(req.cluster):
-            return fleet.fleet_time(cluster=req.cluster)
-        return fleet.advance_clock(req.cluster, req.target_hours)
+        """The cluster's fleet hour now, which a bake waits to pass ``req.target_hours``."""
+        return self.fleet.fleet_time(cluster=req.cluster)
 
     @activity.defn(name="campaign_report")
     def report(self, req: CampaignReport) -> None:

@@ -11,28 +11,17 @@ updating a host already on target, or verifying a host already returned do nothi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable
 
 from temporalio import activity
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.arbiter_activities import acquire_grant
-from activities.fleet_access import FleetAccess, as_application_error
+from activities.fleet_access import FleetAccess
 from activities.heartbeat import patient_heartbeat
-from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
-from orchestrator.contracts.constants import LOGICAL_CLOCK
-from orchestrator.contracts.errors import PermanentError, TemporaryError
 from orchestrator.contracts.messages import (
-    CLOCK_SIGNAL,
-    AdvanceClockRequest,
-    AdvanceClockResult,
     AskRequest,
     AskResult,
     ClockInfo,
-    ClockReleased,
     DrainStatus,
     EvictRequest,
     EvictResult,
@@ -52,7 +41,7 @@ from orchestrator.contracts.train_types import (
 )
 from orchestrator.execution import drain, install, settle, switches
 from orchestrator.execution.cycle import cycle_counts
-from orchestrator.execution.take import take_domain
+from orchestrator.execution.take import Taken, take_domain
 from orchestrator.execution.target_checks import held_on_bad_version
 from orchestrator.fleet import ClusterBackend
 from orchestrator.infra.logging import get_logger
@@ -79,115 +68,6 @@ class FleetActivities(FleetAccess):
             outside_changes=fleet.outside_changes,
         )
 
-    @activity.defn(name="advance_clock")
-    async def advance_clock(self, req: AdvanceClockRequest) -> AdvanceClockResult:
-        """Wait on the cluster's logical clock: register the wait, step the clock, tell whoever's
-        turn it gave. Returns at once; a wait that is not over ends with a ``fleet_clock``
-        signal (the workflow asks again now and then, in case a signal was lost)."""
-        client = activity.client()
-        if req.recheck:
-            res, acting = await asyncio.to_thread(self._clock_recheck, req)
-            await self._tell(client, req.cluster, acting, mine=req.party)
-            return res
-        return await self.take_turn(req, client, activity.info().attempt)
-
-    async def take_turn(
-        self, req: AdvanceClockRequest, client: Client, attempt: int
-    ) -> AdvanceClockResult:
-        """Register ``req``'s wait and step the clock, telling whoever's turn it gave: the body
-        of ``advance_clock``, and of a step that carries its party's turn (``ClockTurns``)."""
-        turn = await asyncio.to_thread(self._clock_wait, req)
-        others = list(turn.others)
-        if attempt > 1:
-            # A retry may follow a turn given but never told (the worker died between the
-            # two): tell every acting party again. A turn told twice is heard once (epoch).
-            told = {r.party for r in others}
-            others += [r for r in self._acting(req.cluster, turn.now) if r.party not in told]
-        await self._tell(client, req.cluster, others, mine=req.party)
-        return AdvanceClockResult(now=turn.now, released=turn.released, alone=turn.alone)
-
-    def _clock_recheck(
-        self, req: AdvanceClockRequest
-    ) -> tuple[AdvanceClockResult, list[ClockRelease]]:
-        """A watching party's check (``recheck``): whether its wait ``req.epoch`` got its turn,
-        and every acting party told again. Only reads: it never registers a wait nor moves
-        the clock, so a check that arrives late (after the party waited anew) changes nothing,
-        and turns stay in the order the registrations gave them, whatever the wall clock."""
-        self.require_cluster(req.cluster)
-        parties = self.fleet.clock_parties(req.cluster)
-        now = self.fleet.fleet_time(cluster=req.cluster)
-        mine = next((p for p in parties if p["party"] == req.party), None)
-        released = mine is not None and mine["epoch"] == req.epoch and not mine["waiting"]
-        return AdvanceClockResult(now=now, released=released), self._acting(
-            req.cluster, now, parties
-        )
-
-    def _acting(
-        self, cluster: str, now: float, parties: list[dict[str, Any]] | None = None
-    ) -> list[ClockRelease]:
-        """The parties of ``cluster``'s clock whose turn came and who have not waited since."""
-        return [
-            ClockRelease(party=p["party"], workflow_id=p["workflow_id"], epoch=p["epoch"], now=now)
-            for p in (self.fleet.clock_parties(cluster) if parties is None else parties)
-            if not p["waiting"] and p["epoch"]
-        ]
-
-    def _clock_wait(self, req: AdvanceClockRequest) -> ClockTurn:
-        self.require_cluster(req.cluster)
-        fleet = self.fleet
-        try:
-            if fleet.speed != LOGICAL_CLOCK:  # a scaled clock moves by itself
-                return ClockTurn(fleet.fleet_time(datetime.now(UTC), req.cluster), True)
-            if not req.party:  # nobody to wait with: just move the clock
-                target = req.target_hours
-                if target is None:
-                    return ClockTurn(fleet.fleet_time(cluster=req.cluster), True)
-                return ClockTurn(fleet.advance_clock(req.cluster, target), True)
-            member = ClockMember(req.party, req.party, req.owner or req.party, req.parent, req.rank)
-            return fleet.clock_wait(
-                req.cluster, member, req.epoch, req.target_hours, req.children, req.wakes
-            )
-        except PermanentError as err:
-            raise as_application_error(err) from None
-
-    async def _tell(
-        self,
-        client: Client,
-        cluster: str,
-        releases: Iterable[ClockRelease],
-        mine: str | None = None,
-    ) -> None:
-        """Signal each released party that its turn came; drop those whose workflow is gone.
-
-        A turn that could not be told fails the activity once all are tried, so its retry
-        tells again (``advance_clock`` and ``close_owner`` re-tell acting parties on a retry):
-        a party waiting without a timer (``ClockInfo.quiet``) never misses its turn."""
-        pending = list(releases)
-        undelivered: list[str] = []
-        while pending:
-            rel = pending.pop(0)
-            if rel.party == mine:
-                continue
-            msg = ClockReleased(party=rel.party, epoch=rel.epoch, now=rel.now)
-            try:
-                handle = client.get_workflow_handle(rel.workflow_id)
-                await handle.signal(CLOCK_SIGNAL, msg)
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    log.warning("clock turn not delivered", party=rel.party, error=str(err))
-                    undelivered.append(rel.party)
-                    continue
-                log.warning("clock party gone: dropped", cluster=cluster, party=rel.party)
-                more = await asyncio.to_thread(self._clock_leave, cluster, rel.party, None)
-                pending.extend(more)
-        if undelivered:
-            raise TemporaryError(f"clock: turn of {', '.join(undelivered)} not delivered; retrying")
-
-    def _clock_leave(
-        self, cluster: str, party: str | None, owner: str | None
-    ) -> tuple[ClockRelease, ...]:
-        return self.fleet.clock_leave(cluster, party=party, owner=owner)
-
     @activity.defn(name="plan_granted_domain")
     async def plan_granted_domain(self, req: PlanGrantedRequest) -> PlanDomainResult:
         """``arbiter_acquire`` and ``plan_domain`` in one activity (issue 27: one action less
@@ -207,20 +87,7 @@ class FleetActivities(FleetAccess):
         marked bad fleet-wide holds: it takes nothing, records nothing, and says so in
         ``waiting`` until an operator clears the version or changes the target.
         """
-        riders = riding(req.rollout, req.rollouts)
-        scopes = [RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders]
-        held = held_on_bad_version(self.fleet, req.targets)
-        if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
-            held = "no campaign rides this train: nothing to visit until one does"
-        # A rollout whose targets hold a version marked bad takes no new domain from now on
-        # (its campaign's gate sees the mark and fails the stage); the train's own cycle and
-        # the other campaigns' rollouts go on. A train with nothing else to do holds, saying why.
-        bad = [held_on_bad_version(self.fleet, dict(scope.targets)) for scope in scopes]
-        held_back = {r.campaign: why for r, why in zip(riders, bad, strict=True) if why}
-        if any(bad):
-            scopes = [scope for scope, why in zip(scopes, bad, strict=True) if not why]
-            if req.rollout_only and not scopes:
-                held = held or next(why for why in bad if why)
+        scopes, held, held_back = self._rides(req)
         if held:
             b = self.peek(req.cluster, req.wall)
             return PlanDomainResult(
@@ -230,43 +97,8 @@ class FleetActivities(FleetAccess):
             )
         with self.cluster(req.cluster, req.wall) as b:
             b.set_targets(recorded_targets_of(req.targets, scopes), req.owner)
-            taken = take_domain(
-                b,
-                req.owner,
-                req.budget,
-                req.cycle_started_hours,
-                req.max_held,
-                req.max_wait_hours,
-                req.policy,
-                known=req.in_flight,
-                rollouts=scopes,
-                switch_target=req.targets.get("switch_firmware"),
-                claim_until_hours=req.claim_until_hours,
-                cycle_target_hours=req.cycle_target_hours,
-                rule=VisitRule(req.targets, scopes, req.verify_every_hours)
-                if req.visit_rule
-                else None,
-                resting=req.resting,
-            )
-            look = applied = None
-            targets = req.targets if taken.targets is None else {**req.targets, **taken.targets}
-            if req.first_look and taken.hosts:  # the domain's first look, in this transaction
-                deadline = taken.counts.fleet_hours + req.max_wait_hours
-                look = drain.drain_status(b, req.owner, taken.hosts, deadline, req.policy)
-                # ... and its first batch's install, unless a rack switch goes first
-                if req.apply_ready and look.ready and "switch_firmware" not in targets:
-                    applied = self._install(b, req.cluster, req.owner, look.ready, targets)
-        metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
-        metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
-        metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
-        metrics.CHECKS.labels(req.cluster).inc(len(taken.checked))
-        metrics.record_cycle(
-            req.cluster,
-            taken.counts,
-            taken.cycle_started_hours or req.cycle_started_hours,
-            req.cycle_target_hours,
-            taken.resting,
-        )
+            taken = _take(b, req, scopes)
+        _record_plan(req, taken)
         return PlanDomainResult(
             hosts=taken.hosts,
             targets=None if taken.targets is None else {**req.targets, **taken.targets},
@@ -275,13 +107,31 @@ class FleetActivities(FleetAccess):
             limit=taken.limit,
             counts=taken.counts,
             held_back=held_back,
-            look=look,
-            applied=applied,
             checked=taken.checked,
             resting=taken.resting,
             rest_until_hours=taken.rest_until_hours,
             cycle_started_hours=taken.cycle_started_hours,
         )
+
+    def _rides(self, req: PlanDomainRequest) -> tuple[list[RolloutScope], str, dict[str, str]]:
+        """The campaigns' rollouts riding this plan, why the train holds ('' if it does not),
+        and the campaigns held back (campaign -> why).
+
+        A rollout whose targets hold a version marked bad takes no new domain from now on (its
+        campaign's gate sees the mark and fails the stage); the train's own cycle and the other
+        campaigns' rollouts go on. A train with nothing else to do holds, saying why."""
+        riders = riding(req.rollout, req.rollouts)
+        scopes = [RolloutScope.of(r.targets, r.hosts, req.rollout_only, r.failed) for r in riders]
+        held = held_on_bad_version(self.fleet, req.targets)
+        if req.rollout_only and not scopes:  # a campaign's train between its campaigns' rides
+            held = "no campaign rides this train: nothing to visit until one does"
+        bad = [held_on_bad_version(self.fleet, dict(scope.targets)) for scope in scopes]
+        held_back = {r.campaign: why for r, why in zip(riders, bad, strict=True) if why}
+        if any(bad):
+            scopes = [scope for scope, why in zip(scopes, bad, strict=True) if not why]
+            if req.rollout_only and not scopes:
+                held = held or next(why for why in bad if why)
+        return scopes, held, held_back
 
     @activity.defn(name="drain_status")
     def drain_status(self, req: HostsRequest) -> DrainStatus:
@@ -291,12 +141,9 @@ class FleetActivities(FleetAccess):
 
     @activity.defn(name="evict_jobs")
     def evict_jobs(self, req: EvictRequest) -> EvictResult:
-        logical = self.fleet.speed == LOGICAL_CLOCK
         with self.cluster(req.cluster, req.wall) as b:
-            out = drain.evict_jobs(b, req.owner, req.job_ids, req.scheduled_hours, logical)
+            out = drain.evict_jobs(b, req.owner, req.job_ids)
         metrics.JOBS_INTERRUPTED.labels(req.cluster).inc(out.interrupted)
-        if req.look is not None:  # the look that follows, in this activity (issue 27)
-            out.look = self.drain_status(req.look)
         return out
 
     @activity.defn(name="ask_jobs")
@@ -313,8 +160,6 @@ class FleetActivities(FleetAccess):
                 req.finals,
                 req.release,
             )
-        if req.look is not None:  # the look that follows, in this activity (issue 27)
-            out.look = self.drain_status(req.look)
         return out
 
     @activity.defn(name="update_switches")
@@ -371,19 +216,8 @@ class FleetActivities(FleetAccess):
         return out
 
     @activity.defn(name="close_owner")
-    async def close_owner(self, req: HostsRequest) -> VerifyResult:
-        """Release whatever the owner still holds, record that it has ended, and take the owner
-        (and its domains) off the cluster's logical clock, telling whoever's turn that gives."""
-        out = await asyncio.to_thread(self._close_owner, req)
-        releases = list(await asyncio.to_thread(self._clock_leave, req.cluster, None, req.owner))
-        if activity.info().attempt > 1 and self.fleet.speed == LOGICAL_CLOCK:
-            told = {r.party for r in releases}
-            now = self.fleet.fleet_time(cluster=req.cluster)
-            releases += [r for r in self._acting(req.cluster, now) if r.party not in told]
-        await self._tell(activity.client(), req.cluster, releases)
-        return out
-
-    def _close_owner(self, req: HostsRequest) -> VerifyResult:
+    def close_owner(self, req: HostsRequest) -> VerifyResult:
+        """Release whatever the owner still holds and record that it has ended."""
         with self.cluster(req.cluster, req.wall) as b:
             out = settle.hand_back(b, req.owner, None, req.targets, req.visit)
             b.close_owner(req.owner, req.owner, outcome=req.reason)
@@ -415,7 +249,6 @@ class FleetActivities(FleetAccess):
         return [
             self.withdraw_claim,
             self.fleet_info,
-            self.advance_clock,
             self.plan_domain,
             self.plan_granted_domain,
             self.drain_status,
@@ -434,3 +267,39 @@ def _count(cluster: str, out: VerifyResult) -> None:
     """Visits and quarantines for Prometheus (counted once the transaction committed)."""
     metrics.VISITS.labels(cluster).inc(len(out.returned))
     metrics.QUARANTINES.labels(cluster).inc(len(out.quarantined))
+
+
+def _take(b: ClusterBackend, req: PlanDomainRequest, scopes: list[RolloutScope]) -> Taken:
+    """``take_domain`` as the train's request says, inside the caller's transaction."""
+    rule = VisitRule(req.targets, scopes, req.verify_every_hours) if req.visit_rule else None
+    return take_domain(
+        b,
+        req.owner,
+        req.budget,
+        req.cycle_started_hours,
+        req.max_held,
+        req.max_wait_hours,
+        req.policy,
+        known=req.in_flight,
+        rollouts=scopes,
+        switch_target=req.targets.get("switch_firmware"),
+        claim_until_hours=req.claim_until_hours,
+        cycle_target_hours=req.cycle_target_hours,
+        rule=rule,
+        resting=req.resting,
+    )
+
+
+def _record_plan(req: PlanDomainRequest, taken: Taken) -> None:
+    """The plan's figures for Prometheus: piggybacked and checked hosts, budget, cycle."""
+    metrics.PIGGYBACKED.labels(req.cluster).inc(len(taken.piggybacked))
+    metrics.BUDGET_LIMIT.labels(req.cluster, "max_unavailable").set(taken.limit)
+    metrics.BUDGET_LIMIT.labels(req.cluster, "maintenance").set(taken.maintenance)
+    metrics.CHECKS.labels(req.cluster).inc(len(taken.checked))
+    metrics.record_cycle(
+        req.cluster,
+        taken.counts,
+        taken.cycle_started_hours or req.cycle_started_hours,
+        req.cycle_target_hours,
+        taken.resting,
+    )

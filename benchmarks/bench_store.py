@@ -6,7 +6,7 @@
 
 For each store and preset: building the fleet, a cordon-and-release transaction on one cluster
 (load, advance, change, save, append: what every fleet activity does), a peek (a read of one
-cluster), a logical clock turn, and a read of the whole record, in milliseconds per call (the
+cluster), and a read of the whole record, in milliseconds per call (the
 median of three runs), with the statements each write transaction sends. Outside CI; the
 figures move with the machine's load, the ratios less.
 """
@@ -22,10 +22,8 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-from orchestrator.contracts.backend import ClockMember
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
-from orchestrator.fleet.settings import MAX_SPEED
 
 ROUNDS = 200
 
@@ -42,7 +40,7 @@ def _ms(fn: Callable[[int], object], n: int) -> float:
 
 def bench(where: Path | str, preset: str) -> dict[str, float]:
     t0 = time.perf_counter()
-    fleet = SqliteFleet.create(where, get_preset(preset), 1, MAX_SPEED)
+    fleet = SqliteFleet.create(where, get_preset(preset), 1, 1.0)  # real time: no catching up
     built = time.perf_counter() - t0
     c = fleet.cluster_names()[0]
     names = list(fleet.peek(c).host_names())
@@ -59,14 +57,9 @@ def bench(where: Path | str, preset: str) -> dict[str, float]:
             if b.cordon(h, "train-bench", "bench", limit=len(names)):
                 b.release(h, "bench")
 
-    def clock(i: int) -> None:
-        party = ClockMember(key="p", workflow_id="wf", owner="train-bench")
-        fleet.clock_wait(c, party, f"e{i}", float(i + 1))
-
     out = {"build_s": built, "tx_ms": _ms(tx, ROUNDS)}
     out["statements_per_tx"] = statements[0] / (3 * ROUNDS)
     out["peek_ms"] = _ms(lambda i: fleet.peek(c), ROUNDS)
-    out["clock_turn_ms"] = _ms(clock, ROUNDS)
     t0 = time.perf_counter()
     out["records"] = sum(1 for _ in fleet.records())
     out["read_record_ms"] = (time.perf_counter() - t0) * 1000
@@ -88,7 +81,7 @@ def main() -> None:
             print(
                 f"{preset:8} {name:10} build {r['build_s']:.2f}s  tx {r['tx_ms']:.2f}ms "
                 f"({r['statements_per_tx']:.0f} statements)  peek {r['peek_ms']:.2f}ms  "
-                f"clock turn {r['clock_turn_ms']:.2f}ms  record {r['records']} in "
+                f"record {r['records']} in "
                 f"{r['read_record_ms']:.0f}ms"
             )
 

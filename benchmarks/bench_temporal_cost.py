@@ -1,6 +1,7 @@
 """Temporal cost of the train and of a bulk operation: billable actions and history events per host.
 
-Each scenario gets its own dev server (started by this script), a fleet at ``--speed max`` in a
+Each scenario gets its own dev server (started by this script), a fleet at ``--speed`` (3,600
+fleet seconds per wall second by default: the shape users run, a child workflow per domain) in a
 temporary directory and a worker (``orchestrator.app.worker.build_worker``, the product's own):
 
 * ``small``: one train cycle of ``small`` (128 hosts), domain 8, the demo's budget (10%);
@@ -16,6 +17,11 @@ scenario has ended (or its ``--timeout`` passed: the train is asked to stop, the
 partial and say so) the worker stops, and every workflow the server knows is listed, each run's
 history fetched (continue-as-new runs followed) and its events counted as Temporal Cloud bills
 them, as ``temporal_tally.py`` says.
+
+Activations: every workflow task's time from started to completed in the histories (the
+worker running the workflow's code and answering), p99 and maximum per workflow type, beside
+the same figures of a no-op workflow (eight no-op activities) run on the same server and worker
+process after the scenario: the baseline of this machine at that moment.
 
 The peak actions per second buckets every billable event's time (history event times, the
 interceptor's wall times) per second. The projection for ``meta-600k`` is 25 trains of
@@ -40,6 +46,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +59,7 @@ from orchestrator.app.worker import build_worker, heartbeat
 from orchestrator.contracts.ops_spec import load_spec, operation_id
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
-from orchestrator.fleet.settings import MAX_SPEED
+from orchestrator.fleet.settings import parse_speed
 from orchestrator.ops import resolve_clusters
 from orchestrator.ops.client import operation_status, start_operation
 from orchestrator.train.client import control_train, start_train, train_result
@@ -60,7 +67,9 @@ from orchestrator.train.client import control_train, start_train, train_result
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 from dev_server import dev_server  # noqa: E402
-from temporal_tally import KINDS, Meter, peak, read_histories  # noqa: E402
+from noop_workflow import NoopHost, noop  # noqa: E402
+from temporal_tally import KINDS, Meter, activations, peak, read_histories  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
 
 NAMESPACE_LIMIT = 500  # actions per second a Temporal Cloud namespace is allowed by default
 MEGA_TRAINS = 25  # meta-600k: 25 clusters of meta-24k size, one train each
@@ -178,7 +187,23 @@ SCENARIOS = {
 }
 
 
-async def bench_one(sc: Scenario, seed: int, timeout: float) -> dict[str, Any]:
+async def noop_baseline(client: Client, hosts: int = 20) -> None:
+    """``hosts`` no-op host workflows on their own task queue, run to the end: their histories
+    give the activation baseline."""
+    tq = f"noop-{uuid.uuid4().hex[:6]}"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        worker = Worker(
+            client, task_queue=tq, workflows=[NoopHost], activities=[noop], activity_executor=pool
+        )
+        async with worker:
+            handles = [
+                await client.start_workflow(NoopHost.run, f"h{i}", id=f"{tq}-{i}", task_queue=tq)
+                for i in range(hosts)
+            ]
+            await asyncio.gather(*(h.result() for h in handles))
+
+
+async def bench_one(sc: Scenario, seed: int, timeout: float, speed: float) -> dict[str, Any]:
     env = await dev_server()
     meter = Meter()
     try:
@@ -191,7 +216,7 @@ async def bench_one(sc: Scenario, seed: int, timeout: float) -> dict[str, Any]:
         )
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "fleet.db"
-            SqliteFleet.create(path, get_preset(sc.preset), seed, MAX_SPEED).close()
+            SqliteFleet.create(path, get_preset(sc.preset), seed, speed).close()
             tq = f"cost-{uuid.uuid4().hex[:6]}"
             async with heartbeat(path), build_worker(client, path, tq):
                 out = await sc.run(client, path, tq, timeout)
@@ -201,8 +226,12 @@ async def bench_one(sc: Scenario, seed: int, timeout: float) -> dict[str, Any]:
             beats_by_activity = dict(meter.beats_by_activity.most_common())
             await asyncio.sleep(1.0)  # visibility is eventually consistent
             tally = await read_histories(env.client)
+            await noop_baseline(client)
+            await asyncio.sleep(1.0)
+            base = await read_histories(env.client, "WorkflowType = 'NoopHost'")
     finally:
         await env.shutdown()
+    baseline = activations(base.task_seconds.get("NoopHost", []))
     tally.actions["queries (client)"] += len(query_times)
     tally.actions["activity heartbeats (sent, est.)"] += len(sends)
     tally.times.extend(query_times)
@@ -215,6 +244,12 @@ async def bench_one(sc: Scenario, seed: int, timeout: float) -> dict[str, Any]:
     return {
         "scenario": sc.name,
         "title": sc.title,
+        "speed": speed,
+        "activations": activations([t for ts in tally.task_seconds.values() for t in ts]),
+        "activations_by_workflow_type": {
+            wt: activations(ts) for wt, ts in sorted(tally.task_seconds.items())
+        },
+        "activations_noop_baseline": baseline,
         "per": sc.per,
         **out,
         "workflows": tally.workflows,
@@ -249,6 +284,10 @@ async def bench_one(sc: Scenario, seed: int, timeout: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- output
 
 
+def _p99_max(a: dict[str, float]) -> str:
+    return f"{a['p99_s']:.3f}/{a['max_s']:.3f}"
+
+
 def table(results: list[dict[str, Any]]) -> str:
     names = [r["scenario"] for r in results]
     w = 34
@@ -276,6 +315,13 @@ def table(results: list[dict[str, Any]]) -> str:
             [r["client_calls"].get("activity heartbeats (calls)", 0) for r in results],
         )
     )
+    lines.append(row("activation p99 / max, s", [_p99_max(r["activations"]) for r in results]))
+    lines.append(
+        row(
+            "  no-op baseline p99 / max",
+            [_p99_max(r["activations_noop_baseline"]) for r in results],
+        )
+    )
     lines.append(row("peak actions/s (1 s buckets)", [r["peak_actions_per_s"] for r in results]))
     lines.append(row("mean actions/s", [r["mean_actions_per_s"] for r in results]))
     lines.append(
@@ -297,7 +343,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{r['scenario']}: {r['title']}: {r['actions_total']:,} actions, "
             f"{r['actions_per']} per {r['per']}; {MEGA_TRAINS} at its peak "
             f"{r['meta_600k_peak_actions_per_s']:,}/s, {verdict} the {NAMESPACE_LIMIT}/s "
-            "of a namespace (at --speed max; the real-time rate is the row above)"
+            f"of a namespace (at {r['speed']:g}x; the real-time rate is the row above)"
         )
         if r["state"] not in ("stopped", "succeeded") or r["timed_out"]:
             lines.append(f"  ended {r['state']}: {r.get('reason', '')}")
@@ -333,7 +379,7 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     for name in args.scenarios.split(","):
         sc = SCENARIOS[name.strip()]
         print(f"running {sc.name}: {sc.title} ...", file=sys.stderr, flush=True)
-        r = await bench_one(sc, args.seed, args.timeout)
+        r = await bench_one(sc, args.seed, args.timeout, parse_speed(args.speed))
         print(
             f"  {sc.name}: {r['state']} in {r['wall_s']} s, {r['actions_total']} actions",
             file=sys.stderr,
@@ -349,6 +395,9 @@ def main() -> None:
         "--scenarios", default="small,meta,cuda", help="comma-separated: small, meta, cuda"
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--speed", default="3600", help="fleet seconds per wall second, or 'max' (default 3600)"
+    )
     parser.add_argument(
         "--timeout", type=float, default=900, help="seconds per scenario before it is stopped"
     )

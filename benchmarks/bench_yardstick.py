@@ -1,4 +1,4 @@
-"""Issue 28's yardstick: every policy over a fixed 30-day horizon, judged against ``none``.
+"""The yardstick: every policy over a fixed 30-day horizon, judged against ``none``.
 
 For each seed and policy it runs the done-when command exactly as a user types it,
 
@@ -7,10 +7,11 @@ For each seed and policy it runs the done-when command exactly as a user types i
 
 (3% maintenance budget, 5% floor; one invocation runs the policy and the ``none`` baseline of the
 same seed and horizon), and prints the README's policy table: goodput, maintenance cost and its
-parts, the maintenance work, cycles completed (and meeting the target), visit-interval p95/max,
-ETTR of the largest jobs, utilisation, budget violations; then the goals per seed (job-aware's
-cost <= 1.0x its work and <= 0.3x rolling-serial's, every cycle within target, 0 violations,
-``none`` at 0.88-0.92 utilisation).
+parts (checkpoint writes asked for are 0 until a train asks for one), the baseline difference
+and its residual, the maintenance work, cycles completed (and meeting the target),
+visit-interval p95/max, ETTR of the largest jobs, utilisation, budget violations; then the goals
+per seed (job-aware's cost <= 1.0x its work and <= 0.3x rolling-serial's, every cycle within
+target, 0 violations, ``none`` at 0.88-0.92 utilisation).
 
     nice python benchmarks/bench_yardstick.py [--seeds 1,2,3,4] [--jobs 2] [--out DIR]
     nice python benchmarks/bench_yardstick.py --wall    # wall time of the command (policy and
@@ -80,6 +81,8 @@ def _row(policy: str, seed: int, o: dict[str, Any]) -> str:
         _k(o["goodput_gpu_hours"]),
         _k(o["maintenance_cost_gpu_hours"]),
         " / ".join(_k(parts[p]) for p in ("held_idle", "drain_wait", "lost_work", "restart")),
+        "-" if policy == "none" else _k(o.get("baseline_difference_gpu_hours")),
+        "-" if policy == "none" else _k(o.get("residual_gpu_hours")),
         _k(o["maintenance_work_gpu_hours"]),
         "-" if o.get("cost_over_work") is None else f"{o['cost_over_work']:.2f}",
         f"{done}" + ("" if met is None or policy == "none" else f" ({met})"),
@@ -94,9 +97,9 @@ def _row(policy: str, seed: int, o: dict[str, Any]) -> str:
 
 HEADER = (
     "| seed | policy | goodput GPU-h | maintenance cost | held_idle / drain_wait / lost_work / "
-    "restart | work GPU-h | cost / work | cycles (in target) | visit interval p95 / max h | "
-    "ETTR gt512 | util. | viol. | interr. |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "restart | baseline difference | residual | work GPU-h | cost / work | cycles (in target) | "
+    "visit interval p95 / max h | ETTR gt512 | util. | viol. | interr. |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 

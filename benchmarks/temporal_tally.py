@@ -202,6 +202,9 @@ class Tally:
     runs: int = 0
     workflows: int = 0
     largest_run: int = 0
+    #: Seconds from each workflow task's start to its completion (one activation: the worker
+    #: ran the workflow's code and answered), per workflow type.
+    task_seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
     def act(self, wf_type: str, kind: str, when: float, n: int = 1) -> None:
         self.actions[kind] += n
@@ -215,6 +218,7 @@ class Tally:
         self.events += len(events)
         self.events_by_type[wf_type] += len(events)
         self.largest_run = max(self.largest_run, len(events))
+        task_started: float | None = None
         for ev in events:
             t = ev.event_time.ToDatetime().timestamp()
             et = ev.event_type
@@ -263,17 +267,23 @@ class Tally:
                 self.act(wf_type, MARKERS.get(name, "markers: other"), t)
             elif et == E.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
                 self.info["cancel requests sent (external)"] += 1
+            elif et == E.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                task_started = t
             elif et == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
                 self.info["workflow tasks completed"] += 1
+                if task_started is not None:
+                    self.task_seconds[wf_type].append(t - task_started)
+                    task_started = None
 
 
-async def read_histories(client: Client) -> Tally:
-    """Every run of every workflow the server lists, continue-as-new chains followed."""
+async def read_histories(client: Client, query: str = "") -> Tally:
+    """Every run of every workflow the server lists (those ``query`` finds), continue-as-new
+    chains followed."""
     tally = Tally()
     seen: set[tuple[str, str]] = set()
     ids: set[str] = set()
     todo: list[tuple[str, str, str]] = []
-    async for wf in client.list_workflows(""):
+    async for wf in client.list_workflows(query):
         todo.append((wf.id, wf.run_id, wf.workflow_type))
     while todo:
         wid, rid, wtype = todo.pop()
@@ -293,6 +303,15 @@ async def read_histories(client: Client) -> Tally:
                 todo.append((wid, prev, wtype))
     tally.workflows = len(ids)
     return tally
+
+
+def activations(seconds: list[float]) -> dict[str, float]:
+    """Count, p99 and maximum of workflow-task durations (seconds)."""
+    if not seconds:
+        return {"count": 0, "p99_s": 0.0, "max_s": 0.0}
+    ordered = sorted(seconds)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return {"count": len(ordered), "p99_s": round(p99, 4), "max_s": round(ordered[-1], 4)}
 
 
 def peak(times: list[float]) -> tuple[int, float]:

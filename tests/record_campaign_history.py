@@ -1,11 +1,13 @@
-"""Record the Campaign history that ``tests/test_replay.py`` replays (``campaign.json``).
+"""Record the Campaign histories that ``tests/test_replay.py`` replays (``campaign.json``,
+``campaign_rollback.json``).
 
-Usage: ``python tests/record_campaign_history.py`` (about 20 s). On a private dev server it runs
+Usage: ``python tests/record_campaign_history.py`` (about 40 s). On a private dev server it runs
 a short real campaign over a ``multi`` fleet at speed max: a 2-host canary of c00 that bakes one
 fleet hour, then the rest of c00, which starts the cluster's train, hands it the rollout, widens
-it, moves its targets into the train and stops it. Written beside the other histories through
-``record_histories.write`` (which keeps the entries of files it does not write). A new history
-only: existing ones are never re-recorded.
+it, moves its targets into the train and stops it. Then, on a fresh fleet whose new kernel is
+bad on half of c00's hosts, a canary that fails its gate, is blamed and rolled back. Written
+beside the other histories through ``record_histories.write`` (which keeps the entries of files
+it does not write).
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ SPEC = {
     ],
     "gates": {"max_failures": "10%"},
 }
+BAD = "6.12.0-bad"
+ROLLBACK = {
+    "name": "half-bad",
+    "targets": {"os": BAD},
+    "stages": [{"name": "canary", "clusters": ["c00"], "hosts": 8, "bake": "1h"}],
+    "gates": {"max_failures": 1},
+    "train": {"domain_size": 4},
+}
 
 
 async def main() -> None:
@@ -47,18 +57,26 @@ async def main() -> None:
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_log_level="error",
     )
+    histories = []
     try:
-        with tempfile.TemporaryDirectory() as home:
-            path = Path(home) / "fleet.db"
-            SqliteFleet.create(path, get_preset("multi"), 1, MAX_SPEED).close()
-            spec = CampaignSpec.model_validate(SPEC)
-            async with build_worker(env.client, path, "record"):
-                started = await start_campaign(env.client, spec, task_queue="record", wait=True)
-            assert started.status is not None and started.status.state == "succeeded"
-            history = await campaign_handle(env.client, spec.workflow_id).fetch_history()
+        for raw, seed, state in ((SPEC, 1, "succeeded"), (ROLLBACK, 3, "rolled_back")):
+            with tempfile.TemporaryDirectory() as home:
+                path = Path(home) / "fleet.db"
+                SqliteFleet.create(path, get_preset("multi"), seed, MAX_SPEED).close()
+                if raw is ROLLBACK:
+                    fleet = SqliteFleet(path)
+                    with fleet.cluster("c00") as sim:
+                        sim.inject_fault("os", BAD, 0.5, "recorder")
+                    fleet.close()
+                spec = CampaignSpec.model_validate(raw)
+                async with build_worker(env.client, path, "record"):
+                    started = await start_campaign(env.client, spec, task_queue="record", wait=True)
+                assert started.status is not None and started.status.state == state, started
+                handle = campaign_handle(env.client, spec.workflow_id)
+                histories.append(await handle.fetch_history())
     finally:
         await env.shutdown()
-    write([history])
+    write(histories, ["campaign", "campaign_rollback"])
 
 
 if __name__ == "__main__":

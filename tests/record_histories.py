@@ -9,11 +9,6 @@ children (one that quarantined a host, one that evicted a job), the CapacityArbi
 there is an arbiter, and ``commands.json``: each history's workflow id, type and command
 sequence, pinned so that a new recording that changes the sequence shows in review.
 
-``python tests/record_histories.py --inline`` records instead one cycle of a train at speed
-``max`` (a logical clock, its domains inline, turns carried by its steps) over the same fleet
-and bad build, continuing as new every 600 events, as ``cluster_train_inline_run1.json``...;
-the other histories are kept.
-
 Re-record when a workflow change is meant to alter its commands and old runs are gone or guarded
 by ``workflow.patched``. To keep replaying an old history next to a new one, rename its file
 first (``cluster_train_run1.json`` to ``cluster_train_v1_run1.json``) and its ``commands.json``
@@ -191,36 +186,6 @@ async def run_train(client: Client, home: Path) -> list[WorkflowHistory]:
     return [*trains, *_pick_children(children), *extra]
 
 
-async def run_inline_train(client: Client, home: Path) -> list[WorkflowHistory]:
-    """One cycle of a train on a logical clock (domains inline) with a bad build and a
-    continue-as-new; returns every run of it."""
-    from orchestrator.app.worker import build_worker
-    from orchestrator.contracts.train_types import TrainInput
-    from orchestrator.fleet import SqliteFleet
-    from orchestrator.fleet.settings import MAX_SPEED
-    from tests.train_helpers import TARGETS, make_fleet, spec
-    from workflows.cluster_train import ClusterTrain
-
-    path = make_fleet(home, MAX_SPEED)
-    fleet = SqliteFleet(path)
-    with fleet.cluster("c00") as sim:
-        sim.inject_fault("nic_firmware", TARGETS["nic_firmware"], BAD_NIC, "recorder")
-    fleet.close()
-    inp = TrainInput(spec=spec(stop_after_cycles=1, halt_after_failures=100, halt_failure_rate=1.0))
-    inp.max_history_events = CONTINUE_AFTER_EVENTS
-    async with build_worker(client, path, "record-histories"):
-        handle = await client.start_workflow(
-            ClusterTrain.run, inp, id=TRAIN_ID, task_queue="record-histories"
-        )
-        status = await asyncio.wait_for(handle.result(), 180)
-        print(
-            f"inline train: {status.state}, {status.hosts_visited_this_cycle} visited, "
-            f"{status.quarantined + status.in_repair} quarantined or in repair",
-            file=sys.stderr,
-        )
-        return await _runs(client, TRAIN_ID, handle.first_execution_run_id)
-
-
 async def _record_operation(client: Client) -> list[WorkflowHistory]:
     """A CUDA upgrade over the same fleet after the train: BulkOperation and ClusterOperation."""
     from orchestrator.contracts.ops_types import OperationInput
@@ -294,7 +259,7 @@ def _pick_children(children: list[WorkflowHistory]) -> list[WorkflowHistory]:
     return [first, max(others, key=score)]
 
 
-def _name(history: WorkflowHistory, taken: set[str], inline: bool = False) -> str:
+def _name(history: WorkflowHistory, taken: set[str]) -> str:
     kind = {
         "ClusterTrain": "cluster_train",
         "DomainMaintenance": "domain_maintenance",
@@ -305,19 +270,18 @@ def _name(history: WorkflowHistory, taken: set[str], inline: bool = False) -> st
     }.get(workflow_type(history), workflow_type(history).lower())
     if kind == "domain_maintenance":
         kind += "_quarantine" if f"{kind}_quarantine" not in taken else "_evict"
-    elif kind == "cluster_train" and inline:
-        kind += f"_inline_run{sum(t.startswith(kind + '_inline') for t in taken) + 1}"
     elif kind == "cluster_train":
         kind += f"_run{sum(t.startswith(kind + '_run') for t in taken) + 1}"
     return kind
 
 
-def write(histories: list[WorkflowHistory], inline: bool = False) -> None:
+def write(histories: list[WorkflowHistory], names: list[str] | None = None) -> None:
+    """Write ``histories`` and their manifest entries, named by kind (or by ``names``)."""
     HISTORIES.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     taken: set[str] = set()
-    for history in histories:
-        name = _name(history, taken, inline)
+    for i, history in enumerate(histories):
+        name = names[i] if names else _name(history, taken)
         taken.add(name)
         compact = json.dumps(json.loads(history.to_json()), separators=(",", ":"))
         (HISTORIES / f"{name}.json").write_text(compact + "\n")
@@ -342,14 +306,12 @@ async def main() -> None:
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_log_level="error",
     )
-    inline = "--inline" in sys.argv[1:]
     try:
         with tempfile.TemporaryDirectory() as home:
-            record = run_inline_train if inline else run_train
-            histories = await record(env.client, Path(home))
+            histories = await run_train(env.client, Path(home))
     finally:
         await env.shutdown()
-    write(histories, inline)
+    write(histories)
 
 
 if __name__ == "__main__":

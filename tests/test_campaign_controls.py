@@ -83,8 +83,7 @@ async def test_long_bake_continues_as_new_and_finishes(dev_env, tmp_home, task_q
     """With a low history bound the campaign continues as new mid-bake and still succeeds."""
     path = multi_fleet(tmp_home)
     spec = CampaignSpec.model_validate(canary("long-bake", "60h"))
-    # The lowest bound allowed: a train at speed max now moves the clock in fewer, larger
-    # turns (domains inline), so the campaign's bake takes fewer events than the 80 it had.
+    # The lowest bound allowed, so the campaign continues as new during its bake.
     inp = CampaignInput(spec=spec, poll_seconds=0.1, max_history_events=50)
     async with build_worker(dev_env.client, path, task_queue):
         handle = await dev_env.client.start_workflow(

@@ -128,7 +128,7 @@ async def test_good_canary_riding_the_readme_train_passes_the_audit(
         await control_train(client, "c00", "stop", "test over")
     assert status.state == "succeeded", status.reason
     canary = status.stages[0].clusters["c00"]
-    assert not canary.started_train and canary.changed == 4
+    assert not canary.started_train and canary.changed == 4, canary
     on_new = {r[0] for r in hosts(path) if r[3]["os"] == example.targets["os"]}
     assert set(canary.hosts or []) <= on_new
     assert audit_ok(path)

@@ -42,9 +42,11 @@ async def test_the_last_campaign_to_leave_a_campaign_train_stops_it(
     dev_env, tmp_home, task_queue
 ) -> None:
     client = dev_env.client
-    path = multi_fleet(tmp_home)
+    # An hour a second: the second campaign's 48 h bake outlasts the first campaign's end by
+    # most of a minute of wall time, however loaded the machine.
+    path = multi_fleet(tmp_home, speed=3600.0)
     first = _canary("os-first", {"os": "6.12.0-9"}, "0h")
-    second = _canary("nic-second", {"nic_firmware": "28.41.1000"}, "12h")
+    second = _canary("nic-second", {"nic_firmware": "28.41.1000"}, "48h")
     async with build_worker(client, path, task_queue):
         await start_campaign(client, first, task_queue=task_queue)
         for _ in range(300):  # the first campaign has started c01's train
@@ -62,7 +64,7 @@ async def test_the_last_campaign_to_leave_a_campaign_train_stops_it(
             await asyncio.sleep(0.1)
         done = await asyncio.wait_for(final_status(campaign_handle(client, first.workflow_id)), 180)
         assert done.state == "succeeded", done.reason
-        # The first campaign left (the second bakes 12 h more); the train goes on for it.
+        # The first campaign left (the second bakes 48 h more); the train goes on for it.
         assert await _running(client, second.workflow_id)
         assert await _running(client, "train-c01"), "the first campaign stopped a shared train"
         riding = [r.campaign for r in (await train_status(client, "c01")).rollouts]

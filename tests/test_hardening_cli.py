@@ -136,7 +136,7 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(
 
 def test_a_refused_plan_is_one_object_with_the_plan(tmp_home: Path) -> None:
     """`ops plan --json` refused: one object carrying both the error and the refused plan."""
-    SqliteFleet.create(tmp_home / "fleet.db", get_preset("small"), 7, 0.0).close()
+    SqliteFleet.create(tmp_home / "fleet.db", get_preset("small"), 7, 1.0).close()
     spec = tmp_home / "op.json"
     spec.write_text(
         json.dumps(

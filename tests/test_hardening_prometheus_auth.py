@@ -29,7 +29,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities import build_worker_parts
+from activities import build_activities
 from orchestrator.app.cli import main
 from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import (
@@ -242,7 +242,7 @@ async def test_a_failed_look_holds_the_stage_with_the_reason(
             "gates": {"prometheus": {"url": "http://127.0.0.1:9", "query": "up", "every": "1s"}},
         }
     )
-    acts, interceptors = build_worker_parts(path, dev_env.client, task_queue)
+    acts = build_activities(path, dev_env.client, task_queue)
     acts = [a for a in acts if getattr(a, "__name__", "") != "prometheus"] + [failing_look]
     with ThreadPoolExecutor(max_workers=8) as pool:
         async with Worker(
@@ -250,7 +250,6 @@ async def test_a_failed_look_holds_the_stage_with_the_reason(
             task_queue=task_queue,
             workflows=WORKFLOWS,
             activities=acts,
-            interceptors=interceptors,
             activity_executor=pool,
         ):
             await start_campaign(dev_env.client, spec, task_queue=task_queue)

@@ -261,9 +261,7 @@ def test_a_stopped_train_leaves_no_cycle_or_budget_series(tmp_path: Path):
         metrics.BUDGET_LIMIT.labels(cluster, "maintenance").set(6)
 
     def close(owner: str) -> None:
-        acts._close_owner(
-            HostsRequest(cluster="c00", owner=owner, hosts=[], wall=datetime.now(UTC))
-        )
+        acts.close_owner(HostsRequest(cluster="c00", owner=owner, hosts=[], wall=datetime.now(UTC)))
 
     set_train("c00")
     assert _sample("trainctl_cycle_off_track", {"cluster": "c00"}) == 1

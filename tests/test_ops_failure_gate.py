@@ -1,4 +1,4 @@
-"""Bad host or bad build, end to end: a plain cuda-upgrade on `small` at `--speed max`.
+"""Bad host or bad build, end to end: a plain cuda-upgrade on `small` at one fleet hour a second.
 
 Real dev server, real worker, the real ``trainctl`` CLI and a real SQLite fleet on its logical
 clock. Without ``max_failures`` the bad-build rule decides: a host that was already failing
@@ -22,7 +22,7 @@ from tests.train_helpers import host_states, make_fleet
 
 NEW = {"gpu_driver": "590.44.01", "cuda": "13.1"}
 OLD = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
-MAX = 0.0  # the logical clock of `fleet init --speed max`
+FAST = 3_600.0  # one fleet hour per wall second: the planted defect waits for the check
 
 
 def plain_spec() -> dict[str, Any]:
@@ -59,7 +59,7 @@ async def test_plain_cuda_upgrade_quarantines_bad_hosts_and_succeeds(
 ):
     """Without max_failures, a host failing alone is quarantined and the upgrade succeeds with
     >= 95% of hosts on the new stack; a host already bad before is not counted against it."""
-    path = make_fleet(tmp_home, MAX, seed=1)
+    path = make_fleet(tmp_home, FAST, seed=1)
     plant_defect(path, "c00-z01-r005-h03")
     code, out, err = await run_op(dev_env, path, tmp_home, monkeypatch)
     assert code == 0, err
@@ -100,7 +100,7 @@ async def test_plain_cuda_upgrade_quarantines_bad_hosts_and_succeeds(
 async def test_a_build_that_breaks_its_hosts_stops_at_once(dev_env, tmp_home, monkeypatch):
     """A build breaking every host it touches is judged bad within the first hosts: the
     operation fails (exit 1) naming a bad build, and no host keeps it."""
-    path = make_fleet(tmp_home, MAX, seed=1)
+    path = make_fleet(tmp_home, FAST, seed=1)
     fleet = SqliteFleet(path)
     with fleet.cluster("c00") as sim:
         sim.inject_fault("cuda", NEW["cuda"], 1.0, "test")

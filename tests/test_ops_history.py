@@ -1,8 +1,8 @@
 """Bounded histories of bulk operations: they continue as new mid-way and still finish right.
 
 A low ``max_history_events`` makes both the ``BulkOperation`` and its ``ClusterOperation`` child
-continue as new many times over one CUDA upgrade of ``small`` (fleet at speed ``max``). The
-child outlives the operation's runs, so the operation's later runs know it only by id: a pause
+continue as new many times over one CUDA upgrade of ``small`` (fleet at 7,200x). The child
+outlives the operation's runs, so the operation's later runs know it only by id: a pause
 and a resume sent after the operation has continued as new must still reach it, and its outcome
 must still arrive. On the dev server: the Java time-skipping server stops skipping time for good
 once a child completes after the parent run that started it has closed (which is the point here).
@@ -23,7 +23,6 @@ from orchestrator.contracts.arbiter_types import ArbiterState, arbiter_workflow_
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.ops_types import OpControl, OperationStatus
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status, start_operation, wait_for_operation
 from tests.test_ops_exec import CUDA, NEW, audit_ok, op_spec, trainctl, upper, worker, write_spec
@@ -68,14 +67,14 @@ async def test_bulk_operation_continues_as_new_and_finishes_right(dev_env, tmp_h
     """Over many runs of both workflows every host ends upgraded, quarantined or deferred."""
     client = dev_env.client
     monkeypatch.setenv("TEMPORAL_ADDRESS", client.service_client.config.target_host)
-    path = make_fleet(tmp_home, MAX_SPEED)
+    path = make_fleet(tmp_home, 7200)
     fleet = SqliteFleet(path)
     with fleet.cluster("c00") as sim:
         sim.inject_fault("cuda", CUDA["cuda"], 0.04, "test")  # a few hosts fail verification
         h = sim.hosts[IN_REPAIR]  # and one is out for repair beyond the operation's end
         if h.job_id is not None:
             sim.evict(h.job_id, "test")
-        h.repair_until, h.owner = sim.now + 200.0, "repair"
+        h.repair_until, h.owner = sim.now + 1e6, "repair"  # past the end at any speed
         sim._set_state(h, HostState.IN_REPAIR, "fleet", "faulty_gpu")
     fleet.close()
     raw = op_spec(budget={"max_unavailable": "10%"}, max_failures=12)

@@ -14,7 +14,6 @@ from click.testing import CliRunner, Result
 from orchestrator.app.cli import main
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import INITIAL_VERSIONS, get_preset
-from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import load_spec, operation_id, parse_spec_text
 from orchestrator.planning.ops_plan import plan_operation
 
@@ -27,7 +26,11 @@ SPEC: dict[str, Any] = {
 }
 
 
-def make_fleet(home: Path, speed: float = MAX_SPEED) -> SqliteFleet:
+#: A real-time fleet: nothing happens in it between building it and planning on it.
+STILL = 1.0
+
+
+def make_fleet(home: Path, speed: float = STILL) -> SqliteFleet:
     return SqliteFleet.create(home / "fleet.db", get_preset("small"), 7, speed)
 
 

@@ -76,7 +76,7 @@ def _end_outage(path: Path, victims: list[str]) -> None:
 def test_plan_waits_for_room_instead_of_refusing(tmp_home: Path) -> None:
     """Repairs filling the budget: the plan has waves and says it waits, naming the budget."""
     path = make_fleet(tmp_home, 1.0)
-    _outage(path, 100.0)
+    victims = _outage(path, 100.0)
     fleet = SqliteFleet(path)
     try:
         snap = fleet.peek("c00").snapshot()
@@ -87,6 +87,10 @@ def test_plan_waits_for_room_instead_of_refusing(tmp_home: Path) -> None:
     [c] = plan.clusters
     assert c.waiting_for_room and "budget.max_unavailable" in c.waiting_for_room
     assert "3 hosts out of service" in c.waiting_for_room
+    # who holds the budget, host by host, and the command that says why
+    assert "in repair: " in c.waiting_for_room
+    assert all(name in c.waiting_for_room for name in victims), c.waiting_for_room
+    assert f"trainctl fleet host {min(victims)}" in c.waiting_for_room
     assert "waits for room" in plan.summary()
     eager = parse_spec_text(json.dumps(_reboot(max_wait_for_room=0)))  # asked not to wait
     refused = plan_operation(eager, {"c00": snap}).refused

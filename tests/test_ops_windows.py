@@ -66,14 +66,13 @@ def test_operation_schedule_refuses_hard_stop():
 async def test_campaign_operations_keep_to_the_campaign_windows(
     dev_env, tmp_home, task_queue, monkeypatch
 ):
-    """A CUDA campaign whose window opens 20 fleet minutes after it starts, at speed max (the
-    cluster's logical clock): its bulk operation waits, cordons hosts only inside the windows,
-    and the campaign succeeds."""
-    from orchestrator.fleet.settings import MAX_SPEED
+    """A CUDA campaign whose window opens 20 fleet minutes after it starts, at one fleet hour
+    a wall second (a 15-minute window lasts seconds, long enough for a wave's cordons): its
+    bulk operation waits, cordons hosts only inside the windows, and the campaign succeeds."""
     from tests.test_campaign_e2e import run_campaign
 
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
-    path = make_fleet(tmp_home, MAX_SPEED)
+    path = make_fleet(tmp_home, 3600.0)
     fleet = SqliteFleet(path)
     anchor = datetime.fromisoformat(fleet.get_meta()["anchor_wall"])
     fleet.close()

@@ -256,7 +256,7 @@ def test_simulated_cluster_is_built_like_the_sqlite_fleet(tmp_path: Path) -> Non
     preset = get_preset("small")
     fleet = SqliteFleet.create(tmp_path / "fleet.db", preset, 7, MAX_SPEED)
     try:
-        stored = fleet.peek("c00")
+        stored = fleet.peek("c00", fleet.anchor_wall)  # at its first instant, as built
     finally:
         fleet.close()
     sim = build_cluster(preset, 7)

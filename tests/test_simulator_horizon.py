@@ -66,7 +66,7 @@ def test_fixed_horizon_cycles_with_new_targets_and_is_judged_against_none() -> N
     assert set(o["ettr"]) == {b[0] for b in BUCKETS}
     assert o["budget_violations"] == 0
     parts = o["cost_parts"]
-    assert set(parts) == {"held_idle", "drain_wait", "lost_work", "restart"}
+    assert set(parts) == {"held_idle", "drain_wait", "lost_work", "restart", "checkpoint_writes"}
     assert sum(parts.values()) == pytest.approx(o["maintenance_cost_gpu_hours"], abs=0.5)
     assert parts["restart"] > 0 and o["maintenance_interruptions"] > 0
 
@@ -74,7 +74,7 @@ def test_fixed_horizon_cycles_with_new_targets_and_is_judged_against_none() -> N
     assert base["goodput_gpu_hours"] == o["baseline"]["goodput_gpu_hours"]
     assert base["maintenance_cost_gpu_hours"] == 0 and base["cycles"] == []
     assert base["maintenance_work_gpu_hours"] == 0
-    assert o["maintenance_cost_gpu_hours"] == pytest.approx(
+    assert o["baseline_difference_gpu_hours"] == pytest.approx(
         base["goodput_gpu_hours"] - o["goodput_gpu_hours"], abs=0.2
     )
 
@@ -148,11 +148,13 @@ def test_a_requeued_job_pays_its_restart_before_progress() -> None:
 
 def test_llama3_calibration_through_the_pipeline() -> None:
     """A 2,048-host job pinned for 54 days on meta-24k with no train: the interruptions it sees
-    through failures, requeue and repair as simulated are Llama 3's 419 within 15%, and its top
-    causes within 5 points of the report's shares."""
+    through failures, requeue and repair as simulated are Llama 3's (380-460), its top causes
+    within 5 points of the report's shares, and with the pinned restart and checkpoint model
+    its effective training time ratio is above the 90% the report gives."""
     o = _run("--preset", "meta-24k", "--policy", "none", "--pin-job", "hosts=2048,days=54")
     pin = o["pinned_job"]
-    assert abs(pin["unexpected_interruptions"] - LLAMA3_INTERRUPTIONS) <= 0.15 * 419
+    assert 380 <= pin["unexpected_interruptions"] <= 460
+    assert pin["ettr"] >= 0.90
     for cause, share in LLAMA3_TOP_CAUSES.items():
         assert abs(pin["cause_share_percent"].get(cause, 0.0) - share) <= 5.0, cause
     assert 0.88 <= o["utilisation"] <= 0.97

@@ -224,16 +224,16 @@ def test_bad_swept_budget_names_budget() -> None:
 
 
 def test_sweep_with_horizon_ranks_settings_by_goodput_lost() -> None:
-    """``--sweep`` takes ``--horizon`` and ranks its settings by goodput lost, restarts included,
-    and a run whose cycle did not end reads ``incomplete``, never ``None``."""
+    """``--sweep`` takes ``--horizon`` and ranks its settings by maintenance cost, restarts
+    included, and a run whose cycle did not end reads ``incomplete``, never ``None``."""
     args = ["--preset", "small", "--sweep", "domain-size=2,8", "--horizon", "2d", "--seed", "3"]
     o = json.loads(_simulate(*args, "--json"))
     lost = {r["setting"]: r["maintenance_cost_gpu_hours"] for r in o["runs"]}
     assert o["ranking"] == sorted(lost, key=lambda v: lost[v]) and set(lost) == {"2", "8"}
     assert all(r["cost_parts"]["restart"] > 0 and not r["complete"] for r in o["runs"])
     text = _simulate(*args)
-    assert "goodput lost GPU-h" in text and "restart GPU-h" in text
-    assert "ranked by goodput lost, least first: domain-size=" in text
+    assert "maintenance cost GPU-h" in text and "restart GPU-h" in text
+    assert "ranked by maintenance cost, least first: domain-size=" in text
     assert "incomplete" in text and "None" not in text
     fleet = json.loads(
         _simulate("--preset", "multi", "--sweep", "domain-size=1,4", "--horizon", "1d", "--json")

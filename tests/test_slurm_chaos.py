@@ -29,7 +29,7 @@ from orchestrator.lab.slurm import lab_versions, restart_controller
 from orchestrator.lab.slurm_files import lab_dir
 from tests.cli_inproc import cli
 from tests.test_ops_exec import _terminate
-from tests.test_slurm_e2e import node_table, slurm, submit
+from tests.test_slurm_e2e import assert_jobs_run_or_wait, node_table, slurm, submit
 from tests.test_slurm_ops import audit_ok
 from tests.test_slurm_two_clusters import NEW, write
 from tests.test_slurm_two_clusters import two_labs as two_labs  # noqa: F401 (the fixture)
@@ -165,5 +165,6 @@ async def test_cuda_upgrade_on_two_slurm_clusters_survives_chaos(
             assert {c: installed[n][c] for c in NEW} == NEW, (n, installed.get(n))
     state, reason, _ = node_table(a)[OPERATOR_NODE]
     assert "drain" in state and reason == OPERATOR_REASON, (state, reason)
-    assert {int(j) for j in jobs}  # submitted
+    assert_jobs_run_or_wait(a, jobs[:1])
+    assert_jobs_run_or_wait(b, jobs[1:])
     audit_ok(path)

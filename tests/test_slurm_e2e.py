@@ -102,6 +102,22 @@ class Sampler(threading.Thread):
         """A subclass's look at each sample (per rack, per job, ...)."""
 
 
+def job_states(lab: LabInfo) -> dict[int, str]:
+    """Every job Slurm still lists on ``lab``: id -> state (RUNNING, PENDING, ...)."""
+    lines = slurm(lab, "squeue", "-h", "-o", "%i|%T").split()
+    return {int(i): state for i, state in (line.split("|") for line in lines)}
+
+
+def assert_jobs_run_or_wait(lab: LabInfo, jobs: list[int]) -> None:
+    """Each of ``jobs`` (long ones, submitted to ``lab``) still runs or waits again: a drain
+    requeued it, never ended it."""
+    states = job_states(lab)
+    gone = {
+        j: states.get(j) for j in jobs if states.get(j) not in ("RUNNING", "PENDING", "CONFIGURING")
+    }
+    assert not gone, (lab.cluster, gone, states)
+
+
 def submit(lab: LabInfo, nodes: int, seconds: int) -> int:
     """A requeueable batch job that checkpoints every 5 s (the --comment convention), with a
     time limit just above its run time (what the drain policy takes for its end)."""

@@ -30,7 +30,7 @@ from orchestrator.fleet import fleet_path
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
 from tests.cli_inproc import cli
 from tests.test_ops_exec import _terminate
-from tests.test_slurm_e2e import OUT_WORDS, node_table, slurm, submit
+from tests.test_slurm_e2e import OUT_WORDS, assert_jobs_run_or_wait, node_table, slurm, submit
 from tests.test_slurm_ops import UPPER, audit_ok, features
 
 NEW = {"gpu_driver": "580.65.06", "cuda": "13.1"}
@@ -75,12 +75,23 @@ class FleetSampler(threading.Thread):
     """Both clusters as Slurm shows them: nodes out per cluster, and any running job whose
     nodes carry two different driver/CUDA pairs."""
 
-    def __init__(self, labs: tuple[LabInfo, ...]) -> None:
+    def __init__(self, labs: tuple[LabInfo, ...], pin: tuple[str, ...] = ()) -> None:
         super().__init__(daemon=True)
         self.labs, self.stop = labs, threading.Event()
         self.worst_out = {lab.cluster: 0 for lab in labs}
         self.mixed: list[Any] = []
         self.samples = 0
+        #: ``pin``: the features of the new pair; once a cluster has nodes on it and nodes not
+        #: yet, a one-node job constrained to it is submitted there (cluster -> job id).
+        self.pin, self.pinned = pin, {}
+
+    def _pin(self, lab: LabInfo, table: dict[str, Any]) -> None:
+        on_new = {features(f) == self.pin for _, _, f in table.values()}
+        if self.pin and lab.cluster not in self.pinned and on_new == {True, False}:
+            constraint = "&".join(self.pin)
+            job = slurm(lab, "sbatch", "--parsable", "-N1", f"--constraint={constraint}",
+                        "-o/dev/null", "--wrap=sleep 1")  # fmt: skip
+            self.pinned[lab.cluster] = int(job.strip().split(";")[0])
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -90,6 +101,7 @@ class FleetSampler(threading.Thread):
                     jobs = slurm(lab, "squeue", "-h", "-t", "R", "-o", "%i|%N").split()
                 except Exception:  # a late answer: the next sample counts
                     continue
+                self._pin(lab, table)
                 out = sum(any(w in s for w in OUT_WORDS) for s, _, _ in table.values())
                 self.worst_out[lab.cluster] = max(self.worst_out[lab.cluster], out)
                 for line in jobs:
@@ -160,7 +172,8 @@ async def test_cuda_upgrade_over_two_slurm_clusters(
         "drain": {"max_wait": "30s"},
         "request_id": "cuda-13-1-two-clusters",
     }
-    sampler = FleetSampler((a, b))
+    want = tuple(sorted(f"{c}_{v}" for c, v in NEW.items()))
+    sampler = FleetSampler((a, b), pin=want)
     sampler.start()
     try:
         code, status, err = await asyncio.wait_for(
@@ -170,12 +183,6 @@ async def test_cuda_upgrade_over_two_slurm_clusters(
             ),
             420,
         )  # fmt: skip
-        # a constrained job submitted while (or after) the operation ran lands on new nodes
-        pinned = {
-            lab.cluster: slurm(lab, "sbatch", "--parsable", "-N1", "--constraint=cuda_13.1",
-                               "-o/dev/null", "--wrap=sleep 1").strip()
-            for lab in (a, b)
-        }  # fmt: skip
     finally:
         sampler.stop.set()
         sampler.join(5)
@@ -186,13 +193,19 @@ async def test_cuda_upgrade_over_two_slurm_clusters(
         installed = lab_versions(tmp_home, lab.cluster)
         assert sorted(installed) == lab.nodes, (lab.cluster, installed)
         assert all({c: v[c] for c in UPPER} == NEW for v in installed.values())
-        want = tuple(sorted(f"{c}_{v}" for c, v in NEW.items()))
         table = node_table(lab)
         assert all(features(f) == want for _, _, f in table.values()), table
         assert not [n for n, (_, r, _) in table.items() if r.startswith("trainctl:")], table
-        assert pinned[lab.cluster]
-    ended = {int(j) for lab in (a, b) for j in slurm(lab, "squeue", "-h", "-o", "%i").split()}
-    assert set(jobs) <= ended | set(jobs), ended  # requeued jobs run or wait again
+        # the job constrained to the new pair, submitted while the operation ran, ran on a
+        # node of that pair (Slurm starts it only where the features trainctl published match)
+        pinned = sampler.pinned.get(lab.cluster)
+        assert pinned is not None, f"{lab.cluster} never had old and new nodes at once"
+        shown = slurm(lab, "scontrol", "show", "job", "-o", str(pinned))
+        fields = dict(w.split("=", 1) for w in shown.split() if "=" in w)
+        assert fields["JobState"] in ("RUNNING", "COMPLETING", "COMPLETED"), shown
+        assert features(table[fields["NodeList"]][2]) == want, (shown, table)
+    assert_jobs_run_or_wait(a, jobs[:1])
+    assert_jobs_run_or_wait(b, jobs[1:])
     audit_ok(fleet_path(tmp_home))
 
 

@@ -111,13 +111,15 @@ async def until(what: str, check: Any, tries: int = 900, pause: float = 0.2) -> 
 
 
 async def train_history(
-    client: Any, cluster: str = "c00"
+    client: Any, task_queue: str, cluster: str = "c00"
 ) -> tuple[list[tuple[set[str], PlanDomainResult]], list[TrainStatus]]:
     """Every ``plan_domain`` the cluster's train asked, over all its runs, first to last (the
     campaigns whose rollouts it was given, and its result: hosts taken, what they get), and
     the status each live change (``reconfigure``) answered. Read from the train's own
     histories, so "while both rode" is exact, not a guess from timing."""
-    runs = [w async for w in client.list_workflows(f"WorkflowId = 'train-{cluster}'")]
+    # this test's runs only: other tests' trains of the cluster carry the same id
+    query = f"WorkflowId = 'train-{cluster}' AND TaskQueue = '{task_queue}'"
+    runs = [w async for w in client.list_workflows(query)]
     out: list[tuple[set[str], PlanDomainResult]] = []
     changes: list[TrainStatus] = []
     for run in sorted(runs, key=lambda w: w.start_time):
@@ -194,7 +196,7 @@ async def test_nic_then_bad_bios_blames_and_rolls_back_only_the_bios(
     # Hosts visited while both were pending got both: every domain the train planned while
     # both campaigns rode it gets both targets, and its hosts' installs carry the bad BIOS
     # (with the new NIC firmware in the same install where the host still lacked it).
-    plans, changes = await train_history(client)
+    plans, changes = await train_history(client, task_queue)
     # The BIOS rode beside the NIC firmware (status shows both, in arrival order), and each
     # campaign's end dropped only its own rollout.
     riders = [[r.campaign for r in st.rollouts] for st in changes]

@@ -5,6 +5,7 @@ train and the simulator share, and through the real SQLite fleet store."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 from orchestrator.contracts.backend import PiggybackClaim
@@ -100,8 +101,8 @@ def _idle_after_a_restart(tmp_path: Path) -> tuple[int, int]:
                     sim.dirty_hosts.add(h.name)
             claim = PiggybackClaim("train-c00", now, 0, 12, 8, until_hours=now + 2.0)
             sim.set_piggyback(replace(claim, visited_first=True))
-        fleet.advance_clock("c00", now + 0.01)
-        sim = fleet.peek("c00")  # loaded from the store; the scheduler placed new jobs
+        later = fleet.anchor_wall + timedelta(seconds=(now + 0.01) * 3600.0 / fleet.speed)
+        sim = fleet.peek("c00", later)  # loaded from the store; the scheduler placed new jobs
         idle = [h for h in sim.hosts.values() if h.state == "in_service" and h.job_id is None]
         return len(idle), sum(h.last_visit is None for h in idle)
     finally:

@@ -18,16 +18,18 @@ from temporalio.service import RPCError
 
 from orchestrator.app.cli import main
 from orchestrator.audit.record_checks import audit
-from orchestrator.contracts.backend import ClockMember
 from orchestrator.contracts.errors import FleetSchemaMismatch
 from orchestrator.fleet import SqliteFleet, open_backend
 from orchestrator.fleet.ledger_files import peek_meta
 from orchestrator.fleet.presets import get_preset
-from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.fleet.store_db import StoreUnavailable
 from orchestrator.fleet.store_schema import SCHEMA_VERSION
 from orchestrator.fleet.store_url import STORE_ENV
 from tests.pg_helpers import PgServer
+
+#: A real-time fleet: next to nothing happens in it over the seconds a test takes, so what the
+#: tests compare is what their own scripts did.
+STILL = 1.0
 
 
 def run(*args: str) -> Any:
@@ -35,40 +37,37 @@ def run(*args: str) -> Any:
 
 
 def _script(fleet: SqliteFleet) -> dict[str, Any]:
-    """The same ledger changes on any store; what the store holds afterwards."""
-    c = fleet.cluster_names()[0]
-    with fleet.cluster(c) as b:
+    """The same ledger changes on any store, all at the fleet's first instant; what the store
+    holds afterwards."""
+    c, at = fleet.cluster_names()[0], fleet.anchor_wall
+    with fleet.cluster(c, at) as b:
         names = list(b.host_names())[:4]
         taken = [b.cordon(n, "train-a", "t", limit=3, maintenance=3) for n in names]
-    with fleet.cluster(c) as b:
+    with fleet.cluster(c, at) as b:
         b.release(names[0], "t")
-    held = sorted(n for n in names if fleet.peek(c).host(n).owner == "train-a")
-    with fleet.cluster(c) as b:
+    held = sorted(n for n in names if fleet.peek(c, at).host(n).owner == "train-a")
+    with fleet.cluster(c, at) as b:
         for n in held:
             b.release(n, "t")
         b.close_owner("train-a", "t", "stopped")
     fleet.mark_bad("os", "6.12.0-bad", "boot loop", "tester")
     fleet.clear_bad("os", "6.12.0-bad", "fixed", "tester")
-    party = ClockMember(key="p1", workflow_id="wf-1", owner="train-a", rank=0)
-    turn = fleet.clock_wait(c, party, "e1", 5.0)
-    fleet.clock_leave(c, party="p1")
     return {
         "taken": taken,
         "records": [(e.actor, e.kind, e.host, dict(e.detail)) for _, e, _ in fleet.records()],
         "bad": [(b.component, b.version, b.active) for b in fleet.bad_versions(True)],
-        "turn": (turn.now, turn.released),
-        "clock": fleet.fleet_time(cluster=c),
+        "clock": fleet.fleet_time(at, c),
         "held": held,
         "domains": fleet.failure_domains(c),
     }
 
 
 def test_ledger_gives_the_same_record_on_sqlite_and_postgresql(tmp_path: Path, pg_store: str):
-    """One script of cordons, a release, a bad version and a clock turn leaves the same record,
-    the same holds and the same clock on both stores, and the audit passes on each."""
+    """One script of cordons, a release and a bad version leaves the same record, the same
+    holds and the same clock on both stores, and the audit passes on each."""
     out = []
     for where in (tmp_path / "fleet.db", pg_store):
-        fleet = SqliteFleet.create(where, get_preset("small"), 3, MAX_SPEED)
+        fleet = SqliteFleet.create(where, get_preset("small"), 3, STILL)
         try:
             out.append(_script(fleet))
             assert audit(fleet).ok
@@ -84,7 +83,7 @@ def test_fleet_init_store_writes_the_url_and_every_command_finds_it(
     """``fleet init --store URL`` builds the fleet in PostgreSQL and writes the URL to
     TRAINCTL_HOME/store; ``fleet status --json`` then reads it and names it as ``store``;
     TRAINCTL_STORE wins over the file; no SQLite file is made."""
-    r = run("fleet", "init", "--preset", "small", "--speed", "max", "--store", pg_store, "--json")
+    r = run("fleet", "init", "--preset", "small", "--speed", "1", "--store", pg_store, "--json")
     assert r.exit_code == 0, r.output
     shown = pg_store.replace("postgres@", "")  # output never carries userinfo (cli.common.emit)
     assert json.loads(r.stdout)["store"] == shown
@@ -136,7 +135,7 @@ def test_a_store_newer_than_this_trainctl_is_refused(tmp_home: Path, store_where
     """A store whose schema is newer than the code is refused and left as it is, on SQLite and
     on PostgreSQL: by the backend, and by a worker before it polls (a rolling upgrade never
     writes an old shape into a new schema)."""
-    SqliteFleet.create(store_where, get_preset("small"), 1, MAX_SPEED).close()
+    SqliteFleet.create(store_where, get_preset("small"), 1, STILL).close()
     fleet = SqliteFleet(store_where)
     with fleet.db.tx() as conn:
         conn.execute(
@@ -158,15 +157,15 @@ def test_a_store_newer_than_this_trainctl_is_refused(tmp_home: Path, store_where
 def test_a_lost_connection_is_temporary_and_writes_nothing(pg_server: PgServer, pg_store: str):
     """PostgreSQL restarting under an open fleet: the transaction in the way fails with a
     temporary error (an activity retries it), nothing of it is written, the next one works."""
-    fleet = SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED)
+    fleet = SqliteFleet.create(pg_store, get_preset("small"), 1, STILL)
     try:
         before = sum(1 for _ in fleet.records())
-        c = fleet.cluster_names()[0]
+        c, at = fleet.cluster_names()[0], fleet.anchor_wall  # no fleet time passes
         pg_server.restart()
-        with pytest.raises(StoreUnavailable), fleet.cluster(c) as b:
+        with pytest.raises(StoreUnavailable), fleet.cluster(c, at) as b:
             b.cordon(b.host_names()[0], "train-a", "t", limit=10)
         assert sum(1 for _ in fleet.records()) == before
-        with fleet.cluster(c) as b:
+        with fleet.cluster(c, at) as b:
             assert b.cordon(b.host_names()[0], "train-a", "t", limit=10)
         assert sum(1 for _ in fleet.records()) == before + 1
     finally:
@@ -199,7 +198,7 @@ def _racer(url: str, me: str, start: Any, out: Any) -> None:
 def test_two_workers_cordoning_at_once_keep_the_budget_and_one_owner(pg_store: str):
     """Two processes, each its own connection as on two machines, cordon on one cluster at the
     same moment 200 times: never more than the budget out, never a host taken by both."""
-    fleet = SqliteFleet.create(pg_store, get_preset("small"), 1, MAX_SPEED)
+    fleet = SqliteFleet.create(pg_store, get_preset("small"), 1, STILL)
     fleet.close()
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
@@ -247,7 +246,7 @@ def test_fleet_migrate_copies_a_sqlite_fleet_and_its_record_to_postgresql(
     """``fleet migrate --to URL`` copies a SQLite fleet, record included, into an empty
     PostgreSQL store the home then uses: the audit agrees before and after, the record is the
     same entry for entry, new entries follow the copied ones, and ``--to FILE`` copies it back."""
-    r = run("fleet", "init", "--preset", "small", "--speed", "max", "--seed", "3")
+    r = run("fleet", "init", "--preset", "small", "--speed", "1", "--seed", "3")
     assert r.exit_code == 0, r.output
     fleet = SqliteFleet(tmp_home / "fleet.db")
     _script(fleet)
@@ -298,7 +297,7 @@ def test_backup_and_restore_as_the_readme_shows(
 
     from tests.pg_helpers import pg_bin
 
-    r = run("fleet", "init", "--preset", "small", "--speed", "max", "--store", pg_store)
+    r = run("fleet", "init", "--preset", "small", "--speed", "1", "--store", pg_store)
     assert r.exit_code == 0, r.output
     fleet = SqliteFleet(pg_store)
     try:
@@ -493,7 +492,7 @@ def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(
     import sqlite3
 
     new = tmp_path / "new.db"
-    SqliteFleet.create(new, get_preset("small"), 3, MAX_SPEED).close()
+    SqliteFleet.create(new, get_preset("small"), 3, STILL).close()
     old = tmp_path / "old.db"
     conn = sqlite3.connect(old, isolation_level=None)
     ddl = HAND_WRITTEN_V5
@@ -501,8 +500,9 @@ def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(
         ddl = ddl[: ddl.index("CREATE TABLE workers")]
     conn.executescript(ddl)
     conn.execute("ATTACH DATABASE ? AS src", (str(new),))
-    for table in ("meta", "clusters", "hosts", "jobs", "switches", "events", "clocks"):
+    for table in ("meta", "clusters", "hosts", "jobs", "switches", "events"):
         conn.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
+    conn.execute("INSERT INTO clocks SELECT cluster, 0.0 FROM src.cluster_locks")
     conn.execute("DETACH DATABASE src")
     conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
     conn.close()
@@ -522,5 +522,6 @@ def test_a_fleet_file_with_the_hand_written_tables_works_as_one_made_now(
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     finally:
         conn.close()
-    assert stored == str(SCHEMA_VERSION) and "workers" in tables
+    assert stored == str(SCHEMA_VERSION) and "workers" in tables and "cluster_locks" in tables
+    assert not {"clocks", "clock_parties"} & tables
     assert old.stat().st_ino == inode  # in place: the same file, not a copy

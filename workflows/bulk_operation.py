@@ -6,8 +6,8 @@ progress, which children signal as they move (queries cannot ask children). Paus
 abort are updates, validated against the current state, and passed on to the children, which
 obey them between waves. When one cluster fails (a wave rolled back), the others are aborted
 after their current wave and clusters not yet started never start: a bad build is stopped on a
-few hosts, not rolled over the fleet. A failed operation fails the workflow (red in the UI) with
-its final status as the error's details; an aborted one completes with state ``aborted``.
+few hosts, not rolled over the fleet. A failed or aborted operation fails the workflow (red in
+the UI), the reason its message and its final status the error's details.
 
 It continues as new when the server suggests it or its history passes ``max_history_events``
 (the progress signals of long-running children are most of it), at a point where no child is
@@ -19,8 +19,7 @@ signals through external handles, and each child's last act, after it has handed
 back, is a ``cluster_done`` signal with its outcome, which a signal by workflow id delivers to
 whichever run is current. A child that ends without that signal (terminated, say) is noticed
 by an hourly look at which children still run, and counts as failed. An operation that is
-cancelled cancels its running children itself, as ABANDON no longer does it. All of this is
-behind the ``ops-continue-as-new`` patch, so runs recorded before it replay unchanged.
+cancelled cancels its running children itself, as ABANDON does not.
 """
 
 from __future__ import annotations
@@ -39,8 +38,10 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
+    from orchestrator.contracts.arbiter_types import HoldersRequest
     from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
     from orchestrator.contracts.ops_spec import operation_id
     from orchestrator.contracts.ops_types import (
@@ -48,8 +49,10 @@ with workflow.unsafe.imports_passed_through():
         OPERATION_ABORTED,
         OPERATION_FAILED,
         CheckRequest,
+        ClusterControl,
         ClusterOpInput,
         ClusterProgress,
+        ControlAction,
         OpControl,
         OperationCheck,
         OperationInput,
@@ -58,14 +61,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.ops.ui import cluster_summary, operation_details
-    from workflows.bulk_operation_children import ClusterChildren
-    from workflows.cluster_operation import CONTINUE_AS_NEW_PATCH, ENDINGS_PATCH, ClusterOperation
-    from workflows.fleet_clock import fleet_options
-    from workflows.history import history_full
+    from workflows.cluster_operation import ClusterOperation
+    from workflows.fleet_timing import fleet_call, history_full
 
 #: How often a run that rejoined running children checks that they still run (the fallback
 #: for a child that ends without its ``cluster_done`` signal).
 CHILD_CHECK = timedelta(hours=1)
+#: How often, and how many times, to look whether a child that reported has also completed.
+CLOSE_CHECK_INTERVAL = timedelta(seconds=1)
+CLOSE_CHECKS = 10
 
 _SUMS = (
     "waves_total",
@@ -79,7 +83,7 @@ _SUMS = (
 
 
 @workflow.defn(name="BulkOperation")
-class BulkOperation(ClusterChildren):
+class BulkOperation:
     @workflow.init
     def __init__(self, inp: OperationInput) -> None:
         spec, carried = inp.spec, inp.state
@@ -87,8 +91,7 @@ class BulkOperation(ClusterChildren):
             carried.status
             if carried
             else OperationStatus(
-                # A scheduled run is one operation of many: its own workflow id names it. Only
-                # inputs recorded after schedules existed say so, so old histories replay as is.
+                # A scheduled run is one operation of many: its own workflow id names it.
                 operation_id=workflow.info().workflow_id if inp.scheduled else operation_id(spec),
                 kind=spec.kind,
                 targets=dict(spec.targets),
@@ -98,9 +101,7 @@ class BulkOperation(ClusterChildren):
         self.children: dict[str, ChildWorkflowHandle[Any, ClusterProgress]] = {}
         self.failed = carried.failed if carried else ""
         self.changed = False
-        # Continue as new when the history is full: a first run learns it from the patch in
-        # ``run``, a continued run is so already (updates may come before ``run`` starts).
-        self.bounded = carried is not None
+        # Continue as new when the history is full.
         self.max_history = inp.max_history_events
         #: Clusters whose child runs: its task in this run, or None for a child rejoined by id.
         self.running: dict[str, asyncio.Task[None] | None] = (
@@ -191,7 +192,6 @@ class BulkOperation(ClusterChildren):
     # --------------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: OperationInput) -> OperationStatus:
-        self.bounded = workflow.patched(CONTINUE_AS_NEW_PATCH)
         spec, st = inp.spec, self.st
         workflow.upsert_search_attributes(
             [TRAIN_CAMPAIGN.value_set(st.operation_id), TRAIN_PHASE.value_set(st.state)]
@@ -201,11 +201,10 @@ class BulkOperation(ClusterChildren):
             clock, pending = inp.state.clock, list(inp.state.pending)
         else:
             try:
-                check: OperationCheck = await workflow.execute_activity_method(
+                check: OperationCheck = await fleet_call(
                     OpsActivities.check,
                     CheckRequest(spec=spec, wall=workflow.now()),
                     summary=f"check the plan over {spec.scope.cluster} before anything moves",
-                    **fleet_options(),
                 )
             except ActivityError as err:  # a scope that matches nothing, an unknown cluster
                 return await self._finish(f"refused: {getattr(err.cause, 'message', err)}")
@@ -213,11 +212,10 @@ class BulkOperation(ClusterChildren):
                 return await self._finish(f"refused: {check.refused}")
             if len(check.clusters) == 1:
                 workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(check.clusters[0])])
-            clock = await workflow.execute_activity_method(
+            clock = await fleet_call(
                 FleetActivities.fleet_info,
                 FleetInfoRequest(cluster=check.clusters[0]),
                 summary=f"read the fleet clock of {check.clusters[0]}",
-                **fleet_options(),
             )
             st.clusters = {
                 c: ClusterProgress(
@@ -232,8 +230,7 @@ class BulkOperation(ClusterChildren):
         try:
             await self._run_clusters(inp, clock, pending)
         except (asyncio.CancelledError, CancelledError):
-            if self.bounded:  # ABANDON does not cancel them: do it here
-                await self._cancel_children()
+            await self._cancel_children()  # ABANDON does not cancel them: do it here
             raise
         for name in pending:  # never started: aborted, or stopped by another cluster's failure
             st.clusters[name].state = "aborted"
@@ -247,7 +244,7 @@ class BulkOperation(ClusterChildren):
         st = self.st
         while True:
             await self._take_reports()
-            if self.bounded and self.failed and not self.failure_told:
+            if self.failed and not self.failure_told:
                 self.failure_told = True
                 await self._tell_children("abort", f"stopped: {self.failed}")
             while pending and len(self.running) < inp.max_parallel_clusters and self._may_start():
@@ -293,9 +290,7 @@ class BulkOperation(ClusterChildren):
                 task_queue=workflow.info().task_queue,
                 # A parent close policy applies on continue-as-new too: children must outlive
                 # a run of the operation (a cancelled operation cancels them itself).
-                parent_close_policy=(
-                    ParentClosePolicy.ABANDON if self.bounded else ParentClosePolicy.REQUEST_CANCEL
-                ),
+                parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=cluster_summary(st.kind, st.targets, name),
             )
             self.children[name] = handle
@@ -315,10 +310,8 @@ class BulkOperation(ClusterChildren):
             progress.state = "failed"
             progress.reason = progress.reason or str(getattr(cause, "message", err))
             st.clusters[name] = progress
-            if not self.failed:
+            if not self.failed:  # the main loop tells the others
                 self.failed = f"{name}: {progress.reason}"
-                if not self.bounded:  # else the main loop tells them
-                    await self._tell_children("abort", f"stopped: {self.failed}")
         finally:
             self.starting.discard(name)
             self.children.pop(name, None)
@@ -326,10 +319,108 @@ class BulkOperation(ClusterChildren):
             self.reported.pop(name, None)
             self.changed = True  # the main loop shows it (not here: this also runs on eviction)
 
+    # ---------------------------------------------------------------- children
+    async def _tell_children(self, action: ControlAction, reason: str) -> None:
+        for name in [n for n in self.running if n not in self.starting]:
+            await self._tell(name, action, reason)
+
+    async def _tell(self, name: str, action: ControlAction, reason: str) -> None:
+        """Signal one running child by workflow id (it may have been started by an earlier run)."""
+        wid = self.st.clusters[name].workflow_id
+        try:
+            await workflow.get_external_workflow_handle(wid).signal(
+                ClusterOperation.control, ClusterControl(action=action, reason=reason)
+            )
+        except (asyncio.CancelledError, CancelledError):
+            raise
+        except Exception as err:  # it has just finished: nothing to tell
+            workflow.logger.info("control not delivered to %s: %s", wid, err)
+
+    async def _catch_up(self, name: str) -> None:
+        """Pass on a control that came while the child was starting."""
+        st = self.st
+        if st.state not in ("paused", "aborting"):
+            if self.failure_told:
+                await self._tell(name, "abort", f"stopped: {self.failed}")
+            return
+        action: ControlAction = "pause" if st.state == "paused" else "abort"
+        await self._tell(name, action, st.reason)
+
+    async def _take_reports(self, every: bool = False) -> bool:
+        """Settle rejoined clusters whose child said it has ended (``cluster_done``).
+
+        A child started by this run is settled through its handle, once it has completed, unless
+        ``every`` (the run is about to continue as new): True if any cluster was settled. A
+        child reports just before it completes; it is settled once its workflow has closed too
+        (within a few seconds at most), so an operation that has ended has no child running.
+        """
+        for name in [n for n in self.reported if n not in self.running]:
+            del self.reported[name]  # settled through its handle already
+        done = [n for n in self.reported if self.running[n] is None or every]
+        if not done:
+            return False
+        open_ids = {self.st.clusters[n].workflow_id for n in done}
+        for _ in range(CLOSE_CHECKS):
+            closed: list[str] = await fleet_call(
+                ArbiterActivities.closed_workflows,
+                HoldersRequest(holders=sorted(open_ids)),
+                summary="check that the clusters which reported have closed",
+            )
+            open_ids -= set(closed)
+            if not open_ids:
+                break
+            await workflow.sleep(CLOSE_CHECK_INTERVAL)
+        for name in done:
+            if name in self.reported and name in self.running:
+                self._settle(name, self.reported.pop(name))
+        return True
+
+    def _settle(self, name: str, progress: ClusterProgress) -> None:
+        if progress.state not in FINAL_STATES:
+            progress.state = "failed"
+        self.running.pop(name, None)
+        self.seen_closed.discard(name)
+        self.st.clusters[name] = progress
+        if progress.state == "failed" and not self.failed:
+            self.failed = f"{name}: {progress.reason}"
+        self.changed = True
+        self._show()
+
+    async def _check_rejoined(self, rejoined: list[str]) -> None:
+        """Fallback for a rejoined child that ended without ``cluster_done``: it failed.
+
+        A child signals before it completes, so one seen ended twice, an hour apart, without
+        a signal never sent one.
+        """
+        ids = {self.st.clusters[n].workflow_id: n for n in rejoined}
+        closed: list[str] = await fleet_call(
+            ArbiterActivities.closed_workflows,
+            HoldersRequest(holders=sorted(ids)),
+            summary="check that the rejoined clusters still run",
+        )
+        for name in (ids[wid] for wid in closed if wid in ids):
+            if name not in self.running or name in self.reported:
+                continue
+            if name not in self.seen_closed:
+                self.seen_closed.add(name)
+                continue
+            progress = self.st.clusters[name].model_copy()
+            progress.state = "failed"
+            progress.reason = "its workflow ended without reporting an outcome (terminated?)"
+            self._settle(name, progress)
+
+    async def _cancel_children(self) -> None:
+        for name in list(self.running):
+            wid = self.st.clusters[name].workflow_id
+            try:
+                await workflow.get_external_workflow_handle(wid).cancel()
+            except Exception as err:  # it has just finished
+                workflow.logger.info("cancel not delivered to %s: %s", wid, err)
+
     # ----------------------------------------------------------- continue-as-new
     def _may_continue(self) -> bool:
         """The history is full and no child is being started (or every child is known)."""
-        if not self.bounded or self.starting:
+        if self.starting:
             return False
         return history_full(self.max_history)
 
@@ -364,7 +455,7 @@ class BulkOperation(ClusterChildren):
                 type=OPERATION_FAILED,
                 non_retryable=True,
             )
-        if self.st.state == "aborted" and workflow.patched(ENDINGS_PATCH):
+        if self.st.state == "aborted":
             # Aborted is not completed (the workflow list showed a green COMPLETED): Failed,
             # the reason its message, the final status its details, as a failure's are.
             raise ApplicationError(

@@ -16,9 +16,17 @@ progress shows under the campaign in the UI, and an abort cancels it). The campa
 - then the optional Prometheus query: a non-empty answer holds the stage (state ``held``) until
   it empties.
 
-A stage begins when the one before has passed (by completion, not by clock). The whole state is
-one model, so the campaign continues as new between looks when its history grows, except while
-a bulk-operation child runs (its result must come back to the run that started it).
+A stage begins when the one before has passed (by completion, not by clock). When a stage fails,
+blame names the change behind it; if that is one of ours, it is marked bad fleet-wide and the
+campaign either holds every host as it is until an operator resumes or aborts
+(``on_failure: hold``), or withdraws and rolls the hosts that got it back to their previous
+versions (``rollback``, the default; ends ``rolled_back``). What to hand on, count and say is
+decided by the pure code of ``orchestrator.campaign`` (``requests``, ``progress``, ``gate``,
+``rollback``); this module sends it: which activity, which child, when.
+
+The whole state is one model, so the campaign continues as new between looks when its history
+grows, except while a bulk-operation child runs (its result must come back to the run that
+started it).
 """
 
 from __future__ import annotations
@@ -26,15 +34,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.campaign_activities import CampaignActivities
+    from activities.ops_activities import OpsActivities
     from orchestrator.campaign import gate as gating
-    from orchestrator.campaign import progress, ui
+    from orchestrator.campaign import progress, rollback, ui
     from orchestrator.campaign.controls import require_state
     from orchestrator.campaign.requests import (
         lower_targets,
@@ -45,37 +62,54 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.campaign_types import (
         FINAL_STATES,
         BakeClockRequest,
+        BlameRequest,
+        BlameResult,
         CampaignControl,
         CampaignInput,
         CampaignReport,
         CampaignState,
         CampaignStatus,
+        ClusterRollback,
         ClusterStage,
         PlanRequest,
         Progress,
         ProgressRequest,
+        PromAnswer,
+        ReclaimResult,
+        RollbackPlan,
+        RollbackPlanRequest,
         StageHosts,
         StageHostsRequest,
         StagePlanModel,
         StageStatus,
         TrainAnswer,
-        TrainHandoff,
     )
-    from orchestrator.contracts.errors import CAMPAIGN_FAILED
+    from orchestrator.contracts.errors import CAMPAIGN_FAILED, PERMANENT_KINDS
+    from orchestrator.contracts.messages import VerifyOutcome
     from orchestrator.contracts.ops_spec import OperationSpec, operation_id
     from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
-    from workflows.campaign_rollback import RollbackSteps
-    from workflows.campaign_steps import TRAIN_OPTIONS, CampaignSteps
-    from workflows.fleet_clock import fleet_options
-    from workflows.history import history_full
+    from workflows.fleet_timing import fleet_call, history_full
 
-#: An aborted or rolled-back campaign closes Failed (``CampaignFailed``), not Completed; runs
-#: recorded before it replay with their old ending.
-ENDINGS_PATCH = "campaign-failed-endings"
+#: Steering a train waits for its worker's answer: retry a busy or silent train for a while;
+#: what will not heal (a permanent kind: a bad spec, an unknown cluster) is not retried.
+TRAIN_OPTIONS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=30),
+    "schedule_to_close_timeout": timedelta(minutes=10),
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        non_retryable_error_types=list(PERMANENT_KINDS),
+    ),
+}
+#: One look at Prometheus: a short query, retried a few times (an unreachable one holds).
+PROM_OPTIONS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=20),
+    "retry_policy": RetryPolicy(maximum_attempts=3),
+}
 
 
 @workflow.defn(name="Campaign")
-class Campaign(CampaignSteps, RollbackSteps):
+class Campaign:
     def __init__(self) -> None:
         self.inp: CampaignInput | None = None
         self.st: CampaignState | None = None
@@ -143,8 +177,8 @@ class Campaign(CampaignSteps, RollbackSteps):
         self.inp = inp
         spec = inp.spec
         if inp.state is None:
-            plan: list[StagePlanModel] = await workflow.execute_activity_method(
-                CampaignActivities.plan, PlanRequest(spec=spec), **fleet_options()
+            plan: list[StagePlanModel] = await fleet_call(
+                CampaignActivities.plan, PlanRequest(spec=spec)
             )
             inp.state = CampaignState(status=progress.new_status(spec, plan), plan=plan)
         self.st = st = inp.state
@@ -154,7 +188,7 @@ class Campaign(CampaignSteps, RollbackSteps):
             if outcome == "continue":
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": st}))
-            if outcome == "failed" and workflow.patched("campaign-rollback"):
+            if outcome == "failed":
                 outcome = await self._after_failure(st.status.stages[st.stage_index])
                 if outcome == "resume":
                     continue
@@ -212,15 +246,11 @@ class Campaign(CampaignSteps, RollbackSteps):
         return not self.ops and history_full(self.inp.max_history_events)
 
     async def _start_clusters(self, plan: StagePlanModel, ss: StageStatus) -> None:
+        """Start the stage's next clusters: a rollout on their trains, else the operation."""
         assert self.st is not None and self.inp is not None
-        busy = [c for c in ss.clusters.values() if c.state in ("rolling", "upgrading")]
-        for cs in ss.clusters.values():
-            if len(busy) >= plan.parallel:
-                return
-            if cs.state != "pending":
-                continue
+        for cs in progress.clusters_to_start(plan, ss):
             limit = plan.hosts_per_cluster[cs.cluster] if plan.partial else None
-            chosen: StageHosts = await workflow.execute_activity_method(
+            chosen: StageHosts = await fleet_call(
                 CampaignActivities.stage_hosts,
                 StageHostsRequest(
                     cluster=cs.cluster,
@@ -228,35 +258,31 @@ class Campaign(CampaignSteps, RollbackSteps):
                     targets=self.inp.spec.targets,
                     wall=workflow.now(),
                 ),
-                **fleet_options(),
             )
             progress.note_hosts(cs, chosen)
-            lower = self._lower()
-            if lower:
-                answer: TrainAnswer = await workflow.execute_activity_method(
-                    CampaignActivities.train,
-                    self._handoff(cs.cluster, "ride", stage=ss.name, targets=lower, hosts=cs.hosts),
-                    **TRAIN_OPTIONS,
-                )
-                if answer.started and cs.cluster not in self.st.trains_started:
-                    self.st.trains_started.append(cs.cluster)
-                cs.started_train = answer.started
-                cs.state = "rolling"
-            else:
+            if not self._lower():
                 self._start_operation(ss, cs)
-            busy.append(cs)
+                continue
+            answer = await self._steer(
+                cs.cluster, "ride", stage=ss.name, targets=self._lower(), hosts=cs.hosts
+            )
+            if answer.started and cs.cluster not in self.st.trains_started:
+                self.st.trains_started.append(cs.cluster)
+            cs.started_train = answer.started
+            cs.state = "rolling"
 
     def _lower(self) -> dict[str, str]:
         assert self.inp is not None
         return lower_targets(self.inp.spec.targets)
 
-    def _upper(self) -> dict[str, str]:
+    async def _steer(self, cluster: str, action: str, **kw: object) -> TrainAnswer:
+        """Hand ``cluster``'s train a message (ride, keep, end, stop, pause, resume)."""
         assert self.inp is not None
-        return upper_targets(self.inp.spec.targets)
-
-    def _handoff(self, cluster: str, action: str, **kw: object) -> TrainHandoff:
-        assert self.inp is not None
-        return train_handoff(self.inp.spec, cluster, action, **kw)
+        handoff = train_handoff(self.inp.spec, cluster, action, **kw)
+        answer: TrainAnswer = await workflow.execute_activity_method(
+            CampaignActivities.train, handoff, **TRAIN_OPTIONS
+        )
+        return answer
 
     def _start_operation(self, ss: StageStatus, cs: ClusterStage) -> None:
         """Driver/CUDA targets: one bulk operation over the stage's hosts of this cluster."""
@@ -268,6 +294,8 @@ class Campaign(CampaignSteps, RollbackSteps):
         self.ops[cs.cluster] = asyncio.create_task(self._operation(op_spec))
 
     async def _operation(self, op_spec: OperationSpec) -> OperationStatus | str:
+        """Run a bulk operation as a child: its final status, or why it failed."""
+        assert self.inp is not None
         try:
             return await workflow.execute_child_workflow(
                 "BulkOperation",
@@ -277,7 +305,7 @@ class Campaign(CampaignSteps, RollbackSteps):
                 result_type=OperationStatus,
                 # An aborted or failed campaign lets the operation hand its hosts back itself.
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"campaign {self.inp.spec.name}: {dict(op_spec.targets)} on "  # type: ignore[union-attr]
+                static_summary=f"campaign {self.inp.spec.name}: {dict(op_spec.targets)} on "
                 f"{op_spec.scope.cluster}",
             )
         except ChildWorkflowError as err:
@@ -297,7 +325,7 @@ class Campaign(CampaignSteps, RollbackSteps):
             if cs.state in ("pending", "done", "failed"):
                 continue
             targets = self._lower() if cs.state == "rolling" else self.inp.spec.targets
-            prog: Progress = await workflow.execute_activity_method(
+            prog: Progress = await fleet_call(
                 CampaignActivities.stage_progress,
                 ProgressRequest(
                     cluster=cs.cluster,
@@ -308,11 +336,10 @@ class Campaign(CampaignSteps, RollbackSteps):
                     targets=targets,
                     wall=workflow.now(),
                 ),
-                **fleet_options(),
             )
             progress.apply_progress(cs, prog)
             if cs.state == "rolling" and prog.complete:
-                if self._upper():
+                if upper_targets(self.inp.spec.targets):
                     self._start_operation(ss, cs)
                 else:
                     cs.state, cs.done_hours = "baking", prog.fleet_hours
@@ -320,19 +347,90 @@ class Campaign(CampaignSteps, RollbackSteps):
                 result = self.ops.pop(cs.cluster).result()
                 progress.operation_ended(self.st.status, cs, result, prog.fleet_hours)
             if cs.state == "baking":
-                assert cs.done_hours is not None
-                end = cs.done_hours + plan.bake_hours
-                if prog.fleet_hours < end and not self._lower():  # no train moves this clock
-                    await workflow.execute_activity_method(
-                        CampaignActivities.bake_clock,
-                        BakeClockRequest(cluster=cs.cluster, target_hours=end),
-                        **fleet_options(),
-                    )
-                if prog.fleet_hours >= end:
-                    cs.state = "done"
-                    await self._cluster_done(plan, cs)
+                await self._bake(plan, cs, prog.fleet_hours)
         gating.roll_up(plan, ss)
 
+    async def _bake(self, plan: StagePlanModel, cs: ClusterStage, fleet_hours: float) -> None:
+        """A changed cluster waits ``bake`` fleet hours, then is done."""
+        assert cs.done_hours is not None
+        end = cs.done_hours + plan.bake_hours
+        if fleet_hours < end and not self._lower():  # no train moves this clock
+            await fleet_call(
+                CampaignActivities.bake_clock,
+                BakeClockRequest(cluster=cs.cluster, target_hours=end),
+            )
+        if fleet_hours >= end:
+            cs.state = "done"
+            if not plan.partial and self._lower():
+                # A whole cluster done: its train keeps the targets as its own (and records them).
+                await self._steer(cs.cluster, "keep", targets=self._lower())
+
+    async def _blame(self, ss: StageStatus) -> None:
+        """Name the change behind a failed stage (``status.blame``); its top suspect, if it is
+        ours, is marked bad fleet-wide."""
+        assert self.st is not None and self.inp is not None
+        found: BlameResult = await fleet_call(
+            CampaignActivities.blame,
+            BlameRequest(
+                campaign=self.inp.spec.name,
+                stage=ss.name,
+                targets=dict(self.inp.spec.targets),
+                clusters=list(ss.clusters.values()),
+                wall=workflow.now(),
+            ),
+        )
+        progress.note_blame(self.st, ss, found)
+
+    async def _apply_pause(self, ss: StageStatus) -> None:
+        """Pause the trains rolling this stage while the campaign is paused; resume them after."""
+        assert self.st is not None
+        st = self.st
+        if not self._lower():
+            return
+        if st.paused:
+            for cluster, cs in ss.clusters.items():
+                if cs.state == "rolling" and cluster not in st.trains_paused:
+                    await self._steer(cluster, "pause", reason=f"campaign {ss.name} paused")
+                    st.trains_paused.append(cluster)
+        elif st.trains_paused:
+            for cluster in list(st.trains_paused):
+                await self._steer(cluster, "resume", reason="campaign resumed")
+                st.trains_paused.remove(cluster)
+
+    async def _prometheus_clear(self, plan: StagePlanModel, ss: StageStatus) -> bool:
+        """The stage's Prometheus gate: True when its query answers nothing (or there is none)."""
+        prom = plan.gates.prometheus
+        if prom is None:
+            return True
+        try:
+            answer: PromAnswer = await workflow.execute_activity_method(
+                CampaignActivities.prometheus, gating.prom_query(prom), **PROM_OPTIONS
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            cause = err.cause if isinstance(err.cause, FailureError) else err
+            answer = gating.failed_look(cause.message)
+        if gating.note_prometheus(ss, answer):
+            return True
+        assert self.st is not None
+        if self.st.status.state == "running":
+            self._set_state("held", f"stage {ss.name} held by Prometheus: {prom.query}")
+        self.wake = False
+        await self._nap(prom.every_seconds)
+        return False
+
+    async def _report(self) -> None:
+        """Tell the metrics what changed since the last report (nothing when nothing did)."""
+        assert self.st is not None
+        status = self.st.status
+        gating.roll_up_campaign(status)
+        report = progress.campaign_report(status)
+        if report != self.reported:
+            await fleet_call(CampaignActivities.report, report)
+            self.reported = report
+
+    # ------------------------------------------------------------------- finish
     async def _withdraw(self, outcome: str) -> None:
         """Cancel our operations and hand every train back what we gave it (once)."""
         assert self.st is not None and self.inp is not None
@@ -345,11 +443,7 @@ class Campaign(CampaignSteps, RollbackSteps):
             if not self._lower():
                 break
             action = "stop" if cluster in st.trains_started else "end"
-            await workflow.execute_activity_method(
-                CampaignActivities.train,
-                self._handoff(cluster, action, reason=f"campaign {self.inp.spec.name} {outcome}"),
-                **TRAIN_OPTIONS,
-            )
+            await self._steer(cluster, action, reason=f"campaign {self.inp.spec.name} {outcome}")
         st.withdrawn = True
 
     async def _finish(self, outcome: str) -> CampaignStatus:
@@ -361,11 +455,112 @@ class Campaign(CampaignSteps, RollbackSteps):
         self._show()
         await self._report()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if outcome == "failed" or (
-            outcome in ("aborted", "rolled_back") and workflow.patched(ENDINGS_PATCH)
-        ):
+        if outcome in ("failed", "aborted", "rolled_back"):
             # Not succeeded is not completed: the workflow list shows it Failed, the reason its
             # message, the final status its details (clients read it back as the result).
             raise ApplicationError(reason, st.status, type=CAMPAIGN_FAILED, non_retryable=True)
         assert outcome in FINAL_STATES
         return st.status
+
+    # ------------------------------------------------------------ after failure
+    async def _after_failure(self, ss: StageStatus) -> str:
+        """failed (blame named nothing of ours) | resume | aborted | rolled_back."""
+        assert self.st is not None and self.inp is not None
+        if not self.st.blamed:
+            return "failed"
+        if self.inp.spec.on_failure == "hold":
+            return await self._hold_on_blame(ss)
+        return await self._roll_back(ss)
+
+    async def _hold_on_blame(self, ss: StageStatus) -> str:
+        """Wait, hosts as they are, for ``resume`` (failures forgiven) or ``abort``."""
+        assert self.st is not None
+        st = self.st
+        st.status.held_on_blame = True
+        self._set_state("held", rollback.hold_reason(ss, st.blamed))
+        await self._report()
+        await workflow.wait_condition(lambda: bool(st.abort) or not st.status.held_on_blame)
+        if st.abort:
+            return "aborted"
+        rollback.forgive_stage(st, ss)
+        return "resume"
+
+    async def _roll_back(self, ss: StageStatus) -> str:
+        """Withdraw, then put every host that got the blamed version back on its previous one."""
+        assert self.st is not None and self.inp is not None
+        st, blamed = self.st, dict(self.st.blamed)
+        pairs = rollback.blamed_pairs(blamed)
+        self._set_state(
+            "rolling_back",
+            f"stage {ss.name} failed and blame names {pairs}: rolling back the hosts that got it",
+        )
+        await self._report()
+        await self._withdraw("rolling back")
+        touched = progress.touched_clusters(st.status)
+        notes: dict[str, str] = {}  # cluster -> what could not be rolled back
+        # Hosts still held by a train when we look (its domain in flight) may come back
+        # quarantined after the operation took its scope: look again, up to ROLLBACK_ROUNDS,
+        # until nothing is left to do.
+        for round_no in range(rollback.ROLLBACK_ROUNDS):
+            plan: RollbackPlan = await fleet_call(
+                CampaignActivities.rollback_plan,
+                RollbackPlanRequest(
+                    campaign=self.inp.spec.workflow_id,
+                    clusters=touched,
+                    blamed=dict(st.blamed),
+                    wall=workflow.now(),
+                ),
+            )
+            work = rollback.round_work(plan, round_no)
+            if not work and round_no > 0:
+                break
+            said = await asyncio.gather(*(self._roll_back_cluster(cr, round_no) for cr in work))
+            notes.update({cr.cluster: note for cr, note in zip(work, said, strict=True)})
+        st.status.reason = rollback.rolled_back_reason(
+            ss, blamed, st.status.hosts_rolled_back, notes
+        )
+        return "rolled_back"
+
+    async def _roll_back_cluster(self, cr: ClusterRollback, round_no: int = 0) -> str:
+        """Roll one cluster back: the reclaimed hosts, then operations for hosts in service.
+        What could not be rolled back, in words ('' when everything was)."""
+        assert self.st is not None and self.inp is not None
+        left: list[str] = []
+        if cr.reclaim:  # first: back in service, they make room for the drains
+            left += await self._reclaim(cr)
+        for i, group in enumerate(cr.groups):
+            spec = rollback.rollback_operation_spec(self.inp.spec, cr.cluster, i, group, round_no)
+            result = await self._operation(spec)
+            left.append(rollback.note_rollback_operation(self.st.status, cr.cluster, result))
+        left.append(rollback.unknown_note(cr))
+        return "; ".join(n for n in left if n)
+
+    async def _reclaim(self, cr: ClusterRollback) -> list[str]:
+        """Hosts the bad build took out: reclaim, reinstall, wait the install out, verify."""
+        assert self.st is not None and self.inp is not None
+        owner = self.inp.spec.workflow_id
+        res: ReclaimResult = await fleet_call(
+            CampaignActivities.reclaim,
+            rollback.reclaim_request(cr, owner, self.st.blamed, workflow.now()),
+            heartbeat=True,
+        )
+        if res.updated:
+            await self._wait_fleet(cr.cluster, res.fleet_hours + res.duration_hours)
+        back: VerifyOutcome = await fleet_call(
+            OpsActivities.verify,
+            rollback.reclaim_verify_request(cr, owner, res, workflow.now()),
+        )
+        return rollback.note_reclaim(self.st.status, cr, res, back)
+
+    async def _wait_fleet(self, cluster: str, end_hours: float) -> None:
+        """Until the cluster's fleet clock reaches ``end_hours``."""
+        assert self.inp is not None
+        while True:
+            now: float = await fleet_call(
+                CampaignActivities.bake_clock,
+                BakeClockRequest(cluster=cluster, target_hours=end_hours),
+            )
+            if now >= end_hours - 1e-9:
+                return
+            self.wake = False
+            await self._nap(self.inp.poll_seconds)

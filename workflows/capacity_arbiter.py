@@ -11,7 +11,6 @@ without releasing is dropped, and whatever it held in the fleet is handed back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -21,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.arbiter.ui import arbiter_details
     from orchestrator.contracts.arbiter_types import (
-        CAPACITY_CHANGED_SIGNAL,
         AcquireRequest,
         ArbiterInput,
         ArbiterState,
@@ -34,20 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.search_attributes import TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.ui_text import plural
     from orchestrator.planning.arbiter_share import would_grant
-    from workflows.fleet_clock import fleet_options
-    from workflows.history import history_full
+    from workflows.fleet_timing import fleet_options, history_full
 
 #: Look for dead holders this often while someone waits for capacity, and this often otherwise.
 CHECK_WHEN_WAITING = timedelta(seconds=30)
 CHECK_WHEN_QUIET = timedelta(hours=1)
-#: One timer per check and an upsert only when the phase changes (issue 27: each acquire
-#: armed and cancelled a timer and upserted an unchanged phase); runs before it replay as is.
-FRUGAL_PATCH = "arbiter-frugal-waits"
-#: Tells the holders whose grant stood that another holder came (asked only when there is
-#: one to tell: runs without standing grants replay as they were).
-STANDING_PATCH = "arbiter-standing-grants"
-#: Keeps the holder of the acquire that started the arbiter (asked only when there is one).
-KEEPS_FIRST_PATCH = "arbiter-keeps-first-holder"
 LOG_LINES = 50
 #: The arbiter continues as new past this many history events (or when the server suggests).
 ARBITER_MAX_HISTORY = 5_000
@@ -58,8 +47,6 @@ class CapacityArbiter:
     def __init__(self) -> None:
         self.state = ArbiterState(cluster="")
         self.changed = False
-        #: workflow ids of holders whose grant stood when another holder came, to be told
-        self.to_tell: list[str] = []
 
     @workflow.query(name="ledger")
     def ledger(self) -> ArbiterState:
@@ -103,17 +90,11 @@ class CapacityArbiter:
             if req.exclusive:
                 st.queue.append(req.holder)
             self._note(f"{req.holder} joined ({'exclusive' if req.exclusive else 'shared'})")
-            # A grant that stood on being alone no longer does: its holder asks again.
-            self.to_tell += [h.workflow_id for h in st.holders.values() if h.standing]
         entry.want, entry.holding, entry.limit = req.want, req.holding, req.limit
-        entry.standing = False
         others = [h for h in st.holders.values() if h.holder != req.holder]
         if req.exclusive:
             ahead = st.queue[: st.queue.index(req.holder)]
-            # A standing holder's hosts are unknown until it asks again: it counts as busy.
-            busy = [
-                h.holder for h in others if (h.holding > 0 or h.standing) and h.holder not in ahead
-            ]
+            busy = [h.holder for h in others if h.holding > 0 and h.holder not in ahead]
             if ahead or busy:
                 grant = Grant(
                     granted=0,
@@ -129,7 +110,6 @@ class CapacityArbiter:
         else:
             room = self._budget() - sum(h.granted for h in others)
             grant = Grant(granted=max(0, min(req.want, room)))
-            grant.standing = entry.standing = req.standing_ok and not others
             if grant.granted < req.want and others:
                 grant.reason = "budget shared with " + ", ".join(h.holder for h in others)
             elif grant.granted < req.want:  # alone: the budget itself is smaller than the want
@@ -160,7 +140,7 @@ class CapacityArbiter:
     async def run(self, inp: ArbiterInput) -> ArbiterState:
         if inp.state is not None:
             self.state = inp.state
-        elif self.state.holders and workflow.patched(KEEPS_FIRST_PATCH):
+        elif self.state.holders:
             # The acquire that started this arbiter (update-with-start) ran before this line:
             # its holder stays (it was dropped, and learned so only at its next ask).
             self.state.cluster = inp.cluster
@@ -168,33 +148,23 @@ class CapacityArbiter:
             self.state = ArbiterState(cluster=inp.cluster)
         self._show()
         workflow.upsert_search_attributes([TRAIN_CLUSTER.value_set(inp.cluster)])
-        # One timer per check, not one per turn: each acquire used to arm a timer and cancel
-        # it (a billable action each), and upsert a phase that had not changed (patched).
-        frugal = workflow.patched(FRUGAL_PATCH)
+        # One timer per check, not one per acquire, and an upsert only when the phase changes.
         check: asyncio.Task[None] | None = None
         check_every: timedelta | None = None
         shown_phase: str | None = None
         while True:
             self.changed = False
             wait = CHECK_WHEN_WAITING if self.state.queue else CHECK_WHEN_QUIET
-            if not frugal:
-                try:
-                    await workflow.wait_condition(lambda: self.changed, timeout=wait)
-                except TimeoutError:
-                    await self._drop_dead_holders()
-            else:
-                if check is None or check.done() or check_every != wait:
-                    if check is not None and not check.done():
-                        check.cancel()  # the interval changed (a queue formed or emptied)
-                    check, check_every = asyncio.ensure_future(workflow.sleep(wait)), wait
-                timer = check
-                await workflow.wait_condition(lambda t=timer: self.changed or t.done())  # type: ignore[misc]
-                if timer.done():
-                    await self._drop_dead_holders()
-            if self.to_tell and workflow.patched(STANDING_PATCH):
-                await self._tell_standing()
+            if check is None or check.done() or check_every != wait:
+                if check is not None and not check.done():
+                    check.cancel()  # the interval changed (a queue formed or emptied)
+                check, check_every = asyncio.ensure_future(workflow.sleep(wait)), wait
+            timer = check
+            await workflow.wait_condition(lambda t=timer: self.changed or t.done())  # type: ignore[misc]
+            if timer.done():
+                await self._drop_dead_holders()
             phase = "handover" if self.state.queue else ("shared" if self.state.holders else "idle")
-            if not frugal or phase != shown_phase:
+            if phase != shown_phase:
                 workflow.upsert_search_attributes([TRAIN_PHASE.value_set(phase)])
                 shown_phase = phase
             if not self.state.holders:
@@ -208,16 +178,6 @@ class CapacityArbiter:
             check.cancel()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state
-
-    async def _tell_standing(self) -> None:
-        """Tell each holder whose grant stood that another holder came: it asks before its
-        next plan (reporting what it holds). A holder already gone is dropped later."""
-        told, self.to_tell = sorted(set(self.to_tell)), []
-        for workflow_id in told:
-            with contextlib.suppress(Exception):  # it ended meanwhile: nothing to tell
-                await workflow.get_external_workflow_handle(workflow_id).signal(
-                    CAPACITY_CHANGED_SIGNAL, self.state.cluster
-                )
 
     async def _drop_dead_holders(self) -> None:
         if not self.state.holders:

@@ -1,45 +1,50 @@
 """The maintenance train of one cluster: a long-running entity workflow (id ``train-<cluster>``).
 
-It keeps up to ``domain_size`` hosts in maintenance: whenever room frees up it asks the shared
-planner (through the ``plan_domain`` activity, which also cordons, atomically with the budget
-check) for the next hosts, and runs them as a ``DomainMaintenance`` child. It counts the visit
-cycle (every host visited, quarantined or in repair), obeys pause/resume/stop and live changes,
-halts itself when failures pile up, and continues as new before its history grows large, after
-its in-flight domains finish and its handlers return.
+It keeps up to ``domain_size`` hosts in maintenance: whenever room frees up it asks the capacity
+arbiter and the shared planner (in one activity, ``plan_granted_domain``, which also cordons,
+atomically with the budget check) for the next hosts, and runs them as a ``DomainMaintenance``
+child. It counts the visit cycle (every host visited, quarantined or in repair), obeys
+pause/resume/stop and live changes, halts itself when failures pile up, keeps to its maintenance
+windows, and continues as new before its history grows large, after its in-flight domains finish
+and its handlers return. Its decisions are pure code it interprets: the requests it sends
+(``orchestrator.train.requests``), its bookkeeping (``orchestrator.train.bookkeeping``), and
+when it looks again (``orchestrator.execution.train_waits``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
-    from orchestrator.contracts.arbiter_types import CAPACITY_CHANGED_SIGNAL, Grant
+    from orchestrator.contracts.arbiter_types import Grant, ReleaseRequest
     from orchestrator.contracts.errors import TRAIN_ALREADY_STOPPED
-    from orchestrator.contracts.messages import (
-        ClockInfo,
-        DrainStatus,
-        FleetInfoRequest,
-        UpdateResult,
-    )
+    from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.train_spec import check_train_change
     from orchestrator.contracts.train_types import (
         ControlRequest,
         DomainProgress,
         DomainResult,
+        PlanDomainRequest,
+        PlanDomainResult,
+        PlanGrantedRequest,
         TrainChange,
         TrainInput,
         TrainStatus,
     )
+    from orchestrator.contracts.ui_text import plural
     from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
+    from orchestrator.execution.train_waits import TrainWindows, idle_timer, train_windows
     from orchestrator.train.bookkeeping import (
-        finish_cycle,
         held_hosts,
         note_plan,
         record_domain,
@@ -54,52 +59,45 @@ with workflow.unsafe.imports_passed_through():
         note_rollout_failures,
         require_phase,
     )
+    from orchestrator.train.requests import (
+        acquire_request,
+        domain_input,
+        hosts_request,
+        plan_request,
+    )
     from orchestrator.train.status import train_status
     from orchestrator.train.ui import domain_summary, train_details
     from workflows.domain_maintenance import DomainMaintenance
-    from workflows.fleet_clock import (
-        CLOCK_QUIET_PATCH,
-        SEAT,
-        clock_party,
+    from workflows.fleet_timing import (
+        capped_poll_seconds,
+        fleet_call,
+        fleet_hours_now,
         fleet_options,
-        spawn,
+        history_full,
+        wall_seconds,
     )
-    from workflows.train_planning import FIRST_LOOK_PATCH, TrainPlanning
-    from workflows.train_waiting import TrainWaiting
-    from workflows.train_windows import TrainWindows, train_windows
 
-#: On a logical clock the train takes its turn after its domains' at the same instant, as the
-#: simulator plans after the domains' looks and settled batches.
-TRAIN_CLOCK_RANK = 1
-#: On a logical clock, new runs run their domains inline (issue 27): each domain is a task of
-#: the train's workflow, a seat of its clock party ranked and named as its child was, instead
-#: of a child workflow with a party, turns and signals of its own. About half the billable
-#: actions of a cycle were those children's starts, turns and signals.
-INLINE_DOMAINS_PATCH = "train-inline-domains"
-#: New runs apply the visit rule (``planning.resting``): hosts with nothing pending are checked
-#: in place, never drained, and a completed cycle is followed by a rest until a host needs a
-#: visit, instead of the next cycle at once.
-RESTING_PATCH = "train-rests"
+#: What one turn of the train's loop leaves to do: wait for the next look, go round again at
+#: once, or end the run (stop, or continue as new).
+Turn = Literal["wait", "again", "end"]
 
 
 @workflow.defn(name="ClusterTrain")
-class ClusterTrain(TrainPlanning, TrainWaiting):
+class ClusterTrain:
     def __init__(self) -> None:
         self.inp: TrainInput | None = None
         self.in_flight: dict[str, list[str]] = {}
         self.wake = False
         self.capped = False  # the last plan took nothing since the train holds all it may
-        self.first_look = False  # its plans make their domains' first look (logical clocks)
-        self.inline = False  # its domains run as tasks of this workflow (logical clocks)
-        self.standing: tuple[Grant, tuple[int, int], int] | None = None  # see TrainPlanning
-        self.capacity_told = 0
-        self.clock_turns: int | None = None  # turns taken on a logical clock in this run
         self.windows: TrainWindows | None = None  # with a schedule: its windows and blackouts
         self.hosts_total = 0  # the cluster's size (for the UI's budget line)
-        self.speed: float | None = None  # fleet hours per wall hour, unless logical (for the UI)
+        self.speed: float | None = None  # fleet hours per wall hour (for the UI)
         #: domains running a campaign's rollout -> the targets they install
         self.rollout_domains: dict[str, dict[str, str]] = {}
-        self.rests = False  # the visit rule applies (RESTING_PATCH)
+        #: the standing claim on freed hosts was taken back (paused, halted or resting)
+        self.claim_withdrawn = False
+        #: domains cancelled as a window closed with ``hard_stop`` (each cancelled once)
+        self.cancelled_at_close: set[asyncio.Task[None]] = set()
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -139,9 +137,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         release_hosts(self.in_flight, progress.domain_id, progress.released)
         if progress.visited and self.inp is not None:  # a domain ending without a result
             record_hand_back(self.inp.state, progress)
-        if progress.domain_id in self.rollout_domains and workflow.patched(
-            "train-rollout-failures"
-        ):
+        if progress.domain_id in self.rollout_domains:
             # A campaign's rollout: its gate judges these hosts (a canary failing is the
             # campaign's evidence), not the train's failures-in-a-row rule, which keeps judging
             # the train's own targets and these hosts again once the campaign leaves.
@@ -149,12 +145,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             return
         self._count_outcomes(progress.outcomes)
         self.wake = True
-
-    @workflow.signal(name=CAPACITY_CHANGED_SIGNAL)
-    def capacity_changed(self, _cluster: str) -> None:
-        """Another holder came to the arbiter: the standing grant is gone, ask before planning."""
-        self.standing = None
-        self.capacity_told += 1
 
     @workflow.update(name="pause")
     def pause(self, req: ControlRequest) -> TrainStatus:
@@ -199,9 +189,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         """Live change of domain size, budget, targets (merged) or failure threshold."""
         assert self.inp is not None
         apply_settings(self.inp.spec, change)
-        if (change.clear_rollout or change.rollout is not None) and workflow.patched(
-            "train-many-rollouts"
-        ):
+        if change.clear_rollout or change.rollout is not None:
             change_rollouts(self.inp.spec, change)
         else:
             change_single_rollout(self.inp.spec, change)
@@ -217,8 +205,36 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
     @workflow.run
     async def run(self, inp: TrainInput) -> TrainStatus:
         self.inp = inp
+        clock = await self._start(inp)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while (turn := await self._turn(clock, tasks)) != "end":
+                if turn == "wait":
+                    await self._wait_turn(clock)
+        except (asyncio.CancelledError, CancelledError):
+            for t in tasks:
+                t.cancel()
+            await self._close(clock)
+            raise
+        if inp.state.phase == "stopping":
+            await self._close(clock)
+            self._set_phase("stopped", inp.state.reason)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self.status()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(
+            TrainInput(
+                spec=inp.spec,
+                state=inp.state,
+                clock=clock,
+                max_history_events=inp.max_history_events,
+            )
+        )
+
+    async def _start(self, inp: TrainInput) -> ClockInfo:
+        """Tag the run for search, read the fleet's clock (once per chain of runs: it is
+        carried over ``continue_as_new``) and the train's windows."""
         spec, st = inp.spec, inp.state
-        self.rests = workflow.patched(RESTING_PATCH)
         workflow.upsert_search_attributes(
             [
                 TRAIN_CLUSTER.value_set(spec.cluster),
@@ -237,59 +253,46 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
                 **fleet_options(),
             )
         self.hosts_total = clock.hosts_total
-        self.speed = None if clock.logical else clock.speed
+        self.speed = clock.speed
         self._show()
-        if clock.logical:
-            # One logical clock per cluster: the train and its domains are parties of this one.
-            # Quiet (no timer per wait, the train watching for lost turns): new runs; the
-            # domains get it in their input.
-            quiet = workflow.patched(CLOCK_QUIET_PATCH)
-            clock = clock.model_copy(update={"cluster": spec.cluster, "quiet": quiet})
-            party = clock_party(clock, owner=spec.workflow_id, rank=TRAIN_CLOCK_RANK, watch=True)
-            self.first_look = workflow.patched(FIRST_LOOK_PATCH)
-            self.inline = party.inline = quiet and workflow.patched(INLINE_DOMAINS_PATCH)
-            self.clock_turns = 0
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
-        self.windows = train_windows(spec.schedule, clock, st)
-        tasks: set[asyncio.Task[None]] = set()
-        try:
-            while True:
-                if st.phase == "stopping" or self._history_full():
-                    if not self.in_flight:
-                        break
-                elif st.phase == "running" and self.windows and not self.windows.allows():
-                    self.windows.closed(tasks)  # no new hosts; with hard_stop, hand back
-                    self._show()
-                elif st.phase == "running":
-                    await self._plan_more(clock, tasks)
-                    if not st.resting and self._cycle_done():
-                        self._finish_cycle()
-                        if spec.stop_after_cycles and st.cycles_completed >= spec.stop_after_cycles:
-                            self._set_phase("stopping", f"completed {st.cycles_completed} cycle(s)")
-                            continue
-                if st.phase in ("halted", "paused") or st.resting:
-                    await self._withdraw_claim()
-                else:
-                    self.claim_withdrawn = False
-                self.wake = False
-                self._show()
-                await self._idle(clock)
-                self.capped = False
-        except (asyncio.CancelledError, CancelledError):
-            for t in tasks:
-                t.cancel()
-            await self._close(clock)
-            raise
-        if st.phase == "stopping":
-            await self._close(clock)
-            self._set_phase("stopped", st.reason)
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            return self.status()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(
-            TrainInput(spec=spec, state=st, clock=clock, max_history_events=inp.max_history_events)
-        )
+        self.windows = train_windows(spec.schedule, clock.anchor_wall, st)
+        return clock
+
+    async def _turn(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> Turn:
+        """One turn of the loop: end once stopping (or the history is full) and nothing is
+        held; outside a window take nothing; else plan more and count the cycle."""
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        if st.phase == "stopping" or history_full(self.inp.max_history_events):
+            if not self.in_flight:
+                return "end"
+        elif st.phase == "running" and self.windows and not self._window_open(clock):
+            self._window_closed(clock, tasks)  # no new hosts; with hard_stop, hand back
+            self._show()
+        elif st.phase == "running":
+            await self._plan_more(clock, tasks)
+            if not st.resting and self._cycle_done():
+                self._finish_cycle()
+                if spec.stop_after_cycles and st.cycles_completed >= spec.stop_after_cycles:
+                    self._set_phase("stopping", f"completed {st.cycles_completed} cycle(s)")
+                    return "again"
+        return "wait"
+
+    async def _wait_turn(self, clock: ClockInfo) -> None:
+        """Between turns: a train that does not plan lets its standing claim go; then it
+        waits for a domain, a control message or its next look."""
+        assert self.inp is not None
+        st = self.inp.state
+        if st.phase in ("halted", "paused") or st.resting:
+            await self._withdraw_claim()
+        else:
+            self.claim_withdrawn = False
+        self.wake = False
+        self._show()
+        await self._idle(clock)
+        self.capped = False
 
     async def _plan_more(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> None:
         assert self.inp is not None
@@ -301,8 +304,7 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if asked is None:
             return  # paused, halted or stopped while we asked: take no new hosts
         grant, res = asked
-        if self.rests:
-            note_plan(st, res, workflow.now())
+        note_plan(st, res, workflow.now())
         st.counts = res.counts
         st.waiting = "" if res.hosts else (grant.reason or res.waiting)
         st.retry_at_hours = res.retry_at_hours
@@ -310,12 +312,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
         full = res.counts.in_flight >= min(spec.domain_size, grant.granted)
         self.capped = not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
-        if self.inline and full and bool(self.in_flight or res.hosts):
-            # Inline (issue 27): no slot left, so the planner's retry instant (a job's end)
-            # cannot fill one either; only a domain's progress (which wakes us) or the
-            # claim's poll can. (Treating a spent budget so made meta-24k's domains smaller
-            # and more numerous: 1,159 -> 1,246 actions a cycle; left as it was.)
-            self.capped = True
         if not res.hosts:
             self._show()
             return
@@ -323,11 +319,8 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         domain_id = f"{spec.workflow_id}-c{st.cycle}-d{st.domains_started}"
         self.in_flight[domain_id] = res.hosts
         self._show()
-        run = self._run_domain(
-            clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours, res.look, res.applied
-        )
-        # Inline, the domain acts on the clock from now (a child acts once started).
-        task = spawn(clock, run) if self.inline else asyncio.create_task(run)
+        run = self._run_domain(clock, domain_id, res.hosts, res.targets, res.counts.fleet_hours)
+        task = asyncio.create_task(run)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -338,8 +331,6 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         hosts: list[str],
         targets: dict[str, str] | None = None,
         start_hours: float = 0.0,
-        look: DrainStatus | None = None,
-        applied: UpdateResult | None = None,
     ) -> None:
         """Run one domain; ``targets`` when a campaign's rollout gives them, else the train's."""
         assert self.inp is not None
@@ -347,28 +338,22 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
         if targets is not None:
             self.rollout_domains[domain_id] = dict(targets)
         try:
-            inp = self._domain_input(clock, domain_id, hosts, targets, start_hours, look, applied)
-            result: DomainResult
-            if self.inline:  # this task (and the tasks it starts) sit at the child's seat
-                SEAT.set((0, domain_id))
-                result = await DomainMaintenance.inline(self).run(inp)
-            else:
-                result = await workflow.execute_child_workflow(
-                    DomainMaintenance.run,
-                    inp,
-                    id=domain_id,
-                    task_queue=workflow.info().task_queue,
-                    execution_timeout=timedelta(days=30),
-                    # The domain's own targets (a rollout's, else the train's): the
-                    # details it writes name them, and the summary must agree.
-                    static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
-                )
+            inp = domain_input(spec, clock, domain_id, hosts, targets, start_hours)
+            result: DomainResult = await workflow.execute_child_workflow(
+                DomainMaintenance.run,
+                inp,
+                id=domain_id,
+                task_queue=workflow.info().task_queue,
+                execution_timeout=timedelta(days=30),
+                # The domain's own targets (a rollout's, else the train's): the
+                # details it writes name them, and the summary must agree.
+                static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
+            )
             record_domain(self.inp.state, result)
-            if result.untold and not (
-                domain_id in self.rollout_domains and workflow.patched("train-rollout-failures")
-            ):  # its last batch, told here (``tells_at_end``): as ``domain_progress`` counts
+            if result.untold and domain_id not in self.rollout_domains:
+                # its last batch, told here: as ``domain_progress`` counts
                 self._count_outcomes(result.untold)
-            if targets is not None and workflow.patched("train-rollout-failures"):
+            if targets is not None:
                 note_rollout_failures(spec, [*result.quarantined, *result.lost_to_repair], targets)
         finally:
             # Nothing here may touch the workflow's APIs (set_current_details): it also runs
@@ -420,7 +405,135 @@ class ClusterTrain(TrainPlanning, TrainWaiting):
             st.counts.quarantined,
             st.counts.in_repair,
         )
-        if self.rests:
-            rest(st, workflow.now())
-        else:
-            finish_cycle(st, workflow.now())
+        rest(st, workflow.now())
+
+    # ------------------------------------------------------------- asking for hosts
+    def _plan_request(self, max_held: int) -> PlanDomainRequest:
+        assert self.inp is not None
+        claim_until = self.windows.closes_hours() if self.windows else None
+        return plan_request(
+            self.inp.spec,
+            self.inp.state,
+            workflow.now(),
+            max_held,
+            held_hosts(self.in_flight),
+            claim_until,
+        )
+
+    async def _plan_at_rest(self) -> PlanDomainResult:
+        """The resting train's look (``take_domain`` with ``resting``): it takes nothing."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        res: PlanDomainResult = await fleet_call(
+            FleetActivities.plan_domain,
+            self._plan_request(0),
+            summary=f"resting: check whether a host of {spec.cluster} needs a visit",
+        )
+        return res
+
+    async def _ask_and_plan(self, clock: ClockInfo) -> tuple[Grant, PlanDomainResult] | None:
+        """The arbiter's grant and the planner's hosts within it; None if the train stopped
+        running (paused, halted, stopping) while it asked: it takes no new hosts."""
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        ask = acquire_request(spec, st, workflow.info().workflow_id, clock.hosts_total)
+        res: PlanDomainResult = await fleet_call(
+            FleetActivities.plan_granted_domain,
+            PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
+            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
+            "hosts, then choose and cordon that many due hosts within the budget",
+        )
+        assert res.grant is not None
+        if st.phase != "running":
+            if res.hosts:  # cordoned as the train stopped: back, untouched
+                await self._hand_back_planned(res.hosts)
+            return None
+        return res.grant, res
+
+    async def _hand_back_planned(self, hosts: list[str]) -> None:
+        assert self.inp is not None
+        await fleet_call(
+            FleetActivities.release_hosts,
+            hosts_request(self.inp.spec, hosts, workflow.now()),
+            summary=f"hand back {plural(len(hosts), 'host')} planned as the train stopped",
+        )
+
+    # ---------------------------------------------------------- windows and waits
+    def _window_open(self, clock: ClockInfo) -> bool:
+        assert self.windows is not None
+        return self.windows.allows(fleet_hours_now(clock))
+
+    def _window_closed(self, clock: ClockInfo, domains: set[asyncio.Task[None]]) -> None:
+        """Outside the windows: say so, and with ``hard_stop`` cancel the domains, whose
+        cancellation hands their hosts back (``DomainMaintenance``'s hand-back)."""
+        assert self.windows is not None
+        self.windows.look(fleet_hours_now(clock))  # says why it waits
+        if self.windows.schedule.hard_stop:
+            for task in list(domains):
+                if task not in self.cancelled_at_close:
+                    self.cancelled_at_close.add(task)
+                    task.cancel()  # the domain hands its hosts back, then ends
+                    task.add_done_callback(_retrieve)
+            self.cancelled_at_close &= domains
+
+    async def _idle(self, clock: ClockInfo) -> None:
+        """Wait for a domain's progress, a control message, or the next look the planner wants.
+
+        Domains signal as hosts come back, so the poll only catches what nobody signals:
+        repairs finishing, jobs ending on hosts the planner is waiting for.
+        """
+        assert self.inp is not None
+        st = self.inp.state
+        if st.phase == "stopping" and not self.in_flight:
+            # Stopped while it planned (the stop came during its plan): nothing holds it, so it
+            # must not wait for domains to move the clock (there are none): it closes now.
+            return
+        timer = idle_timer(st.counts.fleet_hours, st.retry_at_hours, self.capped)
+        if self.windows is not None:  # a window edge may come first
+            timer = self.windows.timer(fleet_hours_now(clock), timer)
+        if self.wake:
+            return
+        seconds = max(timer.floor_seconds(), wall_seconds(clock, timer.target - timer.now))
+        timeout = capped_poll_seconds(clock, seconds)
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=timeout))
+
+    # -------------------------------------------------------------- letting go
+    async def _withdraw_claim(self) -> None:
+        """Once paused or halted, take back the standing claim on freed hosts (piggybacking),
+        so no host is cordoned for a train that will not visit it (train-withdraw-claim)."""
+        assert self.inp is not None
+        if self.claim_withdrawn:
+            return
+        self.claim_withdrawn = True
+        spec = self.inp.spec
+        await fleet_call(
+            FleetActivities.withdraw_claim,
+            hosts_request(spec, held_hosts(self.in_flight), workflow.now()),
+            summary=f"withdraw {spec.workflow_id}'s claim on freed hosts of {spec.cluster}",
+        )
+
+    async def _close(self, clock: ClockInfo) -> None:
+        """Hand back anything still held, leave the arbiter, record that this train ended."""
+        assert self.inp is not None
+        spec = self.inp.spec
+        await workflow.execute_activity_method(
+            ArbiterActivities.release,
+            ReleaseRequest(
+                cluster=spec.cluster, holder=spec.workflow_id, reason=self.inp.state.reason
+            ),
+            summary=f"leave the capacity arbiter of {spec.cluster}",
+            **fleet_options(),
+        )
+        await fleet_call(
+            FleetActivities.close_owner,
+            hosts_request(spec, [], workflow.now()),
+            summary=f"hand back any host of {spec.cluster} still held by {spec.workflow_id}",
+        )
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """A domain cancelled at a window's close ends in a ChildWorkflowError nobody awaits: it
+    is the expected outcome, so take it (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()

@@ -5,16 +5,12 @@ with a job wait as the drain policy says (to the job's end, or its next checkpoi
 never past the deadline). Whatever happens, including cancellation of the train, every host
 leaves this workflow back in service (verified), quarantined with a reason, or with the repair
 pipeline: the ``finally`` hands back anything still held.
-
-A train on a logical clock past ``train-inline-domains`` (issue 27) runs the same steps inline,
-as a task of its own workflow (``DomainMaintenance.inline``): no child workflow to start, no
-signal per batch (it calls the train's handler), no turn of the cluster's clock of its own
-(a seat of the train's party), no page of its own in the UI (the train's page lists it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from temporalio import workflow
 from temporalio.exceptions import CancelledError
@@ -24,10 +20,11 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.messages import (
         AskRequest,
         AskResult,
-        DrainStatus,
         EvictRequest,
         HostsRequest,
         JobWait,
+        SwitchRequest,
+        SwitchResult,
         UpdateResult,
         VerifyResult,
     )
@@ -35,45 +32,21 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
     from orchestrator.execution import drain_sequence as ds
     from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
+    from orchestrator.execution.switches import SWITCH_ATTEMPTS, SWITCH_RETRY_HOURS
     from orchestrator.train.ui import domain_details
-    from workflows.domain_hand_back import DomainHandBack, DomainProgressHandler
-    from workflows.domain_switches import RackSwitches
-    from workflows.fleet_clock import (
-        aside,
-        clock_party,
-        fleet_call,
-        fleet_hours_now,
-        sleep_until,
-        spawn,
-    )
-
-
-#: Quarantines name each host's own reason, and hosts handed over during their install are
-#: lost, not failed (runs recorded before: one reason for the batch, every host failed).
-QUARANTINE_DETAIL_PATCH = "domain-quarantine-detail"
+    from workflows.fleet_timing import fleet_call, fleet_hours_now, sleep_until
 
 
 @workflow.defn(name="DomainMaintenance")
-class DomainMaintenance(RackSwitches, DomainHandBack):
+class DomainMaintenance:
     def __init__(self) -> None:
         self.phase = "draining"
         self.waiting: dict[str, str] = {}
         #: host -> (phase, what it waits for or how it ended): the UI's table, and the query's.
         self.hosts: dict[str, tuple[str, str]] = {}
         self.inp: DomainInput | None = None
-        #: the look an ask or an eviction made for the next ``Look`` (``look_ahead``)
-        self._ahead: tuple[HostsRequest, DrainStatus] | None = None
         self._drained = False  # every host of the domain has gone to its install
         self._maintaining = 0  # batches between their install and their verification
-        #: the train running this domain inline (None: a child workflow, telling by signals)
-        self.train: DomainProgressHandler | None = None
-
-    @classmethod
-    def inline(cls, train: DomainProgressHandler) -> DomainMaintenance:
-        """This domain as a task of ``train``'s workflow, telling it by direct calls."""
-        domain = cls()
-        domain.train = train
-        return domain
 
     @workflow.query(name="phase")
     def current_phase(self) -> dict[str, object]:
@@ -90,7 +63,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
     def _show(self) -> None:
         """This domain's page in the UI: every host's phase and wait (not a command)."""
         inp = self.inp
-        if inp is not None and self.train is None:  # inline: the page is the train's
+        if inp is not None:
             workflow.set_current_details(
                 domain_details(inp.domain_id, inp.cluster, self.phase, inp.targets, self.hosts)
             )
@@ -109,14 +82,8 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
 
     def _tracker(self, inp: DomainInput, now: float) -> DrainTracker:
         """The drain's tracker, its deadline ``max_wait_hours`` after ``now``."""
-        # Asking jobs first is a new step: histories from before it replay without.
-        talks = inp.negotiate and (inp.frugal or workflow.patched("job-negotiation"))
-        # Handing a refusing job's hosts back is a new step too.
-        release = (
-            talks
-            and inp.policy in RELEASE_POLICIES
-            and (inp.frugal or workflow.patched("refusal-release"))
-        )
+        talks = inp.negotiate
+        release = talks and inp.policy in RELEASE_POLICIES
         return DrainTracker(
             now + inp.max_wait_hours,
             negotiate=talks,
@@ -126,38 +93,27 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
 
     @workflow.run
     async def run(self, inp: DomainInput) -> DomainResult:
-        if inp.clock.logical:  # a party of its cluster's clock, acting from its start
-            inp.clock = inp.clock.model_copy(update={"cluster": inp.cluster})
-            clock_party(inp.clock, owner=inp.owner)
         self.inp = inp
         self._mark(inp.hosts, "cordoned", "cordoned; looking at its jobs")
         self._show()
         result = DomainResult(domain_id=inp.domain_id)
         tasks: list[asyncio.Task[None]] = []
         # A switch_firmware target makes this a rack visit: the whole rack drains before its
-        # switch is updated, then its hosts are updated and verified (a new step: patched).
-        # A frugal domain (issue 27) takes the patches its train had passed as given.
-        rack = "switch_firmware" in inp.targets and (inp.frugal or workflow.patched("rack-switch"))
-        # The tracker is made at the first look, with the real deadline; a frugal domain knows
-        # the hour of its start (its plan's on a logical clock) and looks with it at once.
+        # switch is updated, then its hosts are updated and verified.
+        rack = "switch_firmware" in inp.targets
+        # The tracker is made at the first look, with the real deadline; a domain that knows
+        # its start looks with it at once.
         seq = ds.DrainSequence(list(inp.hosts), together=rack)
-        if inp.frugal and inp.start_hours is not None:
-            now = inp.start_hours if inp.clock.logical else fleet_hours_now(inp.clock)
-            seq.begin(self._tracker(inp, now))
-            if inp.first_look is not None and seq.tracker is not None:  # its plan looked
-                first = self._req(inp, list(inp.hosts), deadline_hours=seq.tracker.deadline_hours)
-                self._keep_ahead(first, inp.first_look)
+        if inp.start_hours is not None:
+            seq.begin(self._tracker(inp, fleet_hours_now(inp.clock)))
         try:
             while not isinstance(cmd := seq.next(), ds.Drained):
-                if not isinstance(cmd, ds.Look):
-                    self._ahead = None  # only the very next look may use it
                 if isinstance(cmd, ds.Look):
                     await self._look(inp, seq, cmd, result)
                 elif isinstance(cmd, ds.Install):
                     if rack:
                         await self._update_switches(inp, cmd.hosts)
-                    done = self._installed_by_plan(inp, cmd.hosts)
-                    tasks.append(spawn(inp.clock, self._maintain(inp, cmd.hosts, result, done)))
+                    tasks.append(asyncio.create_task(self._maintain(inp, cmd.hosts, result)))
                 elif isinstance(cmd, ds.Release):
                     await self._release_refused(inp, cmd, result)
                 elif isinstance(cmd, ds.Evict):
@@ -168,7 +124,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                     await self._wait(inp, seq, cmd)
             self.waiting = {}
             self._drained = True
-            await aside(inp.clock, asyncio.gather(*tasks))
+            await asyncio.gather(*tasks)
         except (asyncio.CancelledError, CancelledError):
             self.phase = "cancelled: handing hosts back"
             for t in tasks:
@@ -182,37 +138,21 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         self._show()
         return result
 
-    @staticmethod
-    def _installed_by_plan(inp: DomainInput, hosts: list[str]) -> UpdateResult | None:
-        """The install the plan made of this first batch (its look's free hosts), once."""
-        upd, look = inp.first_update, inp.first_look
-        if upd is None or look is None or hosts != look.ready:
-            return None
-        inp.first_update = None
-        return upd
-
-    async def _maintain(
-        self,
-        inp: DomainInput,
-        hosts: list[str],
-        result: DomainResult,
-        done: UpdateResult | None = None,
-    ) -> None:
-        """Update (unless ``done``: the plan did), wait out the install in fleet time, verify,
-        return or quarantine."""
+    async def _maintain(self, inp: DomainInput, hosts: list[str], result: DomainResult) -> None:
+        """Update, wait out the install in fleet time, verify, return or quarantine."""
         self._maintaining += 1
         try:
-            await self._maintain_batch(inp, hosts, result, done)
+            await self._maintain_batch(inp, hosts, result)
         finally:
             self._maintaining -= 1
 
     async def _maintain_batch(
-        self, inp: DomainInput, hosts: list[str], result: DomainResult, done: UpdateResult | None
+        self, inp: DomainInput, hosts: list[str], result: DomainResult
     ) -> None:
         self.phase = "updating"
         self._mark(hosts, "updating", f"installing {versions(inp.targets)}")
         self._show()
-        upd: UpdateResult = done or await fleet_call(
+        upd: UpdateResult = await fleet_call(
             FleetActivities.apply_updates,
             self._req(inp, hosts),
             summary=f"update {plural(len(hosts), 'host')} ({names(hosts, 3)}) to "
@@ -239,17 +179,15 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         hosts = sorted(step.hosts)
         # Each host's own reason (a hook that timed out says so on the node), and the hosts
         # handed over during their install (an operator drained them) lost, not failed.
-        detail = workflow.patched(QUARANTINE_DETAIL_PATCH)
         q: VerifyResult = await fleet_call(
             FleetActivities.quarantine_hosts,
-            self._req(inp, hosts, reason=step.reason, reasons=step.reasons if detail else {}),
+            self._req(inp, hosts, reason=step.reason, reasons=step.reasons),
             summary=f"quarantine {names(hosts, 3)}: {step.reason}",
         )
         result.quarantined.update({h: upd.failed[h] for h in q.quarantined})
-        if detail:
-            for h in sorted(set(upd.lost) - set(q.quarantined)):
-                result.lost_to_repair[h] = upd.lost[h]
-                self._mark([h], "handed over", upd.lost[h])
+        for h in sorted(set(upd.lost) - set(q.quarantined)):
+            result.lost_to_repair[h] = upd.lost[h]
+            self._mark([h], "handed over", upd.lost[h])
         result.outcomes += [False] * len(q.quarantined)
         await self._tell_parent(inp, [False] * len(q.quarantined))
 
@@ -271,7 +209,7 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
         result.quarantined.update(ver.quarantined)
         outcomes = [h in ver.returned for h in sorted([*ver.returned, *ver.quarantined])]
         result.outcomes += outcomes
-        if inp.tells_at_end and self._drained and self._maintaining == 1:
+        if self._drained and self._maintaining == 1:
             result.untold += outcomes  # the last batch: the domain ends now, its result tells
             return
         await self._tell_parent(inp, outcomes)
@@ -287,29 +225,17 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
             if str(w.job_id) in talks:
                 self._mark(w.hosts, "draining", f"job {w.job_id} {talks[str(w.job_id)]}")
         self._show()
-        progress = DomainProgress(domain_id=inp.domain_id, negotiations=talks)
-        if self.train is not None:
-            self.train.domain_progress(progress)
-            return
-        parent = workflow.info().parent
-        if parent is not None:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "domain_progress", progress
-            )
+        await _signal_train(DomainProgress(domain_id=inp.domain_id, negotiations=talks))
 
     async def _look(
         self, inp: DomainInput, seq: ds.DrainSequence, cmd: ds.Look, result: DomainResult
     ) -> None:
         """One look at the drain; what it says goes into ``seq`` (and the UI)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead and (ahead[0].hosts, ahead[0].deadline_hours) == (cmd.hosts, cmd.deadline_hours):
-            status = ahead[1]  # made by the ask or eviction just before, at its end
-        else:
-            status = await fleet_call(
-                FleetActivities.drain_status,
-                self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
-                summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
-            )
+        status = await fleet_call(
+            FleetActivities.drain_status,
+            self._req(inp, cmd.hosts, deadline_hours=cmd.deadline_hours),
+            summary=f"drain check of {plural(len(cmd.hosts), 'host')} of {inp.cluster}",
+        )
         now = status.fleet_hours
         tracker = seq.tracker
         if tracker is None:
@@ -355,11 +281,9 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 job_ids=cmd.job_ids,
                 wall=workflow.now(),
                 scheduled_hours=cmd.scheduled_hours,
-                look=(look := self._look_ahead(inp, seq)),
             ),
             summary=f"evict job {names([str(j) for j in cmd.job_ids])}",
         )
-        self._keep_ahead(look, res.look)
         result.jobs_interrupted += res.interrupted
         result.lost_gpu_hours += res.lost_gpu_hours
 
@@ -377,21 +301,102 @@ class DomainMaintenance(RackSwitches, DomainHandBack):
                 refusals=cmd.refusals,
                 finals=cmd.finals,
                 release=cmd.release,
-                look=(look := self._look_ahead(inp, seq)),
             ),
         )
         seq.heard(cmd, asked)
-        self._keep_ahead(look, asked.look)
         assert seq.tracker is not None
         await self._show_talks(inp, seq.tracker, seq.waits)
 
-    def _look_ahead(self, inp: DomainInput, seq: ds.DrainSequence) -> HostsRequest | None:
-        """The look that follows an ask or an eviction (the hosts still draining), to make in
-        the same activity; None unless ``look_ahead`` on a logical clock (where nothing moves
-        between the two: on a scaled one the look stays a step of its own, a moment later)."""
-        if not (inp.look_ahead and inp.clock.logical) or not seq.pending or seq.tracker is None:
-            return None
-        return self._req(inp, list(seq.pending), deadline_hours=seq.tracker.deadline_hours)
+    # ------------------------------------------------------------ rack switch
+    async def _update_switches(self, inp: DomainInput, hosts: list[str]) -> None:
+        """Update the drained rack's switch and wait out its install and reboot. A switch that
+        cannot be updated (a host came back from repair into service under it meanwhile) is
+        tried again a few times; then this visit gives its hosts their own updates only."""
+        version = inp.targets["switch_firmware"]
+        self.phase = "updating rack switch"
+        for attempt in range(SWITCH_ATTEMPTS):
+            self._mark(hosts, "switch", f"rack switch to switch_firmware={version}")
+            self._show()
+            sw: SwitchResult = await fleet_call(
+                FleetActivities.update_switches,
+                SwitchRequest(
+                    cluster=inp.cluster,
+                    owner=inp.owner,
+                    wall=workflow.now(),
+                    hosts=hosts,
+                    version=version,
+                ),
+                summary=f"update the rack switch above {names(hosts, 2)} to {version}",
+            )
+            if sw.done:
+                if sw.duration_hours:
+                    until = sw.fleet_hours + sw.duration_hours
+                    self._mark(
+                        hosts, "switch", f"switch reboots until {at_hour(until, sw.fleet_hours)}"
+                    )
+                    self._show()
+                    await sleep_until(inp.clock, until, sw.fleet_hours)
+                return
+            why = "; ".join(f"{r}: {w}" for r, w in sw.racks.items() if w)
+            workflow.logger.warning("rack switch not updated (attempt %d): %s", attempt + 1, why)
+            await sleep_until(inp.clock, sw.fleet_hours + SWITCH_RETRY_HOURS, sw.fleet_hours)
+        inp.targets = {c: v for c, v in inp.targets.items() if c != "switch_firmware"}
 
-    def _keep_ahead(self, look: HostsRequest | None, status: DrainStatus | None) -> None:
-        self._ahead = (look, status) if look is not None and status is not None else None
+    # -------------------------------------------------- hand back and telling
+    async def _release_refused(
+        self, inp: DomainInput, cmd: ds.Release, result: DomainResult
+    ) -> None:
+        """Hand the hosts of jobs that said "not now" back untouched (no visit): the budget
+        goes to hosts that can be drained now; the train takes them again once the job may be
+        asked again (``DrainTracker.release``). The train is told: it has room to plan."""
+        hosts = cmd.hosts
+        back: VerifyResult = await fleet_call(
+            FleetActivities.release_hosts,
+            self._req(inp, hosts),
+            summary=f"hand back {plural(len(hosts), 'host')} of job "
+            f"{names([str(j) for j in sorted(cmd.jobs)])}: not now",
+        )
+        self._mark(hosts, "released", "its job said not now: handed back, asked again later")
+        self._show()
+        result.released += back.returned
+        result.quarantined.update(back.quarantined)
+        await self._tell_parent(inp, [], released=hosts)
+
+    async def _tell_parent(
+        self, inp: DomainInput, outcomes: list[bool], released: list[str] | None = None
+    ) -> None:
+        """Tell the train how a batch went, as it happens: it counts failures (and may halt)
+        at once, and hosts went back, so it may take more before this domain ends."""
+        back = list(released or [])
+        await _signal_train(
+            DomainProgress(domain_id=inp.domain_id, outcomes=outcomes, released=back)
+        )
+
+    async def _hand_back(self, inp: DomainInput, result: DomainResult) -> None:
+        """Release untouched hosts and verify touched ones, so none is left cordoned."""
+        back: VerifyResult = await fleet_call(
+            FleetActivities.release_hosts,
+            self._req(inp, list(inp.hosts)),
+            summary=f"hand back {plural(len(inp.hosts), 'host')} not yet done",
+        )
+        self._mark(back.returned, "released", "handed back to service")
+        for h, why in back.quarantined.items():
+            self._mark([h], "quarantined", why)
+        self._show()
+        result.released += back.returned
+        result.quarantined.update(back.quarantined)
+        if back.visited:
+            # This domain ends without a result: tell the train which hosts it visited.
+            with contextlib.suppress(Exception):  # a train already gone counts nothing
+                await _signal_train(
+                    DomainProgress(domain_id=inp.domain_id, visited=list(back.visited))
+                )
+
+
+async def _signal_train(progress: DomainProgress) -> None:
+    """Send ``progress`` to the train that runs this domain (none: a domain run alone)."""
+    parent = workflow.info().parent
+    if parent is not None:
+        await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+            "domain_progress", progress
+        )

@@ -1,13 +1,16 @@
-"""Fleet time and fleet calls that need no clock party.
+"""Fleet time inside workflows, the activity options every fleet call uses, and when a long-lived
+workflow continues as new.
 
-The fleet hour at a scaled clock's ``workflow.now()``, the wall seconds fleet hours take, the
-capped poll on fleets that change outside trainctl, and the timeouts and retries of every
-fleet activity call. Kept apart from ``fleet_clock`` (the logical clock's parties) for size;
-``fleet_clock`` re-exports them, so callers import from either.
+One clock: the fleet derives its hours from the ``wall`` each activity receives (the workflow's
+``workflow.now()``) times its speed, so a timer that the time-skipping server skips is skipped
+for the jobs, checkpoints and repairs too. Here: the fleet hour at ``workflow.now()``, the wall
+seconds fleet hours take, waits until a fleet hour, the capped poll on fleets that change
+outside trainctl, and the timeouts and retries of every fleet activity call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -52,15 +55,26 @@ def fleet_options(heartbeat: bool = False) -> dict[str, Any]:
     return opts
 
 
+async def fleet_call(
+    activity: Callable[..., Any],
+    req: Any,
+    summary: str | None = None,
+    heartbeat: bool = False,
+) -> Any:
+    """``workflow.execute_activity_method(activity, req)`` with ``fleet_options``."""
+    opts = fleet_options(heartbeat)
+    return await workflow.execute_activity_method(activity, req, summary=summary, **opts)
+
+
 def fleet_hours_now(clock: ClockInfo) -> float:
-    """Fleet hours at this workflow's now (scaled clocks only)."""
+    """Fleet hours at this workflow's now."""
     elapsed = (workflow.now() - clock.anchor_wall).total_seconds()
     return max(0.0, elapsed * clock.speed / 3600.0)
 
 
 def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
-    """Wall seconds that ``fleet_hours`` take at this clock's speed (0 for 'max')."""
-    return 0.0 if clock.logical else fleet_hours * 3600.0 / clock.speed
+    """Wall seconds that ``fleet_hours`` take at this clock's speed."""
+    return fleet_hours * 3600.0 / clock.speed
 
 
 #: The longest a waiting train or operation goes without looking at its fleet again, in wall
@@ -70,18 +84,40 @@ def wall_seconds(clock: ClockInfo, fleet_hours: float) -> float:
 #: crash recovery, a node an operator resumed) sat that long idle. Simulated fleets keep
 #: their fleet-hour polls (the time-skipping tests skip them).
 MAX_POLL_WALL_SECONDS = 30.0
-#: Guards that cap: recorded runs that waited longer replay their longer timers.
-POLL_WALL_CAP_PATCH = "poll-wall-cap"
 
 
 def capped_poll_seconds(clock: ClockInfo, seconds: float) -> float:
     """``seconds`` of a poll's wait, at most ``MAX_POLL_WALL_SECONDS`` on a fleet that changes
-    outside trainctl, in runs past the patch. The patch is asked only when the cap binds, so
-    runs on simulated fleets (and the replay histories) gain no marker and no command."""
-    if (
-        clock.outside_changes
-        and seconds > MAX_POLL_WALL_SECONDS
-        and workflow.patched(POLL_WALL_CAP_PATCH)
-    ):
-        return MAX_POLL_WALL_SECONDS
+    outside trainctl."""
+    if clock.outside_changes:
+        return min(seconds, MAX_POLL_WALL_SECONDS)
     return seconds
+
+
+async def sleep_until(
+    clock: ClockInfo, target_hours: float, from_hours: float | None = None, look: bool = False
+) -> None:
+    """Wait until fleet time reaches ``target_hours``.
+
+    ``look``: a drain's wait for its jobs, which the caller follows with a look, so on a fleet
+    that changes outside trainctl (Slurm) it lasts at most ``MAX_POLL_WALL_SECONDS``: a job
+    there may end long before the hour its wait was computed from (its time limit, its
+    checkpoint), and nobody says so, so the cordoned node would sit idle until then."""
+    # Measure from the fleet's own reading when we have one: it is what the target was computed
+    # against, and a wait computed from it can never collapse to zero while time stands still.
+    now = fleet_hours_now(clock) if from_hours is None else from_hours
+    delay = (target_hours - now) * 3600.0 / clock.speed
+    if delay > 0:
+        if look:
+            delay = capped_poll_seconds(clock, delay)
+        await workflow.sleep(timedelta(seconds=max(delay, 0.001)))
+
+
+def history_full(max_events: int, *, suggested: bool = True) -> bool:
+    """Past ``max_events`` history events, or (with ``suggested``) the server suggests it.
+
+    Reads ``workflow.info()`` only (no command)."""
+    info = workflow.info()
+    if suggested and info.is_continue_as_new_suggested():
+        return True
+    return info.get_current_history_length() > max_events

@@ -13,9 +13,9 @@ under ``workflows/`` that is not listed here, on a listed id no workflow uses, o
 ``deprecate_patch`` id with no ``removed_in``, and on a ``patched`` or ``deprecate_patch`` call
 still present in the release (``pyproject.toml``'s version) that retires it.
 
-Every id below is deprecated by 0.2.0, a version cut: that release re-records the replay
-histories once and deletes every ``patched`` call outright (0.1 runs are not replayed by 0.2
-workers, so no ``deprecate_patch`` step is needed), leaving this list empty.
+0.2.0 was a version cut: it re-recorded the replay histories once and deleted every
+``patched`` call outright (0.1 runs are not replayed by 0.2 workers, which refuse to start
+beside them), so the list starts empty again.
 """
 
 from __future__ import annotations
@@ -35,44 +35,4 @@ class Patch:
 
 
 #: patch id -> its lifecycle; one entry per id, whichever module (or constant) carries it
-PATCHES: dict[str, Patch] = {
-    "arbiter-frugal-waits": Patch("0.2.0"),
-    "arbiter-keeps-first-holder": Patch("0.2.0"),
-    "arbiter-standing-grants": Patch("0.2.0"),
-    "budget-maintenance": Patch("0.2.0"),
-    "campaign-blame": Patch("0.2.0"),
-    "campaign-failed-endings": Patch("0.2.0"),
-    "campaign-prometheus-failure-holds": Patch("0.2.0"),
-    "campaign-rollback": Patch("0.2.0"),
-    "campaign-rollback-rounds": Patch("0.2.0"),
-    "clock-quiet-waits": Patch("0.2.0"),
-    "domain-hand-back-visits": Patch("0.2.0"),
-    "domain-quarantine-detail": Patch("0.2.0"),
-    "job-negotiation": Patch("0.2.0"),
-    "ops-continue-as-new": Patch("0.2.0"),
-    "ops-failed-endings": Patch("0.2.0"),
-    "ops-failure-gate": Patch("0.2.0"),
-    "ops-lost-to-repair-deferred": Patch("0.2.0"),
-    "ops-refusal-release": Patch("0.2.0"),
-    "ops-schedule-windows": Patch("0.2.0"),
-    "ops-wait-for-room": Patch("0.2.0"),
-    "ops-whole-cluster-keeps-refusers": Patch("0.2.0"),
-    "poll-wall-cap": Patch("0.2.0"),
-    "rack-switch": Patch("0.2.0"),
-    "refusal-release": Patch("0.2.0"),
-    "train-capped-poll": Patch("0.2.0"),
-    "train-domain-tells-at-end": Patch("0.2.0"),
-    "train-first-look": Patch("0.2.0"),
-    "train-frugal-domains": Patch("0.2.0"),
-    "train-inline-domains": Patch("0.2.0"),
-    "train-look-ahead": Patch("0.2.0"),
-    "train-many-rollouts": Patch("0.2.0"),
-    "train-plan-apart": Patch("0.2.0"),
-    "train-plan-granted": Patch("0.2.0"),
-    "train-plan-merged": Patch("0.2.0"),
-    "train-rests": Patch("0.2.0"),
-    "train-rollout-failures": Patch("0.2.0"),
-    "train-schedule-windows": Patch("0.2.0"),
-    "train-stop-now": Patch("0.2.0"),
-    "train-withdraw-claim": Patch("0.2.0"),
-}
+PATCHES: dict[str, Patch] = {}

@@ -4,9 +4,8 @@ It builds a fresh simulated fleet under TRAINCTL_HOME, starts the embedded Tempo
 its UI) and a worker in this process, launches a train on ``c00`` (or on each of the first
 ``clusters`` clusters, side by side) and follows its progress. With ``until_cycle_complete`` each
 train stops after one full visit cycle, then the demo audits the fleet's event log, so the
-summary's figures come from the log rather than from the trains' own word. At speed ``max`` every
-cluster has its own logical clock: the same seed gives the same figures run after run, and
-``clusters.<name>.fleet_hours`` shows that each cluster's time is its own.
+summary's figures come from the log rather than from the trains' own word
+(``clusters.<name>.fleet_hours`` is each cluster's fleet time at its end).
 
 It drives the train through ``orchestrator.train.client`` like any other client; showing
 anything to a person (the UI's address, a progress bar) is left to the caller's callbacks, so
@@ -33,7 +32,8 @@ from orchestrator.contracts.paths import trainctl_home
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.fleet import create_fleet, fleet_path, open_backend
-from orchestrator.fleet.presets import get_preset
+from orchestrator.fleet.presets import Preset, get_preset
+from orchestrator.fleet.store_url import StoreRef
 from orchestrator.infra.client import connect
 from orchestrator.infra.connection import ConnectionOptions
 from orchestrator.planning.rack_plan import rack_fits_budget
@@ -128,17 +128,8 @@ async def run_demo(
         interrupt = Interrupt()
         interrupt.install()
     shape = get_preset(preset)
-    names = shape.cluster_names()
-    if not 1 <= clusters <= len(names):
-        raise ValueError(f"clusters: {preset} has {len(names)} cluster(s), not {clusters}")
-    specs = [
-        demo_spec(preset, domain_size, budget, until_cycle, c, targets) for c in names[:clusters]
-    ]
+    specs = _demo_specs(preset, shape, clusters, domain_size, budget, until_cycle, targets)
     spec = specs[0]
-    if "switch_firmware" in spec.targets:  # refused up front, as `train start` does
-        why = rack_fits_budget(spec.budget, shape.hosts_per_cluster, shape.hosts_per_rack)
-        if why:
-            raise ValueError(why)
     path = fleet_path()
     create_fleet(path, shape, seed, speed).close()
     home = trainctl_home()
@@ -156,6 +147,48 @@ async def run_demo(
             statuses = await asyncio.gather(
                 *(_run_train(client, s.cluster, until_cycle, on_status, interrupt) for s in specs)
             )
+    figures, per_cluster = _summary(path, specs, statuses)
+    return {
+        "preset": preset,
+        **figures,
+        "wall_seconds": round(time.monotonic() - started, 3),
+        "fleet": str(path),
+        "ui": url,
+        "clusters": per_cluster,
+        "interrupted": interrupt.signal,
+    }
+
+
+def _demo_specs(
+    preset: str,
+    shape: Preset,
+    clusters: int,
+    domain_size: int | None,
+    budget: str,
+    until_cycle: bool,
+    targets: dict[str, str] | None,
+) -> list[TrainSpec]:
+    """One train's spec for each of the first ``clusters`` clusters, refused (ValueError) as
+    `train start` would refuse it."""
+    names = shape.cluster_names()
+    if not 1 <= clusters <= len(names):
+        raise ValueError(f"clusters: {preset} has {len(names)} cluster(s), not {clusters}")
+    specs = [
+        demo_spec(preset, domain_size, budget, until_cycle, c, targets) for c in names[:clusters]
+    ]
+    spec = specs[0]
+    if "switch_firmware" in spec.targets:  # refused up front, as `train start` does
+        why = rack_fits_budget(spec.budget, shape.hosts_per_cluster, shape.hosts_per_rack)
+        if why:
+            raise ValueError(why)
+    return specs
+
+
+def _summary(
+    path: StoreRef, specs: list[TrainSpec], statuses: list[TrainStatus]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The trains' figures summed over the clusters with what the fleet's audit found, and
+    each cluster's own figures."""
     fleet = open_backend(path)
     try:
         report = audit(fleet)
@@ -167,7 +200,6 @@ async def run_demo(
     per_cluster = {st.cluster: _figures(st, hours[st.cluster]) for st in statuses}
     first = statuses[0]
     return {
-        "preset": preset,
         **{k: _total(k, per_cluster) for k in _SUMMED},
         "lost_gpu_hours": round(_total("lost_gpu_hours", per_cluster), 3),
         "hosts_lost": kinds.get("host_lost", 0),
@@ -179,12 +211,7 @@ async def run_demo(
         "audit_ok": report.ok,
         "switch_versions": switch_versions,
         "violations": len(report.violations),
-        "wall_seconds": round(time.monotonic() - started, 3),
-        "fleet": str(path),
-        "ui": url,
-        "clusters": per_cluster,
-        "interrupted": interrupt.signal,
-    }
+    }, per_cluster
 
 
 #: Per-cluster figures that the summary adds up over the clusters the demo ran.

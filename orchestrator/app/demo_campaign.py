@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from temporalio.client import Client
+
 from orchestrator.app.demo import free_port
 from orchestrator.app.temporal_server import DevServer, DevServerConfig
 from orchestrator.app.worker import TASK_QUEUE, build_worker
@@ -76,14 +78,7 @@ async def run_campaign_demo(
         on_ui(url)
         async with build_worker(client, path):
             await start_campaign(client, spec, task_queue=TASK_QUEUE)
-            while True:
-                await asyncio.sleep(0.5)
-                with contextlib.suppress(CampaignNotFound):  # its first task may not have run
-                    status = await campaign_status(client, spec.workflow_id)
-                    on_status(status)
-                    if status.state in FINAL_STATES:
-                        break
-            status = await final_status(campaign_handle(client, spec.workflow_id))
+            status = await _follow_to_end(client, spec.workflow_id, on_status)
     fleet = open_backend(path)
     try:
         report = audit(fleet)
@@ -114,6 +109,20 @@ async def run_campaign_demo(
         "fleet": str(path),
         "ui": url,
     }
+
+
+async def _follow_to_end(
+    client: Client, workflow_id: str, on_status: Callable[[CampaignStatus], None]
+) -> CampaignStatus:
+    """Pass each status of the campaign to ``on_status`` until it ends; its final status."""
+    while True:
+        await asyncio.sleep(0.5)
+        with contextlib.suppress(CampaignNotFound):  # its first task may not have run
+            status = await campaign_status(client, workflow_id)
+            on_status(status)
+            if status.state in FINAL_STATES:
+                break
+    return await final_status(campaign_handle(client, workflow_id))
 
 
 def _on_target(path: Any, targets: dict[str, str]) -> dict[str, dict[str, int]]:

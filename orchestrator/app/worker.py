@@ -23,8 +23,8 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import build_worker_parts
-from orchestrator.contracts.constants import TASK_QUEUE
+from activities import build_activities
+from orchestrator.contracts.constants import RELEASE, TASK_QUEUE
 from orchestrator.contracts.errors import TemporaryError
 from orchestrator.fleet import StoreRef, heartbeats
 from orchestrator.fleet.fleet_id import read_fleet_id, worker_identity
@@ -46,15 +46,14 @@ def build_worker(
     """A worker with every workflow and activity, activities on a small thread pool of
     ``concurrency`` threads and slots; its identity names the fleet it serves (``fleet_id``),
     so commands can tell fleets apart."""
-    identity = worker_identity(f"{os.getpid()}@{socket.gethostname()}", read_fleet_id(fleet_path))
-    activities, interceptors = build_worker_parts(fleet_path, client, task_queue)
+    base = f"{os.getpid()}@{socket.gethostname()} trainctl/{RELEASE}"
+    identity = worker_identity(base, read_fleet_id(fleet_path))
     return Worker(
         client,
         task_queue=task_queue,
         identity=identity,
         workflows=WORKFLOWS,
-        activities=activities,
-        interceptors=interceptors,
+        activities=build_activities(fleet_path, client, task_queue),
         activity_executor=ThreadPoolExecutor(max_workers=concurrency),
         max_concurrent_activities=concurrency,
         graceful_shutdown_timeout=timedelta(seconds=30),

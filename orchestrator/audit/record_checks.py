@@ -139,21 +139,35 @@ class _ClusterReplay:
         before, after = h.state, str(d["after"])
         was_down, is_down = before != IN_SERVICE, after != IN_SERVICE
         if was_down != is_down:
-            rack, zone = self.where(name)
-            step = 1 if is_down else -1
-            self.down += step
-            self.down_rack[rack] = self.down_rack.get(rack, 0) + step
-            self.down_zone[zone] = self.down_zone.get(zone, 0) + step
+            self._count_down(name, 1 if is_down else -1)
         if not was_down and is_down:
             h.updated_since_out = h.verified_ok = h.rolled_back = False
             h.declared = None
         if after == HostState.IN_MAINTENANCE and d.get("reason") == "rolling back":
             h.rolled_back = True
         h.state = after
-        if not is_down and was_down:
-            self._check_return(seq, ev, name, h, before)
         if not is_down:
-            if was_down and before != IN_REPAIR:
+            self._back_in_service(seq, ev, name, h, before, was_down)
+            return
+        self._held_by(seq, ev, name, h, after, was_down)
+        if d.get("limit") is not None:
+            self._check_budget(seq, ev, name, d)
+
+    def _count_down(self, name: str, step: int) -> None:
+        """One host more (``step`` 1) or fewer (-1) out of service, fleet-wide and in its
+        rack and zone."""
+        rack, zone = self.where(name)
+        self.down += step
+        self.down_rack[rack] = self.down_rack.get(rack, 0) + step
+        self.down_zone[zone] = self.down_zone.get(zone, 0) + step
+
+    def _back_in_service(
+        self, seq: int, ev: Event, name: str, h: _Host, before: str, was_down: bool
+    ) -> None:
+        """A host in service again: checked as a return, then nobody holds it."""
+        if was_down:
+            self._check_return(seq, ev, name, h, before)
+            if before != IN_REPAIR:
                 needs_check = before in _TOUCHED_STATES or h.updated_since_out
                 if needs_check and not h.verified_ok:
                     why = "updated" if h.updated_since_out else before
@@ -165,9 +179,14 @@ class _ClusterReplay:
                         f"returned to service from {before} ({why}) without passing "
                         "verification after its last update",
                     )
-            h.holder, h.updated_since_out, h.verified_ok, h.bound = None, False, False, None
-            self.planned.discard(name)
-            return
+        h.holder, h.updated_since_out, h.verified_ok, h.bound = None, False, False, None
+        self.planned.discard(name)
+
+    def _held_by(
+        self, seq: int, ev: Event, name: str, h: _Host, after: str, was_down: bool
+    ) -> None:
+        """Who holds a host out of service after this change, and whether that is planned work."""
+        d = ev.detail
         # Cordoned by an owner, or reclaimed from quarantine by one to roll a bad build back.
         if d.get("owner") and (after == HostState.CORDONED or d.get("reclaimed")):
             taker = str(d["owner"])
@@ -197,8 +216,6 @@ class _ClusterReplay:
             self.planned.add(name)
         else:
             self.planned.discard(name)
-        if d.get("limit") is not None:
-            self._check_budget(seq, ev, name, d)
 
     def _checked(self, seq: int, ev: Event, name: str) -> None:
         """A visit in place is no visit of a held host: the host serves, nobody holds it."""

@@ -16,10 +16,12 @@ gate line (the workflow asks the query and naps).
 
 from __future__ import annotations
 
+from orchestrator.contracts.campaign_spec import PrometheusGate
 from orchestrator.contracts.campaign_types import (
     CampaignStatus,
     ClusterStage,
     PromAnswer,
+    PromQuery,
     StagePlanModel,
     StageStatus,
 )
@@ -113,3 +115,17 @@ def note_prometheus(ss: StageStatus, answer: PromAnswer) -> bool:
     ss.state = "held"
     ss.gate = f"{base} | prometheus: {why}"
     return False
+
+
+def prom_query(prom: PrometheusGate) -> PromQuery:
+    """The one look the activity makes: the query, and who asks (never a password)."""
+    return PromQuery(
+        url=prom.url, query=prom.query, username=prom.username, password_file=prom.password_file
+    )
+
+
+def failed_look(message: str) -> PromAnswer:
+    """A look that failed as an activity (its timeout, a worker lost on every attempt): an
+    unreadable answer, which holds the stage with the first line of ``message`` as its reason."""
+    why = (message.strip().splitlines() or ["no reason given"])[0][:200]
+    return PromAnswer(firing=-1, error=f"prometheus: the look failed: {why}")

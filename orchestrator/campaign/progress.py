@@ -64,6 +64,14 @@ def all_done(ss: StageStatus) -> bool:
     return bool(ss.clusters) and all(c.state == "done" for c in ss.clusters.values())
 
 
+def clusters_to_start(plan: StagePlanModel, ss: StageStatus) -> list[ClusterStage]:
+    """The stage's pending clusters to start now, in order: as many as ``parallel`` leaves
+    room for beside those rolling or upgrading."""
+    busy = sum(1 for c in ss.clusters.values() if c.state in ("rolling", "upgrading"))
+    pending = [c for c in ss.clusters.values() if c.state == "pending"]
+    return pending[: max(0, plan.parallel - busy)]
+
+
 def note_hosts(cs: ClusterStage, chosen: StageHosts) -> None:
     """The hosts chosen for the cluster's stage, and those already down when it began."""
     cs.hosts, cs.baseline_out, cs.in_scope = chosen.hosts, chosen.baseline_out, chosen.in_scope

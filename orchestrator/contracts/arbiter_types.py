@@ -26,22 +26,12 @@ class AcquireRequest(BaseModel):
     holding: int = Field(default=0, ge=0)  # hosts it holds right now
     limit: int = Field(ge=1)  # the cluster budget as this campaign reads it
     exclusive: bool = False  # serialise: others hand over before this one starts
-    #: the asker hears ``capacity_changed`` and may keep a grant given to it alone until then
-    #: (a train past ``train-standing-grant``, issue 27): no update before each of its plans
-    standing_ok: bool = False
 
 
 class Grant(BaseModel):
     granted: int  # hosts the holder may hold at once from now on (it never has to drop any)
     waiting_for: list[str] = Field(default_factory=list)
     reason: str = ""
-    #: the holder is alone at the arbiter and asked for ``standing_ok``: the grant stands until
-    #: a ``capacity_changed`` signal says another holder came (it then asks before it plans)
-    standing: bool = False
-
-
-#: The signal an arbiter sends a holder whose grant stood when another holder came.
-CAPACITY_CHANGED_SIGNAL = "capacity_changed"
 
 
 class ReleaseRequest(BaseModel):
@@ -60,8 +50,6 @@ class HolderEntry(BaseModel):
     granted: int
     limit: int
     since: datetime
-    #: its grant stands (see ``Grant.standing``): what it holds is unknown until it asks again
-    standing: bool = False
 
 
 class ArbiterState(BaseModel):

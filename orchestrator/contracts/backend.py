@@ -19,9 +19,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from orchestrator.contracts.backend_types import (
-    ClockMember,
-    ClockRelease,
-    ClockTurn,
     InstallOutcome,
     JobAnswer,
     PiggybackClaim,
@@ -143,7 +140,7 @@ class ClusterBackend(Protocol):
         """job -> its standing refusal, for running jobs that refused a train."""
         ...
 
-    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+    def evict(self, job_id: int, actor: str) -> float:
         """Stop (requeue) a job so its cordoned hosts can be maintained; GPU-hours of work lost."""
         ...
 
@@ -234,7 +231,7 @@ class FleetBackend(Protocol):
 
     @property
     def speed(self) -> float:
-        """Fleet hours per wall hour; 0.0 means a logical clock that callers advance."""
+        """Fleet hours per wall hour."""
         ...
 
     @property
@@ -272,10 +269,6 @@ class FleetBackend(Protocol):
         """Switch firmware per switch kind: version -> switches (empty if none is managed)."""
         ...
 
-    def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
-        """The parties of ``cluster``'s logical clock, in turn order (none at scaled speeds)."""
-        ...
-
     def bad_versions(self, include_cleared: bool = False) -> list[BadVersion]:
         """Versions marked bad fleet-wide, oldest mark first (cleared ones too if asked)."""
         ...
@@ -307,41 +300,8 @@ class FleetBackend(Protocol):
         ...
 
     def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
-        """Fleet hours of ``cluster`` at the caller's ``wall`` (its workflow.now()). A scaled fleet
-        derives them from ``wall``; a logical (``max``) fleet keeps one clock per cluster."""
-        ...
-
-    def advance_clock(self, cluster: str, target_hours: float) -> float:
-        """Move ``cluster``'s logical clock forward to ``target_hours`` (never back); its hour."""
-        ...
-
-    def clock_wait(
-        self,
-        cluster: str,
-        party: ClockMember,
-        epoch: str,
-        target_hours: float | None,
-        children: Sequence[str] | None = None,
-        wakes: Sequence[str] = (),
-        wall: datetime | None = None,
-    ) -> ClockTurn:
-        """Register that ``party`` waits for ``target_hours`` (None: for nothing) on ``cluster``'s
-        logical clock, then step the clock: it moves to the earliest instant any party waits
-        for, one party's turn at a time, only once no party of the cluster is acting. Calling
-        again with the same ``epoch`` only asks whether that wait is over. ``children`` (when
-        given) is every party ``party`` started that still runs: the others leave, missing ones
-        join as acting; ``wakes`` names waiting parties whose wait ends at the current instant."""
-        ...
-
-    def clock_leave(
-        self,
-        cluster: str,
-        party: str | None = None,
-        owner: str | None = None,
-        wall: datetime | None = None,
-    ) -> tuple[ClockRelease, ...]:
-        """Remove a party (or every party of ``owner``) from ``cluster``'s logical clock and step
-        it; the parties that released, whom the caller tells."""
+        """Fleet hours of ``cluster`` at the caller's ``wall`` (its workflow.now()), derived from
+        ``wall`` and the fleet's speed."""
         ...
 
     def cluster(
@@ -363,9 +323,6 @@ class FleetBackend(Protocol):
 
 __all__ = [
     "BadVersion",
-    "ClockMember",
-    "ClockRelease",
-    "ClockTurn",
     "ClusterBackend",
     "FleetBackend",
     "FleetShape",

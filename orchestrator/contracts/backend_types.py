@@ -1,6 +1,6 @@
 """The plain values the fleet-backend Protocols (``backend``) pass in and out: an install's
 outcome, a job's answer and refusal, a train's piggyback claim, a verification, one entry of
-the append-only record, and the parties and turns of a logical clock. ``backend`` re-exports
+and the append-only record. ``backend`` re-exports
 them, so callers name them from there."""
 
 from __future__ import annotations
@@ -88,48 +88,7 @@ class RecordEntry:
     detail: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
-class ClockMember:
-    """One party of a cluster's logical clock (speed ``max``): a workflow that waits there.
-
-    ``parent`` is the party that started it (a train for its domains), ``owner`` the campaign
-    whose end removes it; among parties waiting for the same instant, lower ``rank`` goes first.
-    """
-
-    key: str
-    workflow_id: str
-    owner: str
-    parent: str | None = None
-    rank: int = 0
-
-
-@dataclass(frozen=True)
-class ClockRelease:
-    """A party whose wait a clock step ended: fleet time reached its target, and it is its turn."""
-
-    party: str
-    workflow_id: str
-    epoch: str
-    now: float
-
-
-@dataclass(frozen=True)
-class ClockTurn:
-    """What a party learns when it waits on a logical clock: the cluster's fleet hour, whether its
-    own wait is over, and which other parties this call released (the caller tells them)."""
-
-    now: float
-    released: bool
-    others: tuple[ClockRelease, ...] = ()
-    #: no other party is on the cluster's clock (a party alone may take its next turns inside
-    #: its next step, ``AdvanceClockRequest`` as a step's ``turn``)
-    alone: bool = False
-
-
 __all__ = [
-    "ClockMember",
-    "ClockRelease",
-    "ClockTurn",
     "InstallOutcome",
     "JobAnswer",
     "PiggybackClaim",

@@ -24,13 +24,14 @@ import math
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -54,6 +55,37 @@ from orchestrator.contracts.version_checks import (
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 _GLOB = r"^[A-Za-z0-9_.*?!\[\]-]+$"
+
+# What a spec may write where a validator reads more than the stored type (the published JSON
+# Schema describes the spec a user writes, not the model's stored form).
+_CLUSTERS_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string", "pattern": _GLOB},
+            {"type": "array", "items": {"type": "string", "pattern": _GLOB}, "minItems": 1},
+        ],
+        "description": "a cluster name or glob, or a list of them",
+    }
+)
+_EVERY_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "number", "exclusiveMinimum": 0},
+            {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdw]?\s*$"},
+        ],
+        "description": "how often a held stage asks again, at most 1 h: '30s', '5m' "
+        "(a plain number is hours)",
+    }
+)
+_SUPERSEDES_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "object", "additionalProperties": {"type": "string"}},
+        ],
+        "description": "a version (with one lower-layer target), or {component: version}",
+    }
+)
 
 
 def _count_or_percent(v: object, field: str, minimum: int) -> int | str:
@@ -97,11 +129,14 @@ class PrometheusGate(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     url: str = Field(description="Prometheus base URL (http or https, no credentials)")
+    #: PromQL query; any answer holds the stage (e.g. ALERTS{alertstate='firing'}).
     query: str = Field(min_length=1, max_length=4000)
     #: How often a held stage asks again: a duration (``30s``, ``5m``); a plain number in a
     #: spec is hours, as everywhere in a spec. At most 1 h. Stored (and read back from a
     #: workflow's input) as a number of seconds.
-    every_seconds: float = Field(default=5.0, gt=0, le=3600, alias="every")
+    every_seconds: Annotated[float, _EVERY_SCHEMA] = Field(
+        default=5.0, gt=0, le=3600, alias="every"
+    )
     #: The basic-auth user; the password comes from ``password_file`` or the worker's
     #: ``$TRAINCTL_PROMETHEUS_PASSWORD``.
     username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^[^:\s]+$")
@@ -159,7 +194,9 @@ class Gates(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: Failed hosts (count or percentage) a stage tolerates; left out, the bad-build rule decides.
     max_failures: int | str | None = None
+    #: A Prometheus query that holds the stage while it answers something.
     prometheus: PrometheusGate | None = None
 
     @field_validator("max_failures", mode="before")
@@ -180,12 +217,15 @@ class Stage(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: The stage's name (unique within the campaign).
     name: str = Field(pattern=_NAME)
-    clusters: list[str] = Field(min_length=1)
+    clusters: Annotated[list[str], _CLUSTERS_SCHEMA] = Field(min_length=1)
     #: Hosts per cluster (a count or a %); none: every host of each cluster.
     hosts: int | str | None = None
     bake_hours: DurationHours = Field(default=0.0, alias="bake")
+    #: Clusters of the stage rolled at once.
     parallel: Count = Field(default=1, ge=1, le=100)
+    #: This stage's gates, field by field over the campaign's.
     gates: Gates | None = None
 
     @field_validator("clusters", mode="before")
@@ -224,6 +264,7 @@ class TrainSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: Hosts in maintenance together in a train the campaign starts.
     domain_size: Count = Field(default=8, ge=1, le=10_000)
     budget: CapacityBudget = Field(default_factory=lambda: CapacityBudget(max_unavailable="15%"))
     #: How long a job may keep a host it asks for (``drain: {max_wait: 30m}``), for the train
@@ -235,6 +276,7 @@ class TrainSettings(BaseModel):
 class Scope(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    #: The clusters the campaign may touch (a name or glob).
     cluster: str = Field(default="*", pattern=_GLOB)
 
 
@@ -243,11 +285,16 @@ class CampaignSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: The campaign's name: its id is campaign-NAME, one campaign per name.
     name: str = Field(pattern=_NAME)
+    #: component -> version the campaign installs (any layer, gpu_driver and cuda included).
     targets: dict[str, str]
     scope: Scope = Field(default_factory=Scope)
+    #: The stages, in order; each passes its gates and bakes before the next starts.
     stages: list[Stage] = Field(min_length=1, max_length=100)
+    #: The gates every stage passes (a stage may override them field by field).
     gates: Gates = Field(default_factory=Gates)
+    #: How a train the campaign starts is sized (a running train keeps its own).
     train: TrainSettings = Field(default_factory=TrainSettings)
     #: Maintenance windows and blackouts (fleet time, ``orchestrator.contracts.schedule_window``):
     #: the campaign's bulk operations start waves only inside them, and a train it starts keeps
@@ -266,7 +313,7 @@ class CampaignSpec(BaseModel):
     #: when the campaign targets one lower layer. That version leaves the skew window's count,
     #: and a train whose own target it is gets the campaign's version instead once the
     #: campaign rolls over its whole cluster.
-    supersedes: dict[str, str] = Field(default_factory=dict)
+    supersedes: Annotated[dict[str, str], _SUPERSEDES_SCHEMA] = Field(default_factory=dict)
 
     @field_validator("skew", mode="before")
     @classmethod

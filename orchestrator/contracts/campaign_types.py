@@ -236,7 +236,7 @@ class CampaignReport(BaseModel):
 
 
 class BakeClockRequest(BaseModel):
-    """Move a cluster's logical clock toward a bake's end when no party there moves it."""
+    """Read a cluster's fleet hour while a bake waits for its end."""
 
     cluster: str
     target_hours: float

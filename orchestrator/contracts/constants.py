@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from orchestrator.contracts.models import HostState
 
-#: The speed of a fleet whose clock is logical ("max"): fleet time moves only when a workflow
-#: that would wait advances it, so every fleet-time wait takes no wall time.
-LOGICAL_CLOCK = 0.0
+#: This release of trainctl (``pyproject.toml``'s version): a worker names it in its identity,
+#: and refuses to start beside open workflows of an older series (``app.release_guard``).
+RELEASE = "0.2.0"
+
+#: The fastest a simulated fleet's time may run: 1e6 fleet seconds per wall second (11.6 fleet
+#: days). The fleet simulates every fleet hour that passes (about 3 ms per hour for a 3,072-host
+#: cluster here), so a larger factor only makes every read spin catching up. ``--speed max``
+#: means this speed.
+MAX_SPEED_FACTOR = 1e6
+#: The speed that fleets built with ``--speed max`` before it meant ``MAX_SPEED_FACTOR`` stored
+#: (and that workflow inputs of that time carry): read as ``MAX_SPEED_FACTOR``.
+LEGACY_MAX_SPEED = 0.0
 
 #: The task queue workers poll by default (one deployment of trainctl).
 TASK_QUEUE = "trainctl"

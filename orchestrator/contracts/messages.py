@@ -9,89 +9,31 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from orchestrator.contracts.constants import LOGICAL_CLOCK
+from orchestrator.contracts.constants import LEGACY_MAX_SPEED, MAX_SPEED_FACTOR
 
 
 class ClockInfo(BaseModel):
-    """How fleet time relates to workflow time: hours = (now - anchor) * speed / 3600.
+    """How fleet time relates to workflow time: hours = (now - anchor) * speed / 3600."""
 
-    At speed ``max`` there is no such relation: every cluster has its own logical clock, which
-    moves when the parties waiting on that cluster all wait (``AdvanceClockRequest``); ``cluster``
-    names whose clock this is, so a wait needs nothing more than the ClockInfo.
-    """
-
-    speed: float  # 0.0 means 'max': a logical clock that waits advance explicitly
+    speed: float  # fleet seconds per wall second
     anchor_wall: datetime
     hosts_total: int = 0
     cluster: str = ""
-    #: Logical clocks: a party hears its turn by signal only, with no timer per wait; the
-    #: cluster's train or operation watches for a lost turn instead (``ClockParty``). Set by a
-    #: train or operation past its ``clock-quiet-waits`` patch and handed to its domains.
-    quiet: bool = False
     #: The fleet changes outside trainctl unannounced (Slurm): a waiting train or operation
     #: looks again at least every ``MAX_POLL_WALL_SECONDS`` of wall time.
     outside_changes: bool = False
 
-    @property
-    def logical(self) -> bool:
-        """A 'max'-speed fleet: fleet time moves only when the cluster's waiting parties let it."""
-        return self.speed == LOGICAL_CLOCK
+    @field_validator("speed")
+    @classmethod
+    def _fastest_for_max(cls, speed: float) -> float:
+        """An input carried since ``max`` had a speed of its own runs at the fastest one."""
+        return MAX_SPEED_FACTOR if speed == LEGACY_MAX_SPEED else speed
 
 
 class FleetInfoRequest(BaseModel):
     cluster: str
-
-
-class AdvanceClockRequest(BaseModel):
-    """A party waits on its cluster's logical clock until ``target_hours`` (None: for nothing).
-
-    ``party`` is the waiting workflow (its id), ``owner`` the campaign whose end removes it,
-    ``parent`` the party that started it; ``epoch`` names this one wait (asking again with it
-    only checks whether it is over). ``children`` (a train's running domains) and ``wakes``
-    (parties whose wait ends now: a domain's parent after a batch) are applied first.
-    """
-
-    cluster: str
-    target_hours: float | None = None
-    party: str = ""
-    owner: str = ""
-    parent: str | None = None
-    rank: int = 0
-    epoch: str = ""
-    children: list[str] | None = None
-    wakes: list[str] = Field(default_factory=list)
-    #: a check after a long silence: tell again every party whose turn came and is still
-    #: acting (a turn's signal may have been lost with the worker that sent it)
-    recheck: bool = False
-
-
-class AdvanceClockResult(BaseModel):
-    """The cluster's fleet hour, and whether the wait is over (else a ``ClockReleased`` comes)."""
-
-    now: float
-    released: bool = True
-    #: no other party is on the cluster's clock: the caller may take its next turns inside its
-    #: next step (the step's ``turn``) instead of asking the clock first
-    alone: bool = False
-
-
-#: A step carrying a ``turn`` its clock did not give yet (another party came): the step did
-#: nothing; the party waits for the turn's ``fleet_clock`` signal and runs the step again.
-CLOCK_TURN_PENDING = "ClockTurnPending"
-
-
-#: The signal a party waiting on a logical clock receives when its turn comes (``ClockReleased``).
-CLOCK_SIGNAL = "fleet_clock"
-
-
-class ClockReleased(BaseModel):
-    """Signal to a waiting party: its wait ``epoch`` is over at fleet hour ``now``; its turn."""
-
-    party: str
-    epoch: str
-    now: float
 
 
 class HostsRequest(BaseModel):
@@ -106,9 +48,6 @@ class HostsRequest(BaseModel):
     reason: str = ""
     #: host -> its own reason, over ``reason`` (a quarantine saying why each host failed)
     reasons: dict[str, str] = Field(default_factory=dict)
-    #: the logical clock's turn this step is the first act of (a party alone on its clock,
-    #: issue 27): taken first, in the same activity; the step does nothing unless it is given
-    turn: AdvanceClockRequest | None = None
 
 
 class JobWait(BaseModel):
@@ -140,11 +79,6 @@ class EvictRequest(BaseModel):
     job_ids: list[int]
     wall: datetime
     scheduled_hours: dict[int, float] = Field(default_factory=dict)  # job -> planned stop time
-    #: the look that follows, in the same activity (issue 27): its ``DrainStatus`` in ``look``
-    look: HostsRequest | None = None
-    #: the logical clock's turn this step is the first act of (a party alone on its clock,
-    #: issue 27): taken first, in the same activity; the step does nothing unless it is given
-    turn: AdvanceClockRequest | None = None
 
 
 class AskRequest(BaseModel):
@@ -165,9 +99,6 @@ class AskRequest(BaseModel):
     #: the drain hands a refusing job's hosts back and asks later (``DrainTracker.release``):
     #: a refusal is noted with the fleet, and an earlier visit's refusals carry over
     release: bool = False
-    look: HostsRequest | None = None  # as ``EvictRequest.look``
-    #: a logical clock's turn to take first (``HostsRequest.turn``)
-    turn: AdvanceClockRequest | None = None
 
 
 class JobReply(BaseModel):
@@ -182,7 +113,6 @@ class AskResult(BaseModel):
     fleet_hours: float
     #: job -> its answer (a job gone meanwhile, or on others' hosts, is left out)
     answers: dict[int, JobReply] = Field(default_factory=dict)
-    look: DrainStatus | None = None  # the drain after the answers, when asked (``look``)
 
 
 class SwitchRequest(BaseModel):
@@ -194,8 +124,6 @@ class SwitchRequest(BaseModel):
     wall: datetime
     hosts: list[str]
     version: str
-    #: a logical clock's turn to take first (``HostsRequest.turn``)
-    turn: AdvanceClockRequest | None = None
 
 
 class SwitchResult(BaseModel):
@@ -214,7 +142,6 @@ class EvictResult(BaseModel):
     lost_gpu_hours: float = 0.0
     #: job -> the job's answer when it asked for more time (not evicted this time)
     deferred: dict[int, str] = Field(default_factory=dict)
-    look: DrainStatus | None = None  # the drain after the evictions, when asked (``look``)
 
 
 class UpdateResult(BaseModel):

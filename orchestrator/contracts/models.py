@@ -214,9 +214,13 @@ class CapacityBudget(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: The availability floor: most hosts out of service for any reason (count or percentage).
     max_unavailable: int | str = "3%"
+    #: Most hosts out for planned work of every owner together (left out: max_unavailable).
     maintenance: int | str | None = None
+    #: Most hosts out of service within one rack.
     per_rack: Count | None = Field(default=None, ge=1)
+    #: Most hosts out of service within one zone.
     per_zone: Count | None = Field(default=None, ge=1)
 
     @field_validator("max_unavailable", mode="before")

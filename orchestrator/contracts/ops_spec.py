@@ -164,7 +164,9 @@ class Window(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: Hosts the window allows out of service (count or percentage), replacing the budget's.
     max_unavailable: int | str
+    #: When the window opens (ISO 8601 with a zone; none: at once).
     start: AwareDatetime | None = None
     duration_hours: DurationHours = Field(alias="duration")
 

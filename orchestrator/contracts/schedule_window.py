@@ -39,6 +39,7 @@ class Window(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: Five-field cron expression (fleet time, UTC) of each window's opening.
     cron: str
     duration_hours: DurationHours = Field(alias="duration")
 
@@ -62,7 +63,9 @@ class Blackout(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: Start of the blackout (ISO 8601).
     start: datetime = Field(alias="from")
+    #: End of the blackout (ISO 8601), after its start.
     end: datetime = Field(alias="to")
 
     @field_validator("start", "end")
@@ -82,7 +85,9 @@ class Schedule(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: Recurring windows; new work starts only inside one (none: always open).
     windows: list[Window] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    #: Fixed periods with no new work, whatever the windows say.
     blackouts: list[Blackout] = Field(default_factory=list, max_length=MAX_ENTRIES)
     #: Hand back hosts in flight when a window closes, instead of letting them finish.
     hard_stop: bool = False

@@ -49,8 +49,10 @@ class Rollout(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: The campaign riding the train and its stage.
     campaign: str
     stage: str
+    #: component -> version this stage installs (lower layers only).
     targets: dict[str, str]
     hosts: list[str] | None = None
     #: component -> the train's own target this ride replaced because the campaign
@@ -74,15 +76,27 @@ class TrainSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    #: The cluster the train runs on (one train per cluster).
     cluster: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    #: Hosts taken into maintenance together (one domain), within the budget.
     domain_size: Count = Field(default=8, ge=1, le=10_000)
+    #: How many hosts may be out of service: the availability floor and the maintenance budget.
     budget: CapacityBudget = Field(default_factory=CapacityBudget)
+    #: component -> version every host should carry (os, bios, nic_firmware, ...); never
+    #: gpu_driver or cuda, which `trainctl ops` changes on a job's hosts at once.
     targets: dict[str, str] = Field(default_factory=dict)
+    #: How long running jobs get before eviction, and whether they are asked first.
     drain: DrainPolicy = Field(default_factory=DrainPolicy)
+    #: Halt the train after this many hosts in a row fail their install or verification.
     halt_after_failures: Count = Field(default=3, ge=1)
+    #: Halt the train when more than this share of the hosts visited this cycle failed
+    #: (judged once a few hosts were visited).
     halt_failure_rate: float = Field(default=0.2, gt=0, le=1)
+    #: Drain policy: job-aware, rolling-serial, drain-wait or slurm-asap.
     policy: str = "job-aware"
+    #: The campaign that started this train (empty for a standing train).
     campaign: str = ""
+    #: End the train after this many full visit cycles (none: run until stopped).
     stop_after_cycles: Count | None = Field(default=None, ge=1)
     #: Maintenance windows and blackouts in fleet time (``orchestrator.contracts.schedule_window``).
     schedule: Schedule | None = None

@@ -13,11 +13,8 @@ from pydantic import BaseModel, Field
 
 from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
 from orchestrator.contracts.messages import (
-    AdvanceClockRequest,
     ClockInfo,
     CycleCounts,
-    DrainStatus,
-    UpdateResult,
 )
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
@@ -47,14 +44,6 @@ class PlanDomainRequest(BaseModel):
     #: The fleet takes freed hosts for this train (piggybacking) until this fleet hour at the
     #: latest: its maintenance window closes then (None: no window).
     claim_until_hours: float | None = None
-    #: also look at the drain of the hosts taken (``PlanDomainResult.look``): on a logical
-    #: clock nothing moves before the domain's first look, which then uses it
-    first_look: bool = False
-    #: with ``first_look``, also install the updates of the hosts it finds free of jobs, as
-    #: their domain's first step would at once (``PlanDomainResult.applied``; issue 27)
-    apply_ready: bool = False
-    #: a logical clock's turn to take first (``HostsRequest.turn``)
-    turn: AdvanceClockRequest | None = None
     #: apply the visit rule (``planning.resting``): check hosts with nothing to do in place
     visit_rule: bool = False
     #: the train's last cycle is complete: start the next only if a host needs a visit
@@ -75,10 +64,6 @@ class PlanDomainResult(BaseModel):
     grant: Grant | None = None
     #: campaign -> why its riding rollout gave this domain nothing (a version marked bad)
     held_back: dict[str, str] = Field(default_factory=dict)
-    #: the drain of ``hosts`` at this instant, with the deadline of their domain (``first_look``)
-    look: DrainStatus | None = None
-    #: the install of ``look.ready`` made in this transaction (``apply_ready``)
-    applied: UpdateResult | None = None
     #: hosts recorded as visited in place (nothing pending, no health visit due)
     checked: list[str] = Field(default_factory=list)
     #: nothing needs a drained visit: the train rests (its next cycle not started)
@@ -94,8 +79,6 @@ class PlanGrantedRequest(BaseModel):
 
     acquire: AcquireRequest
     plan: PlanDomainRequest
-    #: a logical clock's turn to take first (``HostsRequest.turn``)
-    turn: AdvanceClockRequest | None = None
 
 
 class DomainInput(BaseModel):
@@ -111,21 +94,9 @@ class DomainInput(BaseModel):
     #: ask each job before evicting it (``drain.negotiate``), honouring this many refusals
     negotiate: bool = False
     max_refusals: int = 2
-    #: started by a train past its ``train-frugal-domains`` patch (issue 27): the domain takes
-    #: the patches of its own that existed then as given (no marker of its own, no upsert) and
-    #: learns its deadline from ``start_hours`` (the fleet hour of its plan), not from a look
-    frugal: bool = False
+    #: the fleet hour of its plan: the domain's deadline counts from it (None: from its first
+    #: look)
     start_hours: float | None = None
-    #: the look after an ask or an eviction comes back with it (``train-look-ahead``)
-    look_ahead: bool = False
-    #: the last batch's outcomes come in the result (``DomainResult.untold``), not in a
-    #: ``domain_progress`` signal: the domain ends right after it (``train-domain-tells-at-end``)
-    tells_at_end: bool = False
-    #: its first look at the drain, made by the plan that took its hosts (``train-first-look``)
-    first_look: DrainStatus | None = None
-    #: the install of ``first_look.ready``, made by that plan too (inline trains): the
-    #: domain's first batch starts from it instead of an ``apply_updates`` of its own
-    first_update: UpdateResult | None = None
 
 
 class DomainResult(BaseModel):
@@ -135,7 +106,7 @@ class DomainResult(BaseModel):
     lost_to_repair: dict[str, str] = Field(default_factory=dict)
     released: list[str] = Field(default_factory=list)
     outcomes: list[bool] = Field(default_factory=list)  # per host, in completion order: passed?
-    #: the last batch's outcomes, told by this result instead of a signal (``tells_at_end``)
+    #: the last batch's outcomes, told by this result instead of a signal
     untold: list[bool] = Field(default_factory=list)
     jobs_interrupted: int = 0
     lost_gpu_hours: float = 0.0

@@ -24,6 +24,8 @@ DETAILS_LIMIT = 16_000
 #: Rows of a host or cluster table before the rest is summarised in one line.
 MAX_ROWS = 40
 
+#: How a train's wait begins when the budget is full; who holds it follows after ": ".
+BUDGET_EXHAUSTED = "budget exhausted"
 #: The planner's and the arbiter's short reasons, said so an on-call engineer understands them.
 _WAITS = {
     "domain full": "the train already has as many hosts in maintenance as its domain size allows",
@@ -120,6 +122,8 @@ def explain_wait(reason: str) -> str:
     """A planner's or arbiter's reason in plain words (unknown ones pass through)."""
     if reason in _WAITS:
         return _WAITS[reason]
+    if reason.startswith(f"{BUDGET_EXHAUSTED}: "):
+        return f"{_WAITS[BUDGET_EXHAUSTED]}; held: {reason[len(BUDGET_EXHAUSTED) + 2 :]}"
     if reason.startswith("handing over to "):
         return f"handing the cluster over to {reason[16:]}, which must run alone on it"
     if reason.startswith("serialised behind "):

@@ -70,6 +70,9 @@ class HostView:
     fleet), so a scope by partition, hostlist or feature is refused there."""
     features: tuple[str, ...] | None = None
     """The node's Slurm (active) features; None where the backend has none."""
+    reason: str = ""
+    """Why the host is out of service, as its holder recorded it (a quarantine's finding, a
+    repair's fault, a site's drain reason); "" in service."""
 
 
 @dataclass(frozen=True)

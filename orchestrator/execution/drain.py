@@ -96,8 +96,6 @@ def evict_jobs(
     b: ClusterBackend,
     owner: str,
     job_ids: Iterable[int],
-    scheduled_hours: dict[int, float] | None = None,
-    logical_clock: bool = False,
 ) -> EvictResult:
     """Evict each job; a job already gone is skipped (idempotent on retry). The question
     comes first, in its own step (``ask_jobs``), when the drain negotiates.
@@ -105,17 +103,13 @@ def evict_jobs(
     Only a job that still runs on a host ``owner`` holds is evicted: one evicted by another
     domain meanwhile may have been requeued and restarted elsewhere under the same id, and
     stopping it again would interrupt a job on hosts that are not ours, for nothing.
-
-    Under a logical clock other waiters may have moved time past the checkpoint an eviction was
-    planned for (``scheduled_hours``): it then takes effect as planned.
     """
     out = EvictResult()
     for job_id in job_ids:
         job = b.job(job_id)
         if job is None or not any(b.host(h).owner == owner for h in job.hosts):
             continue  # ended, evicted by an earlier attempt, or restarted on others' hosts
-        planned = (scheduled_hours or {}).get(job_id)
-        out.lost_gpu_hours += b.evict(job_id, owner, as_of=planned if logical_clock else None)
+        out.lost_gpu_hours += b.evict(job_id, owner)
         out.interrupted += 1
     return out
 

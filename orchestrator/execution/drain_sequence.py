@@ -3,7 +3,7 @@
 The steps of a drain exist once (``drain``: ``drain_status``, ``DrainTracker``, ask and evict;
 ``install``; ``settle``); this module holds the one sequence that strings them together, so a
 change to how a host drains is made here and reaches the train's domains
-(``workflows.domain_maintenance``), an operation's waves (``workflows.ops_wave``) and the
+(``workflows.domain_maintenance``), an operation's waves (``wave_sequence``) and the
 simulator (``simulator.sim_domains``) alike. It is pure and deterministic (it runs inside
 workflows): it never calls the backend. Its interpreters do, each in its own way: a workflow by
 activities and timers, the simulator by calling the backend in virtual time.

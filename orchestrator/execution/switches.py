@@ -17,6 +17,10 @@ from orchestrator.contracts.updates import PROFILES, REBOOT_HOURS
 
 #: Fleet hours a rack switch update takes: install, then its reboot.
 SWITCH_HOURS = PROFILES["switch_firmware"].duration_hours + REBOOT_HOURS
+#: Tries at a rack switch whose rack is not fully out of service, SWITCH_RETRY_HOURS apart
+#: (a host came back from repair under it meanwhile); then the visit updates its hosts only.
+SWITCH_ATTEMPTS = 4
+SWITCH_RETRY_HOURS = 0.25
 
 
 def update_rack_switches(

@@ -52,6 +52,8 @@ class LedgerHost(Protocol):
     def last_visit(self) -> float | None: ...
     @property
     def last_boot(self) -> float | None: ...
+    @property
+    def reason(self) -> str: ...
 
 
 # --------------------------------------------------------------------- owners
@@ -129,6 +131,7 @@ def host_view(h: LedgerHost, cycle_started_hours: float | None) -> HostView:
         h.versions,
         h.last_visit,
         h.last_boot,
+        reason="" if h.state == HostState.IN_SERVICE else h.reason,
     )
 
 

@@ -1,29 +1,25 @@
 """How fast a simulated fleet's time runs, and the seed it is drawn from: checked in one place.
 
 Besides its preset, a fleet is built with a speed (fleet seconds per wall second, or ``max``:
-a logical clock that never waits) and a seed. ``fleet init``, ``demo`` and ``simulate`` check
+the fastest, ``MAX_SPEED_FACTOR``) and a seed. ``fleet init``, ``demo`` and ``simulate`` check
 what a user typed with these, and opening a fleet file checks what it holds the same way, so
 a value one accepts the others never refuse; errors name the field.
 """
 
 from __future__ import annotations
 
-from orchestrator.contracts.constants import LOGICAL_CLOCK
+from orchestrator.contracts.constants import MAX_SPEED_FACTOR as MAX_SPEED_FACTOR
 
-MAX_SPEED = LOGICAL_CLOCK  # stored speed meaning "every fleet-time wait is zero"
-
-#: The fastest wall-clock factor a fleet may run at: 1e6 fleet seconds per wall second (11.6
-#: fleet days). The fleet simulates every fleet hour that passes (about 3 ms per hour for a
-#: 3,072-host cluster here), so a larger factor only makes every read spin catching up; a fleet
-#: that should not wait at all runs at ``max`` (a logical clock) instead.
-MAX_SPEED_FACTOR = 1e6
+#: What ``max`` means: the fastest scaled speed (see ``MAX_SPEED_FACTOR``).
+MAX_SPEED = MAX_SPEED_FACTOR
 #: Seeds are stored as text and drawn from through ``str``; keep them to what SQLite and every
 #: tool reading the fleet can hold.
 MAX_SEED = 2**63 - 1
 
 
 def parse_speed(value: str | float) -> float:
-    """``max`` or a factor of fleet time over wall time in (0, 1e6]; errors name ``speed``."""
+    """``max`` (``MAX_SPEED``) or a factor of fleet time over wall time in (0, 1e6]; errors
+    name ``speed``."""
     if isinstance(value, str) and value.strip().lower() == "max":
         return MAX_SPEED
     if isinstance(value, bool):
@@ -35,7 +31,7 @@ def parse_speed(value: str | float) -> float:
     if not 0 < speed <= MAX_SPEED_FACTOR:  # also nan and inf
         raise ValueError(
             f"speed: must be above 0 and at most {MAX_SPEED_FACTOR:g} fleet seconds per wall "
-            "second (or 'max', a fleet that never waits)"
+            "second (or 'max', the same as 1e6)"
         )
     return speed
 

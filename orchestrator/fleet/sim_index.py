@@ -37,7 +37,7 @@ IN_SERVICE = HostState.IN_SERVICE
 #: Host fields that the counters read.
 COUNTED = frozenset({"state", "owner", "job_id"})
 #: Host fields a ``HostView`` carries (besides its name, rack and zone, which never change).
-VIEWED = frozenset({"state", "owner", "job_id", "last_visit", "last_boot", "versions"})
+VIEWED = frozenset({"state", "owner", "job_id", "last_visit", "last_boot", "versions", "reason"})
 HOST_WATCHED = VIEWED | {"repair_until"}
 #: Host fields that decide whether it is idle in service, or when it leaves repair.
 PLACED = frozenset({"state", "job_id", "repair_until"})
@@ -190,6 +190,7 @@ class SimIndex:
                 and old.owner == h.owner
                 and old.last_visit == h.last_visit
                 and old.last_boot == h.last_boot
+                and old.reason == ("" if h.state == IN_SERVICE else h.reason)
                 and old.versions is h.versions
                 and old.due == (cycle is not None and is_due(h, cycle))
             ):

@@ -79,12 +79,12 @@ class MaintenanceOps(JobScheduler, HostInstall):
             int(j): RefusalNote(float(v[0]), int(v[1])) for j, v in self.state.job_refusals.items()
         }
 
-    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+    def evict(self, job_id: int, actor: str) -> float:
         """Interrupt a job so its cordoned hosts can be maintained; return GPU-hours lost."""
         job = self.jobs[job_id]
         if job.state != "running":
             return 0.0
-        return self._interrupt(job, cause=f"maintenance:{actor}", actor=actor, as_of=as_of)
+        return self._interrupt(job, cause=f"maintenance:{actor}", actor=actor)
 
     def install(
         self, name: str, targets: Mapping[str, str], actor: str, attempt: str

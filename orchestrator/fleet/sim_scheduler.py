@@ -86,13 +86,9 @@ class JobScheduler(SimCore):
         """A hook run before placing: maintenance may take freed hosts first (piggybacking)."""
         self.freed.clear()
 
-    def _interrupt(self, job: JobRec, cause: str, actor: str, as_of: float | None = None) -> float:
-        """Stop a running job; it loses the work since its last checkpoint and is requeued.
-
-        ``as_of`` (at most now) is when the stop was scheduled: under a logical clock that other
-        waiters moved past it, the stop counts from then, as a discrete-event order would have it.
-        """
-        at = self.now if as_of is None else min(max(as_of, job.start or 0.0), self.now)
+    def _interrupt(self, job: JobRec, cause: str, actor: str) -> float:
+        """Stop a running job; it loses the work since its last checkpoint and is requeued."""
+        at = self.now
         assert job.start is not None
         extra: dict[str, float] = {}
         phase = self._restarts().pop(job.id, None) if self.restart_base_hours > 0 else None
@@ -164,19 +160,8 @@ class JobScheduler(SimCore):
         counts: dict[tuple[str, str], int] = {}
         starting: list[tuple[JobRec, tuple[str, str]]] = []
         while True:
-            while busy < goal and len(self.state.queue) < self._queue_depth():
-                shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
-                job_id = self.state.job_seq
-                self.state.job_seq += 1
-                self.jobs[job_id] = JobRec(
-                    job_id,
-                    shape.hosts,
-                    shape.duration_hours,
-                    shape.checkpoint_interval_hours,
-                    self.now,
-                )
-                self.dirty_jobs.add(job_id)
-                self.state.queue.append(job_id)
+            if busy < goal:
+                self._draw_jobs()
             if not self.state.queue or (self.easy_backfill and busy >= goal):
                 break  # (EASY starts nothing past the target: see ``_fits_easy``)
             head = self.jobs[self.state.queue[0]]
@@ -213,6 +198,22 @@ class JobScheduler(SimCore):
         if starting:
             assert free is not None
             self._assign(starting, free, steered=since is not None)
+
+    def _draw_jobs(self) -> None:
+        """Queue jobs drawn from the seeded trace until the queue is as deep as it may be."""
+        while len(self.state.queue) < self._queue_depth():
+            shape = dyn.draw_job(self.seed, self.name, self.state.job_seq, self.max_job_hosts)
+            job_id = self.state.job_seq
+            self.state.job_seq += 1
+            self.jobs[job_id] = JobRec(
+                job_id,
+                shape.hosts,
+                shape.duration_hours,
+                shape.checkpoint_interval_hours,
+                self.now,
+            )
+            self.dirty_jobs.add(job_id)
+            self.state.queue.append(job_id)
 
     def _take_close(self, racks: dict[str, list[str]], need: int, chosen: list[str]) -> None:
         """Move up to ``need`` hosts from ``racks`` to ``chosen``: zones that hold them all

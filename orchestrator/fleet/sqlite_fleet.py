@@ -9,26 +9,22 @@ built atomically (``ledger_files.create_store``), so a failed ``fleet init`` lea
 
 This module is the store itself: opening (and refusing a damaged file), creating, the
 transactions and the reads. What it stores lives beside it: the tables and their migrations
-in ``store_schema``, a cluster's rows in ``sqlite_rows``, the logical clocks' turns in
-``sqlite_clock``, the event log in ``event_log``, and the bounds on speed and seed in
-``settings``.
+in ``store_schema``, a cluster's rows in ``sqlite_rows``, the event log in ``event_log``, and
+the bounds on speed and seed in ``settings``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, select
 from sqlalchemy import func as sql_func
 
-from orchestrator.contracts.backend import ClockMember, ClockRelease, ClockTurn
-from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet, UnknownCluster
-from orchestrator.fleet import sqlite_clock
+from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.fleet_id import META_KEY as FLEET_ID_KEY
@@ -37,12 +33,12 @@ from orchestrator.fleet.kept_clusters import KEPT, check_enabled, check_same, ge
 from orchestrator.fleet.ledger_files import connect, create_store, open_store
 from orchestrator.fleet.ledger_store import LedgerStore
 from orchestrator.fleet.presets import INITIAL_SWITCH_FIRMWARE, Preset, get_preset
-from orchestrator.fleet.settings import MAX_SPEED, check_seed, parse_speed
+from orchestrator.fleet.settings import check_seed, parse_speed
 from orchestrator.fleet.sqlite_rows import load_cluster, save_cluster
 from orchestrator.fleet.store_db import Database
 from orchestrator.fleet.store_schema import (
     SCHEMA_VERSION,
-    clocks,
+    cluster_locks,
     meta,
     migrate,
     stored_version,
@@ -52,7 +48,6 @@ from orchestrator.fleet.store_schema import clusters as cluster_rows
 from orchestrator.fleet.store_url import StoreRef, is_url
 from orchestrator.fleet.topology import Topology
 
-_CLOCK = select(clocks.c.now).where(clocks.c.cluster == bindparam("cluster"))
 _NAMES = select(cluster_rows.c.name).order_by(cluster_rows.c.name)
 
 
@@ -173,9 +168,7 @@ class SqliteFleet(LedgerStore):
         try:
             self.seed = check_seed(int(meta_rows["seed"]))
             self.preset: Preset = get_preset(meta_rows["preset"])
-            self.speed = float(meta_rows["speed"])
-            if self.speed != MAX_SPEED:
-                parse_speed(self.speed)
+            self.speed = parse_speed(float(meta_rows["speed"]))
             self.anchor_wall = datetime.fromisoformat(meta_rows["anchor_wall"])
             if self.anchor_wall.tzinfo is None:
                 raise ValueError("anchor_wall has no time zone")
@@ -208,8 +201,7 @@ class SqliteFleet(LedgerStore):
         if not isinstance(preset, Preset):
             raise TypeError(f"preset: expected a Preset, got {type(preset).__name__}")
         check_seed(seed)
-        if speed != MAX_SPEED:
-            speed = parse_speed(speed)
+        speed = parse_speed(speed)
         if not is_url(path) and Path(path).is_dir():
             raise ValueError(f"fleet: {path} is a directory")
         wall = wall or datetime.now(UTC)
@@ -234,86 +226,16 @@ class SqliteFleet(LedgerStore):
             )
             for cluster in preset.cluster_names():
                 save_cluster(conn, build_cluster(preset, seed, cluster, topo), new=True)
-                conn.execute(clocks.insert().values(cluster=cluster, now=0.0))
+                conn.execute(cluster_locks.insert().values(cluster=cluster))
 
         create_store(path, fill, force)
         return cls(path)
 
     # -------------------------------------------------------------------- clock
-    @property
-    def logical(self) -> bool:
-        return self.speed == MAX_SPEED
-
     def fleet_time(self, wall: datetime | None = None, cluster: str | None = None) -> float:
-        """Fleet hours of ``cluster`` at wall time ``wall`` (the caller's workflow.now()).
-
-        A scaled fleet has one clock derived from ``wall``; a logical fleet has one per cluster
-        (its row in ``clocks``), which only that cluster's parties move.
-        """
-        if self.logical:
-            if cluster is None:
-                raise ValueError("cluster: a fleet at speed max keeps one clock per cluster")
-            rows = self.db.read(_CLOCK, {"cluster": cluster})
-            if not rows:
-                raise UnknownCluster(f"cluster: unknown cluster {cluster!r}", field="cluster")
-            return float(rows[0][0])
+        """Fleet hours at wall time ``wall`` (the caller's workflow.now()), at the fleet's speed."""
         wall = wall or datetime.now(UTC)
         return max(0.0, (wall - self.anchor_wall).total_seconds() * self.speed / 3600.0)
-
-    def advance_clock(self, cluster: str, target_hours: float) -> float:
-        """Move ``cluster``'s logical clock forward to ``target_hours``; the cluster's hour."""
-        if not self.logical:
-            return self.fleet_time(cluster=cluster)
-        with self.db.tx(cluster) as conn:
-            now = sqlite_clock.clock_now(conn, cluster)
-            if target_hours > now:
-                sqlite_clock.set_clock(conn, cluster, target_hours)
-                return target_hours
-            return now
-
-    def clock_wait(
-        self,
-        cluster: str,
-        party: ClockMember,
-        epoch: str,
-        target_hours: float | None,
-        children: Sequence[str] | None = None,
-        wakes: Sequence[str] = (),
-        wall: datetime | None = None,
-    ) -> ClockTurn:
-        """Register ``party``'s wait on ``cluster``'s logical clock and step it (see
-        ``FleetBackend.clock_wait``): one transaction, so two parties never both take a turn."""
-        seen = (wall or datetime.now(UTC)).timestamp()
-        with self.db.tx(cluster) as conn:
-            now = self._time_in(conn, wall, cluster)
-            return sqlite_clock.wait(
-                conn, cluster, party, epoch, target_hours, children, wakes, now, seen
-            )
-
-    def clock_leave(
-        self,
-        cluster: str,
-        party: str | None = None,
-        owner: str | None = None,
-        wall: datetime | None = None,
-    ) -> tuple[ClockRelease, ...]:
-        """Remove ``party`` (or every party of ``owner``) from ``cluster``'s clock and step it."""
-        if not self.logical:
-            return ()
-        seen = (wall or datetime.now(UTC)).timestamp()
-        with self.db.tx(cluster) as conn:
-            return sqlite_clock.leave(conn, cluster, party, owner, seen)
-
-    def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
-        """The parties of ``cluster``'s logical clock, in turn order (for status and tests)."""
-        return sqlite_clock.parties(self.db.read(sqlite_clock.PARTIES, {"b_cluster": cluster}))
-
-    # ---------------------------------------------------------- transactions
-    def _time_in(self, conn: Connection, wall: datetime | None, cluster: str) -> float:
-        """``fleet_time`` read inside the transaction ``conn`` (a logical clock's row)."""
-        if self.logical:
-            return sqlite_clock.clock_now(conn, cluster)
-        return self.fleet_time(wall, cluster)
 
     @contextmanager
     def cluster(self, name: str, wall: datetime | None = None) -> Iterator[ClusterSim]:
@@ -331,7 +253,7 @@ class SqliteFleet(LedgerStore):
                 sim = load_cluster(conn, name, self.seed, self.preset)
             elif check_enabled():
                 check_same(sim, load_cluster(conn, name, self.seed, self.preset))
-            sim.advance(self._time_in(conn, wall, name))
+            sim.advance(self.fleet_time(wall, name))
             yield sim
             save_cluster(conn, sim)
             if outer:
@@ -342,7 +264,7 @@ class SqliteFleet(LedgerStore):
         """The cluster advanced to the caller's fleet time, without writing anything back."""
         with self.db.snapshot() as conn:
             sim = load_cluster(conn, name, self.seed, self.preset)
-            sim.advance(self._time_in(conn, wall, name))
+            sim.advance(self.fleet_time(wall, name))
         return sim
 
     # ------------------------------------------------------------------ reads

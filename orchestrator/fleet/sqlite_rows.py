@@ -81,61 +81,11 @@ def load_cluster(conn: Connection, name: str, seed: int, preset: Preset) -> Clus
 def save_cluster(conn: Connection, sim: ClusterSim, new: bool = False) -> None:
     """Write what ``sim`` changed since it was loaded (every row when ``new``) and append its
     events; the caller's transaction commits it. Clears the changes it wrote."""
-    s = sim.state
-    upsert(
-        conn,
-        clusters,
-        [
-            {
-                "name": sim.name,
-                "state": json.dumps(
-                    {
-                        "now": s.now,
-                        "job_seq": s.job_seq,
-                        "fail_seq": s.fail_seq,
-                        "next_failure_at": s.next_failure_at,
-                        "queue": s.queue,
-                        "targets": s.targets,
-                        "faults": s.faults,
-                        "job_behaviours": s.job_behaviours,
-                        "piggyback": s.piggyback,
-                        "job_refusals": s.job_refusals,
-                        "reimage": s.reimage,
-                    }
-                ),
-            }
-        ],
-    )
+    upsert(conn, clusters, [{"name": sim.name, "state": _state_text(sim.state)}])
     names = sim.order if new else sorted(sim.dirty_hosts)
     save_hosts(conn, sim.name, (sim.hosts[n] for n in names))
     job_ids = list(sim.jobs) if new else sorted(sim.dirty_jobs)
-    upsert(
-        conn,
-        job_rows,
-        [
-            dict(
-                zip(
-                    _JOB_COLUMNS,
-                    (
-                        sim.name,
-                        j.id,
-                        j.size,
-                        j.work_hours,
-                        j.ckpt_hours,
-                        j.submitted,
-                        json.dumps(j.hosts),
-                        j.start,
-                        j.driver,
-                        j.cuda,
-                        j.state,
-                        j.interruptions,
-                    ),
-                    strict=True,
-                )
-            )
-            for j in (sim.jobs[i] for i in job_ids)
-        ],
-    )
+    upsert(conn, job_rows, [_job_row(sim.name, sim.jobs[i]) for i in job_ids])
     if sim.dirty_switches:
         conn.execute(
             _FIRMWARE,
@@ -146,3 +96,46 @@ def save_cluster(conn: Connection, sim: ClusterSim, new: bool = False) -> None:
     sim.events.clear()
     sim.dirty_hosts.clear()
     sim.dirty_jobs.clear()
+
+
+def _state_text(s: ClusterState) -> str:
+    """The cluster's own state (clock, queue, targets, faults...) as its ``clusters`` JSON."""
+    return json.dumps(
+        {
+            "now": s.now,
+            "job_seq": s.job_seq,
+            "fail_seq": s.fail_seq,
+            "next_failure_at": s.next_failure_at,
+            "queue": s.queue,
+            "targets": s.targets,
+            "faults": s.faults,
+            "job_behaviours": s.job_behaviours,
+            "piggyback": s.piggyback,
+            "job_refusals": s.job_refusals,
+            "reimage": s.reimage,
+        }
+    )
+
+
+def _job_row(cluster: str, j: JobRec) -> dict[str, object]:
+    """One job of ``cluster`` as its ``jobs`` row."""
+    return dict(
+        zip(
+            _JOB_COLUMNS,
+            (
+                cluster,
+                j.id,
+                j.size,
+                j.work_hours,
+                j.ckpt_hours,
+                j.submitted,
+                json.dumps(j.hosts),
+                j.start,
+                j.driver,
+                j.cuda,
+                j.state,
+                j.interruptions,
+            ),
+            strict=True,
+        )
+    )

@@ -48,7 +48,7 @@ def fleet_status(
         "fleet_id": fleet.get_meta().get("fleet_id"),
         "preset": fleet.preset.name,
         "seed": fleet.seed,
-        "speed": "max" if fleet.speed == 0 else fleet.speed,
+        "speed": fleet.speed,
         "fleet_hours": round(now, 3),
         "clusters": len(names),
         "hosts_total": hosts_total,

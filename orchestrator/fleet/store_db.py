@@ -10,9 +10,9 @@ where the two databases differ, and only in how a transaction takes its lock:
   error comes out as the driver raised it (``sqlite3.OperationalError`` and the like), so every
   caller that reads them sees what it always saw.
 - **PostgreSQL** (workers on many machines sharing one record): a write transaction on a
-  cluster first takes that cluster's row in ``clocks`` ``FOR UPDATE``, so two workers acting on
-  one cluster take turns and the budget check, the owner rule and the logical clock's turn are
-  each decided on rows nobody else is changing (READ COMMITTED, row locks: no serialisation
+  cluster first takes that cluster's row in ``cluster_locks`` ``FOR UPDATE``, so two workers
+  acting on one cluster take turns and the budget check and the owner rule are each decided
+  on rows nobody else is changing (READ COMMITTED, row locks: no serialisation
   failures to retry). A lost connection, a deadlock or a database that is not there yet is a
   ``StoreUnavailable``, a ``TemporaryError``: the transaction rolled back whole, the activity
   retries and the next use reconnects. A refusal of the role (a failed login, a missing
@@ -123,8 +123,9 @@ class Database:
             if self.is_sqlite:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             elif cluster is not None:
+                locks = t.cluster_locks
                 conn.execute(
-                    select(t.clocks.c.now).where(t.clocks.c.cluster == cluster).with_for_update()
+                    select(locks.c.cluster).where(locks.c.cluster == cluster).with_for_update()
                 )
             yield conn
             conn.commit()

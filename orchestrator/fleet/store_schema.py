@@ -18,6 +18,7 @@ directory and environment would add a second record of the version to keep in st
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -36,6 +37,7 @@ from sqlalchemy import (
     text,
 )
 
+from orchestrator.contracts.constants import LEGACY_MAX_SPEED, MAX_SPEED_FACTOR
 from orchestrator.contracts.errors import FleetSchemaMismatch, NoFleet
 
 if TYPE_CHECKING:
@@ -107,12 +109,18 @@ events = Table(
     _text("detail"),
     sqlite_autoincrement=True,
 )
-clocks = Table(
-    "clocks", metadata, _text("cluster", primary_key=True), Column("now", Float, nullable=False)
+#: One row per cluster: PostgreSQL's write lock on that cluster (``store_db.Database.tx`` takes
+#: it ``FOR UPDATE`` first, so two workers acting on one cluster take turns).
+cluster_locks = Table("cluster_locks", metadata, _text("cluster", primary_key=True))
+#: The tables of versions 3 to 6 that version 7 drops (the per-cluster clocks of a fleet at
+#: speed ``max``, and their parties): here only for the steps that make and drop them.
+_legacy = MetaData()
+_clocks = Table(
+    "clocks", _legacy, _text("cluster", primary_key=True), Column("now", Float, nullable=False)
 )
-clock_parties = Table(
+_clock_parties = Table(
     "clock_parties",
-    metadata,
+    _legacy,
     _text("cluster", primary_key=True),
     _text("party", primary_key=True),
     _text("workflow_id"),
@@ -196,7 +204,7 @@ event.listen(metadata, "after_create", _create_generation_triggers)
 
 #: Version of the tables above. Bump it with every change to them and add the step from the
 #: previous version to ``_MIGRATIONS``; a store newer than this code is refused.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _VERSION = select(meta.c.value).where(meta.c.key == "schema_version")
 
@@ -255,12 +263,12 @@ def _clocks_v3(conn: Connection) -> None:
     """2 -> 3: the one logical clock (meta ``logical_now``) becomes one per cluster, each
     starting where the fleet's clock stood, and the clocks' parties get their table."""
     row = conn.execute(select(meta.c.value).where(meta.c.key == "logical_now")).first()
-    clocks.create(conn, checkfirst=True)
-    clock_parties.create(conn, checkfirst=True)
+    _clocks.create(conn, checkfirst=True)
+    _clock_parties.create(conn, checkfirst=True)
     now = float(row[0]) if row else 0.0
     names = [r[0] for r in conn.execute(select(clusters.c.name))]
     if names:
-        conn.execute(clocks.insert(), [{"cluster": n, "now": now} for n in names])
+        conn.execute(_clocks.insert(), [{"cluster": n, "now": now} for n in names])
     conn.execute(meta.delete().where(meta.c.key == "logical_now"))
     _set_version(conn, 3)
 
@@ -289,8 +297,40 @@ def _generations_v6(conn: Connection) -> None:
     _set_version(conn, 6)
 
 
+def _locks_v7(conn: Connection) -> None:
+    """6 -> 7: fleet time always follows wall time at the fleet's speed. A fleet built at speed
+    ``max`` (stored as 0: one logical clock per cluster) runs at ``MAX_SPEED_FACTOR`` from the
+    hour its furthest cluster reached, so no cluster goes back in time; the clocks' parties go,
+    and each cluster's clock row becomes its write lock (``cluster_locks``)."""
+    cluster_locks.create(conn, checkfirst=True)
+    names = [r[0] for r in conn.execute(select(clusters.c.name))]
+    reached = 0.0
+    if inspect(conn).has_table("clocks"):
+        reached = max((float(r[0]) for r in conn.execute(select(_clocks.c.now))), default=0.0)
+    if names:
+        have = {r[0] for r in conn.execute(select(cluster_locks.c.cluster))}
+        rows = [{"cluster": n} for n in names if n not in have]
+        if rows:
+            conn.execute(cluster_locks.insert(), rows)
+    speed = conn.execute(select(meta.c.value).where(meta.c.key == "speed")).first()
+    if speed is not None and float(speed[0]) == LEGACY_MAX_SPEED:
+        anchor = datetime.now(UTC) - timedelta(seconds=reached * 3600.0 / MAX_SPEED_FACTOR)
+        for key, value in (("speed", str(MAX_SPEED_FACTOR)), ("anchor_wall", anchor.isoformat())):
+            conn.execute(meta.update().where(meta.c.key == key).values(value=value))
+    _clock_parties.drop(conn, checkfirst=True)
+    _clocks.drop(conn, checkfirst=True)
+    _set_version(conn, 7)
+
+
 #: version -> the step that takes a store from that version to the next.
-_MIGRATIONS = {1: _stamp_v2, 2: _clocks_v3, 3: _boots_v4, 4: _workers_v5, 5: _generations_v6}
+_MIGRATIONS = {
+    1: _stamp_v2,
+    2: _clocks_v3,
+    3: _boots_v4,
+    4: _workers_v5,
+    5: _generations_v6,
+    6: _locks_v7,
+}
 
 
 def refuse_newer(version: int, where: str) -> None:
@@ -315,7 +355,7 @@ def tables_version(conn: Connection) -> int:
     """The schema version the store's tables are at, whatever its ``schema_version`` row says
     (versions 1 and 2 have the same tables: 2, whose step only numbers them)."""
     names = set(inspect(conn).get_table_names())
-    for table, version in (("generations", 6), ("workers", 5)):
+    for table, version in (("cluster_locks", 7), ("generations", 6), ("workers", 5)):
         if table in names:
             return version
     if "clocks" not in names:
@@ -330,7 +370,8 @@ def _check_claim(conn: Connection, version: int, where: str) -> None:
     """DamagedRecord when a store says it predates the clocks (version 1 or 2, or no number)
     yet holds them: the step to 3 would add every cluster's clock a second time. (The later
     steps only add what is missing, so a store claiming 3 to 5 with newer tables heals.)"""
-    if version >= 3 or not inspect(conn).has_table("clocks"):
+    tables = inspect(conn)
+    if version >= 3 or not (tables.has_table("clocks") or tables.has_table("cluster_locks")):
         return
     said = f"says {version}" if conn.execute(_VERSION).first() else "is missing"
     actual = tables_version(conn)
@@ -369,8 +410,7 @@ def upgrade(conn: Connection, where: str) -> None:
 __all__ = [
     "SCHEMA_VERSION",
     "DamagedRecord",
-    "clock_parties",
-    "clocks",
+    "cluster_locks",
     "clusters",
     "events",
     "generations",

@@ -242,15 +242,7 @@ def lab_up(
     if info_path.exists() and running_pid(d / "run" / "slurmctld.pid"):
         return _read_info(info_path)
     lab_down(home, name)
-    # a new lab: no jobs, drains or features of an old one
-    shutil.rmtree(d / "state", ignore_errors=True)
-    shutil.rmtree(d / "sick", ignore_errors=True)
-    shutil.rmtree(short_dir(d), ignore_errors=True)
-    for leftover in ("jobcomp.txt", "versions.jsonl"):
-        (d / leftover).unlink(missing_ok=True)
-    (short_dir(d) / "spool").mkdir(parents=True, exist_ok=True)
-    for sub in ("state", "run", "log"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
+    _clear_lab_dir(d)
     ports = _free_ports(nodes + 1)
     node_ports = dict(zip(names, ports[1:], strict=True))
     bad = list(bad_versions or [])
@@ -268,6 +260,26 @@ def lab_up(
         parts,
         feats,
     )
+    _start_daemons(home, name, d, names)
+    write_file(info_path, json.dumps(info.to_json(), indent=1))
+    return info
+
+
+def _clear_lab_dir(d: Path) -> None:
+    """The lab's directory for a new lab: no jobs, drains or features of an old one."""
+    shutil.rmtree(d / "state", ignore_errors=True)
+    shutil.rmtree(d / "sick", ignore_errors=True)
+    shutil.rmtree(short_dir(d), ignore_errors=True)
+    for leftover in ("jobcomp.txt", "versions.jsonl"):
+        (d / leftover).unlink(missing_ok=True)
+    (short_dir(d) / "spool").mkdir(parents=True, exist_ok=True)
+    for sub in ("state", "run", "log"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+
+
+def _start_daemons(home: Path, name: str, d: Path, names: list[str]) -> None:
+    """Start munged, the controller and every node's slurmd, and wait until all answer; on
+    any failure stop what was started and raise."""
     try:
         _start_munge(d)
         start_controller(d)
@@ -278,8 +290,6 @@ def lab_up(
     except BaseException:
         lab_down(home, name)
         raise
-    write_file(info_path, json.dumps(info.to_json(), indent=1))
-    return info
 
 
 def lab_down(home: Path, name: str = CLUSTER) -> list[str]:

@@ -102,7 +102,26 @@ def slurm_conf_text(
     """The lab's ``slurm.conf``: one controller and ``nodes`` slurmds on loopback ports (with
     ``racks``, the tree topology of ``topology.conf``; ``partitions`` beside ``main`` and
     static node ``features``, as ``slurm_labels`` reads them)."""
-    lines = [
+    lines = _cluster_lines(d, ctl_port, name)
+    if racks:
+        lines.append("TopologyPlugin=topology/tree")
+    for n in nodes:
+        lines.append(
+            f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[n]} "
+            "CPUs=1 RealMemory=1 State=UNKNOWN"
+            + (f" Features={','.join(feats)}" if (feats := (features or {}).get(n)) else "")
+        )
+    lines.append(
+        "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE"
+    )
+    lines.extend(partition_lines(partitions or {}))
+    return "\n".join(lines) + "\n"
+
+
+def _cluster_lines(d: Path, ctl_port: int, name: str) -> list[str]:
+    """The cluster-wide settings of the lab's ``slurm.conf``: its controller, munge, the
+    lab's directories and the plugins and timeouts it runs with."""
+    return [
         f"ClusterName={name}",
         "SlurmctldHost=localhost",
         f"SlurmctldPort={ctl_port}",
@@ -137,19 +156,6 @@ def slurm_conf_text(
         f"JobCompLoc={d / 'jobcomp.txt'}",
         "SlurmctldParameters=enable_configless",
     ]
-    if racks:
-        lines.append("TopologyPlugin=topology/tree")
-    for n in nodes:
-        lines.append(
-            f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[n]} "
-            "CPUs=1 RealMemory=1 State=UNKNOWN"
-            + (f" Features={','.join(feats)}" if (feats := (features or {}).get(n)) else "")
-        )
-    lines.append(
-        "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE"
-    )
-    lines.extend(partition_lines(partitions or {}))
-    return "\n".join(lines) + "\n"
 
 
 _REBOOT = """#!/bin/bash

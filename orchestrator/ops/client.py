@@ -175,33 +175,9 @@ async def start_operation(
     found = await _execution_status(handle)
     started = False
     if found is None:
-        inp = OperationInput(spec=spec)
-        if max_history_events is not None:
-            inp.max_history_events = max_history_events
-        pairs = [
-            SearchAttributePair(TRAIN_CAMPAIGN, op_id),
-            SearchAttributePair(TRAIN_PHASE, "running"),
-        ]
-        if len(clusters) == 1:
-            pairs.append(SearchAttributePair(TRAIN_CLUSTER, clusters[0]))
-        try:
-            handle = await client.start_workflow(
-                WORKFLOW_NAME,
-                inp,
-                id=op_id,
-                task_queue=task_queue,
-                result_type=OperationStatus,
-                # One operation per request: join a running one, never re-run a finished one.
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=TypedSearchAttributes(pairs),
-                static_summary=operation_summary(spec.kind, spec.targets, spec.scope.cluster),
-            )
-            response = getattr(handle, "_start_workflow_response", None)
-            started = bool(getattr(response, "started", True))
-            found = WorkflowExecutionStatus.RUNNING
-        except WorkflowAlreadyStartedError:  # it finished between our look and our start
-            found = WorkflowExecutionStatus.COMPLETED
+        handle, started, found = await _start_new(
+            client, spec, op_id, clusters, task_queue, max_history_events
+        )
     running = found == WorkflowExecutionStatus.RUNNING
     desc = await handle.describe()
     run_id = desc.raw_description.workflow_execution_info.first_run_id or desc.run_id
@@ -220,6 +196,46 @@ async def start_operation(
         already_running=running and not started,
         status=status,
     )
+
+
+async def _start_new(
+    client: Client,
+    spec: OperationSpec,
+    op_id: str,
+    clusters: Sequence[str],
+    task_queue: str,
+    max_history_events: int | None,
+) -> tuple[OperationHandle, bool, WorkflowExecutionStatus]:
+    """Start the workflow of an operation not seen yet: its handle, whether this call started
+    it (another request may have won the race and is joined), and its execution status."""
+    inp = OperationInput(spec=spec)
+    if max_history_events is not None:
+        inp.max_history_events = max_history_events
+    pairs = [
+        SearchAttributePair(TRAIN_CAMPAIGN, op_id),
+        SearchAttributePair(TRAIN_PHASE, "running"),
+    ]
+    if len(clusters) == 1:
+        pairs.append(SearchAttributePair(TRAIN_CLUSTER, clusters[0]))
+    handle = operation_handle(client, op_id)
+    try:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME,
+            inp,
+            id=op_id,
+            task_queue=task_queue,
+            result_type=OperationStatus,
+            # One operation per request: join a running one, never re-run a finished one.
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            search_attributes=TypedSearchAttributes(pairs),
+            static_summary=operation_summary(spec.kind, spec.targets, spec.scope.cluster),
+        )
+    except WorkflowAlreadyStartedError:  # it finished between our look and our start
+        return handle, False, WorkflowExecutionStatus.COMPLETED
+    response = getattr(handle, "_start_workflow_response", None)
+    started = bool(getattr(response, "started", True))
+    return handle, started, WorkflowExecutionStatus.RUNNING
 
 
 async def _require_same_spec(

@@ -19,13 +19,13 @@ def would_grant(state: ArbiterState, req: AcquireRequest) -> Grant:
     if req.exclusive:
         queue = state.queue
         ahead = queue[: queue.index(req.holder)] if req.holder in queue else list(queue)
-        busy = [h.holder for h in others if (h.holding > 0 or h.standing) and h.holder not in ahead]
+        busy = [h.holder for h in others if h.holding > 0 and h.holder not in ahead]
         grant = Grant(granted=min(req.want, budget), waiting_for=ahead + busy)
     elif state.queue:
         grant = Grant(granted=0, waiting_for=list(state.queue))
     else:
         room = budget - sum(h.granted for h in others)
-        grant = Grant(granted=max(0, min(req.want, room)), standing=req.standing_ok and not others)
+        grant = Grant(granted=max(0, min(req.want, room)))
     smaller = [h.holder for h in others if h.limit == budget and budget < req.limit]
     if smaller:
         grant.reason = f"the budget is {budget} hosts as {', '.join(smaller)} reads it"

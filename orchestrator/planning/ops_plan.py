@@ -36,10 +36,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.contracts.constants import NOT_MAINTENANCE_OWNERS
-from orchestrator.contracts.models import HostState
+from orchestrator.contracts.models import CapacityBudget, HostState
 from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.contracts.views import ClusterSnapshot, HostView
+from orchestrator.planning.blockers import budget_holders
 from orchestrator.planning.ops_estimate import Estimate, estimate_waves, maintenance_hours_by_host
 from orchestrator.planning.ops_packing import NoRoom, Packer, check_one_wave, pack_waves
 from orchestrator.planning.ops_result import ClusterPlan, Holder, OperationPlan, Wave
@@ -77,18 +78,29 @@ def room_wait(snap: ClusterSnapshot, limit: int) -> str | None:
     the cluster's arbiter when the operation's turn comes. Occupancy is today's, so it never
     refuses a plan: a wave waits for room (at most ``max_wait_for_room``), as a train does.
     """
-    out = sum(1 for h in snap.hosts if h.state != IN_SERVICE and h.owner in _NOT_HOLDERS)
-    if limit <= 0 or out < limit:
+    out = [h for h in snap.hosts if h.state != IN_SERVICE and h.owner in _NOT_HOLDERS]
+    if limit <= 0 or len(out) < limit:
         return None
     return (
-        f"budget.max_unavailable: {out} hosts out of service in {snap.name} (failures, repair, "
-        f"quarantine) fill its budget of {limit}"
+        f"budget.max_unavailable: {len(out)} hosts out of service in {snap.name} (failures, "
+        f"repair, quarantine) fill its budget of {limit}: {budget_holders(out)}"
     )
 
 
 def _one_wave(spec: OperationSpec) -> bool:
     """Whether a cluster's scope goes in one wave (whole or not at all): grants cut nothing."""
     return spec.consistency == "cluster" or spec.kind == "drain-for-repair"
+
+
+@dataclass
+class _Cut:
+    """A cluster's scope cut into waves (``bins``), or why it cannot be (``refused``)."""
+
+    bins: list[list[HostView]]
+    limit: int  # the budget's hosts out of service (a one-wave check may settle it)
+    cap: int  # the hosts a wave may take
+    split: int = 0  # jobs larger than a wave, split across waves
+    refused: str | None = None
 
 
 def _plan_cluster(
@@ -98,62 +110,97 @@ def _plan_cluster(
     since: float | None,
     grant: int | None = None,
 ) -> _ClusterResult:
+    """Plan one cluster: what is done, deferred and to change, the waves, their estimate."""
     done, deferred, todo = classify(spec, scoped, since)
     down = [h for h in snap.hosts if h.state != IN_SERVICE]
     budget = spec.budget
     if spec.window is not None:
         budget = budget.model_copy(update={"max_unavailable": spec.window.max_unavailable})
     limit = budget.limit(snap.hosts_total)
-    cap = limit - len(down)
     maint = maintenance_hours_by_host(spec, todo)
     refused: str | None = None
     waiting = room_wait(snap, limit) if todo else None
     if waiting is not None and spec.max_wait_for_room_hours <= 0:  # asked not to wait
         refused = f"{snap.name}: {waiting}; max_wait_for_room is 0: no waiting for repairs"
         waiting = None
-    bins: list[list[HostView]] = []
-    split = 0
-    one_wave = _one_wave(spec)
-    if todo and not one_wave and cap <= 0 and limit > 0:
-        # Full today: holders hand over when its turn comes, outages end; plan the room then.
-        unheld = sum(1 for h in down if h.owner in _NOT_HOLDERS)
-        cap = limit - unheld if waiting is None else limit
-    if grant is not None and not one_wave:  # the arbiter's share: the waves that will run
-        cap = min(cap, max(1, grant))
-    if refused is not None:
-        pass
-    elif todo and one_wave:
-        limit, refused = check_one_wave(spec, snap, todo, down, budget, maint)
-        bins, cap = [todo], len(todo)
-    elif todo and cap <= 0:
-        refused = (
-            f"{snap.name}: budget.max_unavailable allows {plural(limit, 'host')} out of service; "
-            f"raise budget.max_unavailable above {len(down)}"
+    cap = _wave_cap(spec, limit, down, waiting, grant, bool(todo))
+    if refused is None:
+        cut = _cut_waves(
+            spec, snap, todo, down=down, budget=budget, maint=maint, limit=limit, cap=cap
         )
-    elif todo:
-        try:
-            bins, split = pack_waves(snap, todo, Packer(cap, budget, down))
-        except NoRoom as err:
-            refused = f"{snap.name}: {err}"
+    else:
+        cut = _Cut([], limit, cap, refused=refused)
     wait = spec.drain.max_wait_hours
-    est = Estimate([]) if refused else estimate_waves(snap, bins, maint, wait)
+    est = Estimate([]) if cut.refused else estimate_waves(snap, cut.bins, maint, wait)
     summary = ClusterPlan(
         cluster=snap.name,
         hosts_total=snap.hosts_total,
         hosts_in_scope=len(scoped),
         out_of_service=len(down),
-        budget_limit=limit,
-        wave_cap=max(0, cap),
+        budget_limit=cut.limit,
+        wave_cap=max(0, cut.cap),
         hosts_to_change=len(todo) + len(deferred),
         already_done=len(done),
         deferred=len(deferred),
         waves=len(est.waves),
         est_hours=round(est.hours, 3),
-        refused=refused,
-        waiting_for_room=None if refused else waiting,
+        refused=cut.refused,
+        waiting_for_room=None if cut.refused else waiting,
         granted_hosts=grant,
     )
-    return _ClusterResult(summary, est, done, deferred, split)
+    return _ClusterResult(summary, est, done, deferred, cut.split)
+
+
+def _wave_cap(
+    spec: OperationSpec,
+    limit: int,
+    down: list[HostView],
+    waiting: str | None,
+    grant: int | None,
+    has_todo: bool,
+) -> int:
+    """How many hosts a wave may take: the budget's room today, or (full today) the room it
+    will have once holders hand over, within the arbiter's grant."""
+    cap = limit - len(down)
+    one_wave = _one_wave(spec)
+    if has_todo and not one_wave and cap <= 0 and limit > 0:
+        # Full today: holders hand over when its turn comes, outages end; plan the room then.
+        unheld = sum(1 for h in down if h.owner in _NOT_HOLDERS)
+        cap = limit - unheld if waiting is None else limit
+    if grant is not None and not one_wave:  # the arbiter's share: the waves that will run
+        cap = min(cap, max(1, grant))
+    return cap
+
+
+def _cut_waves(
+    spec: OperationSpec,
+    snap: ClusterSnapshot,
+    todo: list[HostView],
+    *,
+    down: list[HostView],
+    budget: CapacityBudget,
+    maint: dict[str, float],
+    limit: int,
+    cap: int,
+) -> _Cut:
+    """Cut the hosts to change into waves of at most ``cap``, or one wave (checked against
+    ``budget`` with ``down`` out of service and each host's ``maint`` hours), or refuse."""
+    if not todo:
+        return _Cut([], limit, cap)
+    if _one_wave(spec):
+        limit, refused = check_one_wave(spec, snap, todo, down, budget, maint)
+        return _Cut([todo], limit, len(todo), refused=refused)
+    if cap <= 0:
+        refused = (
+            f"{snap.name}: budget.max_unavailable allows {plural(limit, 'host')} out of service; "
+            f"raise budget.max_unavailable above {len(down)}"
+        )
+        return _Cut([], limit, cap, refused=refused)
+    try:
+        bins, split = pack_waves(snap, todo, Packer(cap, budget, down))
+    except NoRoom as err:
+        return _Cut([], limit, cap, refused=f"{snap.name}: {err}")
+    return _Cut(bins, limit, cap, split)
 
 
 def plan_operation(
@@ -185,30 +232,8 @@ def plan_operation(
         for n, hosts in scoped.items()
         if hosts
     ]
-    refusals = [r.summary.refused for r in results if r.summary.refused]
-    refused = None
-    if refusals:
-        refused = refusals[0] + (
-            f" (and {len(refusals) - 1} more clusters)" if refusals[1:] else ""
-        )
-    warnings = [
-        _split_warning(r.summary.cluster, r.split_jobs, r.summary.wave_cap)
-        for r in results
-        if r.split_jobs
-    ]
+    refused = _refusal(results)
     hours = max((r.est.hours for r in results), default=0.0)
-    if spec.window is not None and not refused and hours > spec.window.duration_hours:
-        warnings.append(
-            f"estimated ~{duration(hours)} exceeds window.duration "
-            f"{duration(spec.window.duration_hours)}"
-        )
-    names = {r.summary.cluster for r in results}
-    conflicts = sorted(
-        f"{h.cluster}: serialised after {h.holder_id} which holds {h.hosts} hosts"
-        + (f" ({h.scope})" if h.scope else "")
-        for h in holders
-        if h.cluster in names and h.holder_id != op_id and h.hosts > 0
-    )
     waves = [] if refused else [w for r in results for w in r.est.waves]
     return OperationPlan(
         operation_id=op_id,
@@ -227,9 +252,43 @@ def plan_operation(
         gpu_hours_lost=round(sum(r.est.gpu_lost for r in results), 1),
         jobs_affected=sum(len(w.jobs_affected) for w in waves),
         jobs_interrupted=sum(len(w.jobs_interrupted) for w in waves),
-        conflicts=conflicts,
-        warnings=warnings,
+        conflicts=_conflicts(results, holders, op_id),
+        warnings=_warnings(spec, results, None if refused else hours),
         refused=refused,
+    )
+
+
+def _refusal(results: list[_ClusterResult]) -> str | None:
+    """The first cluster's refusal (with how many more clusters refused), or None."""
+    refusals = [r.summary.refused for r in results if r.summary.refused]
+    if not refusals:
+        return None
+    return refusals[0] + (f" (and {len(refusals) - 1} more clusters)" if refusals[1:] else "")
+
+
+def _warnings(spec: OperationSpec, results: list[_ClusterResult], hours: float | None) -> list[str]:
+    """Jobs split across waves, and an estimate of ``hours`` (None: refused) past the window."""
+    warnings = [
+        _split_warning(r.summary.cluster, r.split_jobs, r.summary.wave_cap)
+        for r in results
+        if r.split_jobs
+    ]
+    if spec.window is not None and hours is not None and hours > spec.window.duration_hours:
+        warnings.append(
+            f"estimated ~{duration(hours)} exceeds window.duration "
+            f"{duration(spec.window.duration_hours)}"
+        )
+    return warnings
+
+
+def _conflicts(results: list[_ClusterResult], holders: Iterable[Holder], op_id: str) -> list[str]:
+    """The other holders of the planned clusters' hosts, which the operation waits behind."""
+    names = {r.summary.cluster for r in results}
+    return sorted(
+        f"{h.cluster}: serialised after {h.holder_id} which holds {h.hosts} hosts"
+        + (f" ({h.scope})" if h.scope else "")
+        for h in holders
+        if h.cluster in names and h.holder_id != op_id and h.hosts > 0
     )
 
 

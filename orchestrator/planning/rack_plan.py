@@ -81,12 +81,8 @@ def choose_rack(
     best: tuple[tuple[int, int, str], str, list[str]] | None = None
     blocked = too_big = 0
     for rack in due:
-        members = by_rack[rack]
-        if any(h.state != IN_SERVICE and h.owner not in NOT_MAINTENANCE_OWNERS for h in members):
-            blocked += 1  # held by someone (an operation, or our own visit in flight)
-            continue
-        take = [h for h in members if h.state == IN_SERVICE]
-        if not take:  # every host is down for repair: its visit waits for one back
+        take = _takeable(by_rack[rack])
+        if take is None:
             blocked += 1
             continue
         if len(down) + len(take) > limit or (
@@ -94,15 +90,7 @@ def choose_rack(
         ):
             too_big += 1
             continue
-        long_jobs = {
-            h.job_id
-            for h in take
-            if h.job_id is not None
-            and h.job_id in jobs
-            and jobs[h.job_id].end_hours - now > max_wait_hours
-        }
-        busy = sum(1 for h in take if h.job_id is not None)
-        key = (len(long_jobs), busy, rack)
+        key = (*_interruption(take, jobs, now, max_wait_hours), rack)
         if best is None or key < best[0]:
             best = (key, rack, [h.name for h in take])
     if best is None:
@@ -114,3 +102,29 @@ def choose_rack(
         return plan
     plan.rack, plan.hosts = best[1], best[2]
     return plan
+
+
+def _takeable(members: Sequence[HostView]) -> list[HostView] | None:
+    """The rack's hosts a visit takes out (those in service), or None while it cannot be
+    visited: a host held by someone (an operation, or our own visit in flight), or every host
+    down for repair (its visit waits for one back)."""
+    if any(h.state != IN_SERVICE and h.owner not in NOT_MAINTENANCE_OWNERS for h in members):
+        return None
+    take = [h for h in members if h.state == IN_SERVICE]
+    return take or None
+
+
+def _interruption(
+    take: Sequence[HostView], jobs: Mapping[int, JobView], now: float, max_wait_hours: float
+) -> tuple[int, int]:
+    """What taking these hosts interrupts: running jobs that will not end within
+    ``max_wait_hours``, then busy hosts."""
+    long_jobs = {
+        h.job_id
+        for h in take
+        if h.job_id is not None
+        and h.job_id in jobs
+        and jobs[h.job_id].end_hours - now > max_wait_hours
+    }
+    busy = sum(1 for h in take if h.job_id is not None)
+    return len(long_jobs), busy

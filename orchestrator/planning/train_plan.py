@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
 
 from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.contracts.models import HostState
+from orchestrator.contracts.ui_text import BUDGET_EXHAUSTED
 from orchestrator.contracts.views import HostView, JobView, last_checkpoint
+from orchestrator.planning.blockers import budget_holders
 
 IN_SERVICE = HostState.IN_SERVICE
 _STATE, _DUE = attrgetter("state"), attrgetter("due")
@@ -116,6 +118,44 @@ class _Room:
             self.zone[h.zone] += 1
 
 
+class _Picker:
+    """A plan being filled: up to ``slots`` hosts, each once and within the room's budget."""
+
+    def __init__(self, plan: DomainPlan, slots: int, room: _Room) -> None:
+        self.plan = plan
+        self.slots = slots
+        self.room = room
+        self.taken: set[str] = set()
+
+    def add(self, h: HostView) -> bool:
+        if len(self.plan.hosts) >= self.slots or h.name in self.taken or not self.room.fits(h):
+            return False
+        self.room.take(h)
+        self.taken.add(h.name)
+        self.plan.hosts.append(h.name)
+        return True
+
+    def free(self) -> int:
+        """Hosts the plan may still take: its slots left, within the budget."""
+        return min(self.slots - len(self.plan.hosts), self.room.free())
+
+    def take_job(self, groups: dict[int, list[HostView]], jid: int) -> None:
+        """Take the due hosts of job ``jid`` (as many as fit) and forget the job."""
+        for h in groups.pop(jid):
+            self.add(h)
+
+
+@dataclass(frozen=True)
+class _EvictRules:
+    """When job-aware planning stops a job (see ``_job_aware``)."""
+
+    max_wait_hours: float
+    refused: Mapping[int, float]
+    min_fill: float
+    evict: bool
+    max_size: int | None
+
+
 def choose_domain(
     hosts: Sequence[HostView],
     jobs: Mapping[int, JobView],
@@ -131,28 +171,9 @@ def choose_domain(
 ) -> DomainPlan:
     """Pick up to ``slots`` due hosts to take out next without breaking the budget.
 
-    A host is due if ``HostView.due`` says so and it is in service.
-
-    ``job-aware`` takes, in order: idle hosts; more hosts of
-    jobs already being drained (they share the eviction); hosts of jobs that end within
-    ``END_WAIT_HOURS`` (a short wait, no interruption); then whole jobs to evict right after
-    their next checkpoint, the one covering most slots first (an interruption costs the same
-    for 1 host or 92, so each should free as many due hosts as possible), the one whose hosts
-    come free soonest on ties. It evicts only for at least ``evict_min_fill`` of the domain
-    (None: ``EVICT_MIN_FILL``; less for a train behind its cycle target) while other hosts are in
-    flight (slots gather as they finish), unless no job has that many due hosts left (then
-    the largest one is worth it), never evicts a job that ends within
-    ``max_wait_hours`` while something else is in flight (it asks to be woken, in
-    ``retry_at_hours``, when such a job comes within ``END_WAIT_HOURS`` of its end), and when
-    nothing at all is in flight takes the best it can so the cycle always moves. It leaves
-    alone the hosts of a job that ``refused`` (job -> when it may be asked again, from a drain
-    that handed them back) until then, and asks to be woken then. With ``evict`` False (a train
-    well ahead of its cycle target) it evicts no job at all, in flight or not: it takes idle
-    hosts, more hosts of jobs already draining and jobs that end within ``END_WAIT_HOURS``, and
-    leaves the rest to come free as jobs end or fail (the fleet piggybacks them for the train).
-    With ``max_evict_size`` it evicts no job of more hosts than that: a stop costs a restart paid
-    by all the job's GPUs for the domain's worth of due hosts it frees, and a large job fails
-    often (a 2,048-host one every ~3 h), handing its hosts to the train anyway.
+    A host is due if ``HostView.due`` says so and it is in service. ``job-aware`` takes idle
+    hosts first and stops jobs only when worth it (``_job_aware``: ``refused`` jobs, the
+    ``evict_min_fill`` (None: ``EVICT_MIN_FILL``), ``evict`` and ``max_evict_size`` rules).
     The baselines take due hosts in plain host order, as the tools they model do.
     """
     plan = DomainPlan()
@@ -164,79 +185,115 @@ def choose_domain(
     if not due:
         plan.waiting = "no host due"
         return plan
-    taken: set[str] = set()
-
-    def add(h: HostView) -> bool:
-        if len(plan.hosts) >= slots or h.name in taken or not room.fits(h):
-            return False
-        room.take(h)
-        taken.add(h.name)
-        plan.hosts.append(h.name)
-        return True
-
+    pick = _Picker(plan, slots, room)
     if policy == "job-aware":
-        _job_aware(
-            plan,
-            hosts,
-            due,
-            jobs,
-            now,
-            slots,
-            max_wait_hours,
-            add,
-            room,
-            refused or {},
-            EVICT_MIN_FILL if evict_min_fill is None else evict_min_fill,
-            evict,
-            max_evict_size,
-        )
+        fill = EVICT_MIN_FILL if evict_min_fill is None else evict_min_fill
+        rules = _EvictRules(max_wait_hours, refused or {}, fill, evict, max_evict_size)
+        _job_aware(pick, due, jobs, now, rules)
     else:
         for h in due:
-            add(h)
+            pick.add(h)
     if not plan.hosts and not plan.waiting:
-        plan.waiting = "budget exhausted" if not any(room.fits(h) for h in due) else "waiting"
+        plan.waiting = "waiting" if any(room.fits(h) for h in due) else _exhausted(hosts)
     return plan
 
 
+def _exhausted(hosts: Sequence[HostView]) -> str:
+    """``budget exhausted: <who holds it>``: the hosts out of service, by holder."""
+    return f"{BUDGET_EXHAUSTED}: {budget_holders(h for h in hosts if h.state != IN_SERVICE)}"
+
+
 def _job_aware(
-    plan: DomainPlan,
-    hosts: Sequence[HostView],
+    pick: _Picker,
     due: list[HostView],
     jobs: Mapping[int, JobView],
     now: float,
-    slots: int,
-    max_wait_hours: float,
-    add: Callable[[HostView], bool],
-    room: _Room,
-    refused: Mapping[int, float],
-    evict_min_fill: float,
-    evict: bool,
-    max_evict_size: int | None,
+    rules: _EvictRules,
 ) -> None:
-    # One pass: idle due hosts are taken (in host order), the others grouped by job (which
-    # taking idle hosts does not change).
+    """Job-aware planning: take, in order, idle hosts; more hosts of jobs already being
+    drained (they share the eviction); hosts of jobs that end within ``END_WAIT_HOURS`` (a
+    short wait, no interruption); then whole jobs to evict right after their next checkpoint
+    (``_evict_whole_jobs``).
+
+    It evicts only for at least ``rules.min_fill`` of the domain (less for a train behind its
+    cycle target) while other hosts are in flight (slots gather as they finish), unless no job
+    has that many due hosts left (then the largest one is worth it), never evicts a job that
+    ends within ``max_wait_hours`` while something else is in flight (it asks to be woken, in
+    ``retry_at_hours``, when such a job comes within ``END_WAIT_HOURS`` of its end), and when
+    nothing at all is in flight takes the best it can so the cycle always moves. It leaves
+    alone the hosts of a job that ``refused`` (job -> when it may be asked again, from a drain
+    that handed them back) until then, and asks to be woken then. With ``evict`` False (a train
+    well ahead of its cycle target) it evicts no job at all, in flight or not, and leaves the
+    rest to come free as jobs end or fail (the fleet piggybacks them for the train). With
+    ``max_size`` it evicts no job of more hosts than that: a stop costs a restart paid by all
+    the job's GPUs for the domain's worth of due hosts it frees, and a large job fails often
+    (a 2,048-host one every ~3 h), handing its hosts to the train anyway.
+    """
+    plan = pick.plan
+    not_now = {j: t for j, t in rules.refused.items() if t > now and j in jobs}
+    groups = _take_idle(pick, due, jobs, not_now)
+    later = _take_short_waits(pick, groups, jobs, now, rules.max_wait_hours, not_now)
+    in_flight = pick.room.held + len(plan.hosts)  # held hosts are out of service: in the room
+    if not rules.evict:  # ahead of the cycle target: jobs end or fail before we stop them
+        if groups:
+            plan.waiting = "ahead of the cycle target: evicting no job"
+        return
+    cap = in_flight + pick.free()
+    if in_flight:
+        for j in later:
+            del groups[j]
+    if rules.max_size is not None:  # a large job's due hosts come free as it fails or ends
+        spared = [j for j in groups if jobs[j].size > rules.max_size]
+        for j in spared:
+            del groups[j]
+        if spared and not groups:
+            plan.waiting = "ahead of the cycle target: sparing large jobs"
+    left = sum(map(len, groups.values()))
+    need = max(1, math.ceil(rules.min_fill * min(cap, left)))
+    if groups:
+        # When no job can ever fill ``need``, gathering would only hold the budget idle.
+        need = min(need, max(map(len, groups.values())))
+    _evict_whole_jobs(pick, groups, jobs, now, rules.max_wait_hours, need, in_flight)
+
+
+def _take_idle(
+    pick: _Picker,
+    due: list[HostView],
+    jobs: Mapping[int, JobView],
+    not_now: Mapping[int, float],
+) -> dict[int, list[HostView]]:
+    """One pass: idle due hosts are taken (in host order), the others grouped by job (which
+    taking idle hosts does not change), but for jobs that said not now."""
     groups: dict[int, list[HostView]] = {}
-    not_now = {j: t for j, t in refused.items() if t > now and j in jobs}
     for h in due:
         jid = h.job_id
         if jid is None:
-            add(h)
+            pick.add(h)
         elif h.state == IN_SERVICE and jid in jobs and jid not in not_now:
             groups.setdefault(jid, []).append(h)
-    held = room.held  # hosts in a held state are out of service: counted by the room
-    draining = {h.job_id for h in room.down if h.state == DRAINING and h.job_id is not None}
+    return groups
 
-    def take(jid: int) -> None:
-        for h in groups.pop(jid):
-            add(h)
 
+def _take_short_waits(
+    pick: _Picker,
+    groups: dict[int, list[HostView]],
+    jobs: Mapping[int, JobView],
+    now: float,
+    max_wait_hours: float,
+    not_now: Mapping[int, float],
+) -> list[int]:
+    """Take the hosts of jobs already draining and of jobs that end within the wait window;
+    the jobs that end within the drain window but not yet within the wait window, whose end
+    the plan asks to be woken for (with a refusing job's next ask)."""
+    plan = pick.plan
+    draining = {h.job_id for h in pick.room.down if h.state == DRAINING and h.job_id is not None}
     for jid in sorted(draining & groups.keys()):
-        take(jid)
+        pick.take_job(groups, jid)
     window = min(END_WAIT_HOURS, max_wait_hours)
     for jid in sorted(
         (j for j in groups if jobs[j].end_hours - now <= window), key=lambda j: jobs[j].end_hours
     ):
-        take(jid)
+        pick.take_job(groups, jid)
     # Jobs that end within the drain window but not yet within the wait window: asking again
     # once they come within it turns an eviction into a short wait.
     later = [j for j in groups if jobs[j].end_hours - now <= max_wait_hours]
@@ -245,26 +302,22 @@ def _job_aware(
     if not_now:  # ask again once a job that refused may be asked again
         again = min(not_now.values())
         plan.retry_at_hours = min(again, plan.retry_at_hours or again)
-    in_flight = held + len(plan.hosts)
-    if not evict:  # ahead of the cycle target: jobs end or fail before we stop them
-        if groups:
-            plan.waiting = "ahead of the cycle target: evicting no job"
-        return
-    cap = in_flight + min(slots - len(plan.hosts), room.free())
-    if in_flight:
-        for j in later:
-            del groups[j]
-    if max_evict_size is not None:  # a large job's due hosts come free as it fails or ends
-        spared = [j for j in groups if jobs[j].size > max_evict_size]
-        for j in spared:
-            del groups[j]
-        if spared and not groups:
-            plan.waiting = "ahead of the cycle target: sparing large jobs"
-    left = sum(map(len, groups.values()))
-    need = max(1, math.ceil(evict_min_fill * min(cap, left)))
-    if groups:
-        # When no job can ever fill ``need``, gathering would only hold the budget idle.
-        need = min(need, max(map(len, groups.values())))
+    return later
+
+
+def _evict_whole_jobs(
+    pick: _Picker,
+    groups: dict[int, list[HostView]],
+    jobs: Mapping[int, JobView],
+    now: float,
+    max_wait_hours: float,
+    need: int,
+    in_flight: int,
+) -> None:
+    """Take whole jobs to evict, the one covering most slots first (an interruption costs the
+    same for 1 host or 92, so each should free as many due hosts as possible), the one whose
+    hosts come free soonest on ties; while hosts are in flight, only one covering ``need``."""
+    plan = pick.plan
 
     def wait(jid: int) -> float:
         """Hours until the job's hosts come free: its end if ``drain_step`` will wait for it,
@@ -275,7 +328,7 @@ def _job_aware(
         return max(0.0, j.next_checkpoint_hours - now)
 
     while groups:
-        free = min(slots - len(plan.hosts), room.free())
+        free = pick.free()
         if free <= 0:
             break
         best = max(groups, key=lambda j: (min(len(groups[j]), free), -wait(j), -j))
@@ -283,7 +336,7 @@ def _job_aware(
             plan.waiting = "gathering slots for a job worth evicting"
             break
         before = len(plan.hosts)
-        take(best)
+        pick.take_job(groups, best)
         in_flight += len(plan.hosts) - before
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.fleet.presets import Preset
+from orchestrator.planning.cost import CHECKPOINT_WRITE_HOURS, RESTART_HOURS
 
 #: The simulated campaign: a new kernel, BIOS and NIC firmware, so every host has work pending.
 DEFAULT_TARGETS: dict[str, str] = {"os": "6.8.0-45", "bios": "3.2", "nic_firmware": "28.41.1000"}
@@ -55,9 +56,12 @@ class SimConfig:
     end or after ``days``, as before."""
     target_every_hours: float | None = None
     """With a horizon: a new version of each targeted component this often (``<old>-r1``, ...)."""
-    restart_base_hours: float = 5.0 / 60.0
-    restart_per_host_hours: float = 0.01 / 60.0
-    """With a horizon: a requeued job restarts for base + per_host x hosts before progress."""
+    restart_base_hours: float = RESTART_HOURS
+    restart_per_host_hours: float = 0.0
+    """With a horizon: a requeued job restarts for base + per_host x hosts before progress
+    (by default the pinned model's, the same for every job size: ``planning.cost``)."""
+    checkpoint_write_hours: float = CHECKPOINT_WRITE_HOURS
+    """With a horizon: what one checkpoint write takes from a job's progress."""
     pin_job: tuple[int, float] | None = None
     """With a horizon: (hosts, days) of a job at the queue's head from the start, lasting at
     least the horizon (the Llama 3 calibration's 2,048-host, 54-day job)."""

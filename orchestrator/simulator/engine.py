@@ -33,15 +33,17 @@ import time
 from typing import Any
 
 from orchestrator.contracts.constants import HELD_STATES
-from orchestrator.contracts.models import HostState
+from orchestrator.contracts.models import GPUS_PER_HOST, HostState
 from orchestrator.execution.cycle import cycle_complete, next_look_hours
 from orchestrator.execution.drain import RELEASE_POLICIES, DrainTracker
 from orchestrator.execution.drain_sequence import DrainSequence
 from orchestrator.execution.halting import BadBuildRule, Counters, HaltRule
-from orchestrator.execution.take import take_domain
+from orchestrator.execution.take import Taken, take_domain
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.fleet.dynamics import FAILURES_PER_GPU_HOUR
 from orchestrator.fleet.sim_records import JobRec
+from orchestrator.planning.cost import RestartModel
 from orchestrator.planning.resting import VisitRule
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
@@ -88,8 +90,11 @@ class Engine(DomainSteps):
             sim.easy_backfill = True
             sim.restart_base_hours = cfg.restart_base_hours
             sim.restart_per_host_hours = cfg.restart_per_host_hours
-            pinned = self._pin_job(cfg) if cfg.pin_job is not None else None
-            self.goodput = Goodput.start(sim, pinned)
+            model = RestartModel(
+                cfg.restart_base_hours, cfg.checkpoint_write_hours, cfg.restart_per_host_hours
+            )
+            pinned = self._pin_job(cfg, model) if cfg.pin_job is not None else None
+            self.goodput = Goodput.start(sim, pinned, model)
             self.horizon = HorizonLog(started=sim.now, base_targets=dict(cfg.targets))
         n = len(sim.order)
         self.floor = cfg.budget.require_hosts(n)  # a budget of no host never finishes
@@ -130,13 +135,17 @@ class Engine(DomainSteps):
                 self._push(sim.now + k * every, "target", None, k)
                 k += 1
 
-    def _pin_job(self, cfg: SimConfig) -> int:
-        """``pin_job``'s job at the queue's head, placed as soon as its hosts come free."""
+    def _pin_job(self, cfg: SimConfig, model: RestartModel) -> int:
+        """``pin_job``'s job at the queue's head, placed as soon as its hosts come free. It
+        checkpoints at the interval a job tuned to the fleet's failure rate asks for (Young's,
+        ``RestartModel.best_interval_hours``), as Llama 3's was."""
         assert cfg.pin_job is not None and cfg.horizon_hours is not None
         hosts, days = cfg.pin_job
         sim = self.sim
         work = max(days * 24.0, cfg.horizon_hours) * 2.0  # outlives the horizon
-        sim.jobs[PINNED_JOB] = JobRec(PINNED_JOB, hosts, work, 1.0, sim.now)
+        mtbf = 1.0 / (hosts * GPUS_PER_HOST * FAILURES_PER_GPU_HOUR)
+        interval = model.best_interval_hours(mtbf)
+        sim.jobs[PINNED_JOB] = JobRec(PINNED_JOB, hosts, work, interval, sim.now)
         sim.state.queue.insert(0, PINNED_JOB)
         sim.advance(sim.now)
         return PINNED_JOB
@@ -273,13 +282,29 @@ class Engine(DomainSteps):
         self.wake = False
         if self.resume_at > self.sim.now:  # between cycles (``cycle_every_hours``)
             return
-        sim, cfg = self.sim, self.cfg
         if self.spec.lockstep and self.domains:
             self._schedule_poll(None)
             return
-        out_before = sim.out_of_service_count()
-        known = [h for d in self.domains.values() for h in d.hosts]
-        taken = take_domain(
+        out_before = self.sim.out_of_service_count()
+        taken = self._take()
+        if taken.cycle_started_hours is not None:  # a host needs a visit: the rest is over
+            self.cycle_started, self.resting = taken.cycle_started_hours, False
+        self._count_take(taken, out_before)
+        self._absorb()
+        if taken.hosts:
+            self._start_domain(list(taken.hosts))
+        elif (
+            not self.resting
+            and cycle_complete(taken.counts, len(self.domains))
+            and self._cycle_done()
+        ):
+            return
+        self._schedule_poll(taken.retry_at_hours)
+
+    def _take(self) -> Taken:
+        """The live train's planner step, on the simulated cluster."""
+        cfg = self.cfg
+        return take_domain(
             self._tx(),
             ACTOR,
             cfg.budget,
@@ -287,7 +312,7 @@ class Engine(DomainSteps):
             self.domain_size,
             cfg.max_wait_hours,
             cfg.policy,
-            known=known,
+            known=[h for d in self.domains.values() for h in d.hosts],
             switch_target=cfg.targets.get("switch_firmware"),
             steer_jobs=cfg.steer_jobs,
             cycle_target_hours=cfg.cycle_target_hours,
@@ -296,8 +321,11 @@ class Engine(DomainSteps):
             rule=VisitRule(cfg.targets),
             resting=self.resting,
         )
-        if taken.cycle_started_hours is not None:  # a host needs a visit: the rest is over
-            self.cycle_started, self.resting = taken.cycle_started_hours, False
+
+    def _count_take(self, taken: Taken, out_before: int) -> None:
+        """What one plan did, into the tally: hosts checked in place, planner calls, and a
+        budget violation if the take put the cluster over its floor or maintenance budget."""
+        sim = self.sim
         # Checked hosts count as visited this cycle (a host repaired earlier is no longer
         # quarantined), never as drained: the horizon log tells the two apart.
         self.tally.returned(taken.checked, sim.now - self.cycle_started)
@@ -312,34 +340,38 @@ class Engine(DomainSteps):
             self.tally.violations += 1
         if taken.hosts and sim.planned_count() > self.limit:
             self.tally.violations += 1
-        self._absorb()
-        if taken.hosts:
-            self.domains_run += 1
-            tracker = DrainTracker(
-                sim.now + cfg.max_wait_hours,
-                negotiate=cfg.negotiate,
-                max_refusals=cfg.max_refusals,
-                release=self.release,
-            )
-            rack = "switch_firmware" in cfg.targets  # the switch first, once all are drained
-            seq = DrainSequence(list(taken.hosts), tracker, together=rack)
-            d = Domain(self.domains_run, list(taken.hosts), seq)
-            self.domains[d.id] = d
-            self._look(d)
-        elif not self.resting and cycle_complete(taken.counts, len(self.domains)):
-            if self.makespan is None:
-                self.makespan = sim.now
-            if self.horizon is None:
-                return
-            # ``ClusterTrain._finish_cycle``: the train rests until a host needs a visit.
-            self.horizon.cycle_done(sim.now, self.cycle_started, self.cfg.cycle_target_hours)
-            if self.cfg.cycle_every_hours is None:
-                self.resting = True
-            # With a cadence the next cycle waits for its instant; the train plans nothing
-            # meanwhile (an experiment: the live train rests until a host needs a visit).
-            elif self._resume(self.cycle_started + self.cfg.cycle_every_hours):
-                return
-        self._schedule_poll(taken.retry_at_hours)
+
+    def _start_domain(self, hosts: list[str]) -> None:
+        """A domain of ``hosts`` starts draining (``DomainMaintenance``)."""
+        cfg = self.cfg
+        self.domains_run += 1
+        tracker = DrainTracker(
+            self.sim.now + cfg.max_wait_hours,
+            negotiate=cfg.negotiate,
+            max_refusals=cfg.max_refusals,
+            release=self.release,
+        )
+        rack = "switch_firmware" in cfg.targets  # the switch first, once all are drained
+        seq = DrainSequence(list(hosts), tracker, together=rack)
+        d = Domain(self.domains_run, list(hosts), seq)
+        self.domains[d.id] = d
+        self._look(d)
+
+    def _cycle_done(self) -> bool:
+        """The cycle is complete: note it; True when the train plans nothing more now."""
+        sim = self.sim
+        if self.makespan is None:
+            self.makespan = sim.now
+        if self.horizon is None:
+            return True
+        # ``ClusterTrain._finish_cycle``: the train rests until a host needs a visit.
+        self.horizon.cycle_done(sim.now, self.cycle_started, self.cfg.cycle_target_hours)
+        if self.cfg.cycle_every_hours is None:
+            self.resting = True
+            return False
+        # With a cadence the next cycle waits for its instant; the train plans nothing
+        # meanwhile (an experiment: the live train rests until a host needs a visit).
+        return self._resume(self.cycle_started + self.cfg.cycle_every_hours)
 
     def _new_targets(self, k: int) -> None:
         """A fixed horizon's ``k``-th new version of each targeted component: a resting train

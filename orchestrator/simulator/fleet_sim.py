@@ -1,7 +1,7 @@
 """Fleet-wide simulation: one campaign on every cluster of a preset, per-cluster results and totals.
 
-Each cluster has its own train, budget and fleet clock, as in the live fleet (one ``ClusterTrain``
-and one logical clock per cluster), so clusters simulate independently: the runs go to a pool of
+Each cluster has its own train, budget and virtual clock, as in the live fleet (one
+``ClusterTrain`` per cluster), so clusters simulate independently: the runs go to a pool of
 worker processes (at most the machine's cores), each building its cluster from one topology of
 the preset it keeps for its later clusters. Totals add hosts, work, interruptions, lost GPU-hours
 and violations over clusters; the fleet's makespan is its slowest cluster's.

@@ -9,18 +9,24 @@ still running at the horizon counts: both runs compared end at the same instant)
 
 The engine adds, instant by instant, what its train holds: hosts installing and verifying (the
 maintenance work), of them those no queued job could have used (``hidden``: giving them back would
-have started nothing), and hosts held idle while their domain drains (``drain_wait``).
+have started nothing). What maintenance cost the jobs is kept by the one cost code
+(``planning.cost.CostLedger``, in ``cost``): capacity held while a queued job could have used
+it, and the lost work and restart of every stop maintenance caused. Checkpoint writes
+(``RestartModel.checkpoint_write_hours`` each, every ``ckpt_hours`` of a run's progress) are
+not progress either.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
+from orchestrator.planning.cost import CostLedger, RestartModel
 
 #: ETTR buckets by job size in hosts: (name, smallest, largest).
 BUCKETS: tuple[tuple[str, int, float], ...] = (
@@ -43,6 +49,11 @@ class Goodput:
 
     started: float
     pinned: int | None = None
+    model: RestartModel = field(default_factory=RestartModel)
+    intervals: dict[int, float] = field(default_factory=dict)
+    """Job -> its checkpoint interval (hours of progress)."""
+    jobs: Mapping[int, Any] = field(default_factory=dict)
+    """The cluster's jobs (``JobRec``), where a starting job's interval is read."""
     open: dict[int, tuple[float, float, int]] = field(default_factory=dict)
     """Job -> (its run's start event, restart phase hours, hosts)."""
     first: dict[int, float] = field(default_factory=dict)
@@ -55,21 +66,25 @@ class Goodput:
     cause: dict[int, str] = field(default_factory=dict)
     """Job -> the cause of its last stop: the restart its next run pays is that stop's."""
     lost_all: float = 0.0
-    maint_lost: float = 0.0
-    maint_restart: float = 0.0
+    writes: float = 0.0
+    cost: CostLedger = field(default_factory=CostLedger)
     maint_interruptions: int = 0
     failure_interruptions: int = 0
     pinned_causes: Counter[str] = field(default_factory=Counter)
     pinned_interruptions: int = 0
-    #: GPU-hours: maintenance work (installing, verifying), of it hidden in idle, drain waits
+    #: GPU-hours: maintenance work (installing, verifying), of it hidden in idle
     work: float = 0.0
     hidden: float = 0.0
-    drain_wait: float = 0.0
 
     @classmethod
-    def start(cls, sim: ClusterSim, pinned: int | None = None) -> Goodput:
-        g = cls(started=sim.now, pinned=pinned)
+    def start(
+        cls, sim: ClusterSim, pinned: int | None = None, model: RestartModel | None = None
+    ) -> Goodput:
+        model = model or RestartModel()
+        g = cls(started=sim.now, pinned=pinned, model=model, cost=CostLedger(model))
+        g.jobs = sim.jobs
         for job in sim._index.running.values():
+            g.intervals[job.id] = job.ckpt_hours
             g.open[job.id] = (sim.now, 0.0, job.size)
             g.first[job.id] = sim.now
             g.size[job.id] = job.size
@@ -85,6 +100,9 @@ class Goodput:
             self.open[jid] = (e.t, float(d.get("restart_hours", 0.0)), n)
             self.first.setdefault(jid, e.t)
             self.size[jid] = n
+            job = self.jobs.get(jid)
+            if job is not None:
+                self.intervals[jid] = job.ckpt_hours
             return
         run = self.open.pop(jid, None)
         if run is None:
@@ -103,9 +121,8 @@ class Goodput:
         self._progress(jid, n, max(0.0, span - spent - lost / (n * GPUS_PER_HOST)), spent)
         cause = str(d.get("cause", ""))
         self.cause[jid] = cause
-        if cause.startswith("maintenance:"):
+        if self.cost.stop(d) is not None:
             self.maint_interruptions += 1
-            self.maint_lost += lost
         elif cause.startswith("failure:"):
             self.failure_interruptions += 1
             self.failures_by_size[n] += 1
@@ -114,20 +131,18 @@ class Goodput:
                 self.pinned_causes[cause.partition(":")[2]] += 1
 
     def _progress(self, jid: int, hosts: int, hours: float, restart_hours: float) -> None:
-        """A run of ``jid`` closed: its progress, and the restart it paid, which the stop
-        before it caused (a maintenance stop's restart is maintenance's)."""
-        self.productive[jid] += hours
-        paid = restart_hours * hosts * GPUS_PER_HOST
-        self.restart_spent += paid
-        if paid and self.cause.get(jid, "").startswith("maintenance:"):
-            self.maint_restart += paid
+        """A run of ``jid`` closed: its progress less the checkpoints it wrote, and the restart
+        it paid."""
+        writes = self.model.writes_hours(hours, self.intervals.get(jid, 0.0))
+        self.productive[jid] += hours - writes
+        self.writes += writes * hosts * GPUS_PER_HOST
+        self.restart_spent += restart_hours * hosts * GPUS_PER_HOST
 
-    def accrue(self, dt: float, working: int, hidden: float, drain_idle: int) -> None:
+    def accrue(self, dt: float, working: int, hidden: float) -> None:
         if dt <= 0:
             return
         self.work += dt * working * GPUS_PER_HOST
         self.hidden += dt * hidden * GPUS_PER_HOST
-        self.drain_wait += dt * drain_idle * GPUS_PER_HOST
 
     def close(self, now: float) -> None:
         """Count the runs still open at the horizon ``now`` (restart spent so far, the rest

@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.planning.cost import rounded
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 
@@ -91,6 +92,17 @@ class HorizonLog:
             )
         return out
 
+    def _cycle_in_progress(self, number: int, started: float) -> dict[str, Any]:
+        """The cycle the horizon cut short, as the report lists it."""
+        return {
+            "cycle": number,
+            "started_hours": round(started, 3),
+            "makespan_hours": None,
+            "hosts_visited": len(self.cycle_visited),
+            "hosts_checked": len(self.cycle_checked),
+            "complete": False,
+        }
+
     def report(
         self,
         sim: ClusterSim,
@@ -104,16 +116,7 @@ class HorizonLog:
         assert cfg.horizon_hours is not None
         cycles = list(self.cycles)
         if not none and not resting:
-            cycles.append(
-                {
-                    "cycle": len(cycles) + 1,
-                    "started_hours": round(cycle_started, 3),
-                    "makespan_hours": None,
-                    "hosts_visited": len(self.cycle_visited),
-                    "hosts_checked": len(self.cycle_checked),
-                    "complete": False,
-                }
-            )
+            cycles.append(self._cycle_in_progress(len(cycles) + 1, cycle_started))
         target = cfg.cycle_target_hours
         done = [c for c in cycles if c["complete"]]
         out: dict[str, Any] = {
@@ -142,14 +145,12 @@ class HorizonLog:
             "restart_gpu_hours": round(g.restart_spent, 1),
             "lost_work_all_gpu_hours": round(g.lost_all, 1),
             "final_targets": dict(cfg.targets) if not none else None,
-            # The policy's own share of the bill, measured in this run (``yardstick`` adds the
-            # baseline's goodput and the difference).
-            "_parts": {
-                "drain_wait": round(g.drain_wait, 1),
-                "in_maintenance": round(g.work, 1),
-                "lost_work": round(g.maint_lost, 1),
-                "restart": round(g.maint_restart, 1),
-            },
+            "checkpoint_write_minutes": round(cfg.checkpoint_write_hours * 60.0, 4),
+            "checkpoint_writes_gpu_hours": round(g.writes, 1),
+            # What maintenance cost the jobs, part by part, measured in this run (``yardstick``
+            # adds the baseline's goodput and the difference beside it).
+            "maintenance_cost_gpu_hours": round(g.cost.total(), 1),
+            "cost_parts": rounded(g.cost.parts()),
         }
         if cfg.pin_job is not None:
             out["pinned_job"] = g.pinned_report(*cfg.pin_job, cfg.horizon_hours)

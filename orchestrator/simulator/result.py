@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.contracts.backend import ClusterBackend
 from orchestrator.contracts.updates import maintenance_hours, pending_components
+from orchestrator.planning.spec_fit import fit_domain
 
 
 def maintenance_work_hours(b: ClusterBackend, targets: Mapping[str, str]) -> float:
@@ -163,18 +164,12 @@ class SimResult:
     def effective_domain_size(self) -> int:
         """Hosts the train may really have in maintenance at once: the domain, capped by the
         maintenance budget (``budget_hosts``), as ``lower_bound_hours`` divides by."""
-        return max(1, min(self.domain_size, self.budget_hosts))
+        return fit_domain(self.domain_size, self.budget_hosts).effective
 
     def domain_size_note(self) -> str | None:
-        """Why a domain larger than the budget runs as the budget's size (None when it fits)."""
-        if self.domain_size <= self.budget_hosts:
-            return None
-        eff = self.effective_domain_size
-        return (
-            f"the {self.budget_hosts}-host maintenance budget caps the domain at {eff} "
-            f"host{'' if eff == 1 else 's'} (domain_size {self.domain_size} asked): any "
-            f"domain_size of {eff} or more runs the same campaign"
-        )
+        """Why a domain larger than the budget runs as the budget's size (None when it fits):
+        the words the live ``train start`` warns with."""
+        return fit_domain(self.domain_size, self.budget_hosts).warning()
 
     def out_of_service_note(self) -> str:
         """Why ``max_out_of_service`` may exceed the budget with ``budget_violations`` at 0."""

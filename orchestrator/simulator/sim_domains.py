@@ -28,8 +28,13 @@ from orchestrator.execution.settle import (
     settle_hosts,
     verify_hosts,
 )
-from orchestrator.execution.switches import update_rack_switches
+from orchestrator.execution.switches import (
+    SWITCH_ATTEMPTS,
+    SWITCH_RETRY_HOURS,
+    update_rack_switches,
+)
 from orchestrator.fleet.cluster_sim import ClusterSim
+from orchestrator.planning.cost import usable_hosts
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 from orchestrator.simulator.horizon import HorizonLog
@@ -37,9 +42,6 @@ from orchestrator.simulator.policies import PolicySpec
 from orchestrator.simulator.tally import Tally
 
 ACTOR = "sim-train"
-#: As ``DomainMaintenance``: tries at a rack switch not fully out of service, this far apart.
-SWITCH_ATTEMPTS = 4
-SWITCH_RETRY_HOURS = 0.25
 
 
 @dataclass
@@ -117,7 +119,7 @@ class DomainSteps:
                 self.wake = True  # as the live domain tells its train: room to plan again
                 self._absorb()
             elif isinstance(cmd, ds.Evict):
-                evict_jobs(self._tx(), ACTOR, cmd.job_ids, cmd.scheduled_hours)
+                evict_jobs(self._tx(), ACTOR, cmd.job_ids)
                 self._absorb()
             elif isinstance(cmd, ds.Ask):
                 asked = ask_jobs(
@@ -235,18 +237,18 @@ class DomainSteps:
             for name in d.waiting_hosts()
             if hosts[name].job_id is None and hosts[name].owner == ACTOR
         )
-        # Given back, they would run what the queue holds that fits, within the room the
-        # scheduler's target utilisation leaves (it starts nothing past it), idle hosts first.
+        # Given back, they would run what the queue holds that fits (``cost.usable_hosts``).
         sim = self.sim
-        free = len(sim._index.free)
         room = max(0.0, sim.target_utilisation * len(sim.order) - sim._index.busy)
-        fitting = sum(
-            size for size in (sim.jobs[j].size for j in sim.state.queue) if size <= free + working
+        usable = usable_hosts(
+            working + idle_waiting,
+            len(sim._index.free),
+            (sim.jobs[j].size for j in sim.state.queue),
+            room,
         )
-        usable = min(float(fitting), room) - free
-        hidden = working - min(float(working), max(0.0, usable))
         assert self.goodput is not None
-        self.goodput.accrue(dt, working, hidden, idle_waiting)
+        self.goodput.accrue(dt, working, working - min(float(working), usable))
+        self.goodput.cost.hold(ACTOR, dt, working, idle_waiting, usable)
 
     def _count(self, outcomes: list[bool]) -> None:
         """``ClusterTrain._count_outcomes``: outcomes into the halting rule; the train wakes."""

@@ -72,7 +72,7 @@ def run_sweep(configs: Sequence[SimConfig], workers: int | None = None) -> list[
 
 
 def ranked(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The settings of a fixed horizon's sweep from least to most goodput lost (the maintenance
+    """The settings of a fixed horizon's sweep from least to most maintenance cost (the maintenance
     cost against the ``none`` baseline, restarts included; a fleet's from its totals)."""
 
     def lost(row: dict[str, Any]) -> float:
@@ -178,6 +178,19 @@ def plot(
     ]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 6.5))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    _capacity_panel(ax1, runs, labels, colours)
+    _interruptions_panel(ax2, runs, labels, colours)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _capacity_panel(
+    ax: Any, runs: list[PlotRun], labels: Sequence[str], colours: list[str]
+) -> None:
+    """Hosts out of service over fleet time, one step line per setting, and the limits."""
     seen: dict[tuple[tuple[float, int], ...], str] = {}
     n = len(runs)
     for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
@@ -189,7 +202,7 @@ def plot(
         shape = tuple(zip(ts, ys, strict=True))
         same = seen.setdefault(shape, label)
         legend = label if same == label else f"{label} (same as {same})"
-        ax1.step(
+        ax.step(
             ts,
             ys,
             where="post",
@@ -200,7 +213,16 @@ def plot(
             alpha=0.85,
             zorder=2 + i,
         )
-    # The limits go on top, thin and dotted, so a setting's line sitting on one still shows.
+    _limit_lines(ax, runs, labels, colours)
+    ax.set_xlabel("fleet hours")
+    ax.set_ylabel("hosts out of service")
+    ax.set_title("Capacity out of service (dotted: maintenance budget, dashed: floor)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+
+
+def _limit_lines(ax: Any, runs: list[PlotRun], labels: Sequence[str], colours: list[str]) -> None:
+    """The limits go on top, thin and dotted, so a setting's line sitting on one still shows."""
+    n = len(runs)
     for limit, name, colour, style in (
         ("budget_hosts", "maintenance budget", "crimson", (0, (1, 2))),
         ("floor_hosts", "floor (max_unavailable)", "dimgray", (0, (5, 3))),
@@ -209,7 +231,7 @@ def plot(
         for b in values:
             idx = [i for i, run in enumerate(runs) if getattr(run, limit) == b]
             which = "" if len(values) == 1 else f" ({', '.join(labels[i] for i in idx)})"
-            ax1.axhline(
+            ax.axhline(
                 b,
                 # One limit: its own colour; one per setting: the setting's colour.
                 color=colour if len(values) == 1 else colours[idx[0] % len(colours)],
@@ -218,27 +240,24 @@ def plot(
                 zorder=3 + n,
                 label=f"{name}: {b} hosts{which}",
             )
-    ax1.set_xlabel("fleet hours")
-    ax1.set_ylabel("hosts out of service")
-    ax1.set_title("Capacity out of service (dotted: maintenance budget, dashed: floor)")
-    ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+
+
+def _interruptions_panel(
+    ax: Any, runs: list[PlotRun], labels: Sequence[str], colours: list[str]
+) -> None:
+    """Each setting's job interruptions against its makespan."""
     for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
         x = run.makespan_hours if run.makespan_hours is not None else run.end_hours
-        ax2.scatter([x], [run.job_interruptions], s=40, color=colours[i % len(colours)])
+        ax.scatter([x], [run.job_interruptions], s=40, color=colours[i % len(colours)])
         suffix = "" if run.complete else " (incomplete)"
-        ax2.annotate(
+        ax.annotate(
             label + suffix,
             (x, run.job_interruptions),
             fontsize=8,
             xytext=(4, 4 + 10 * (i % 3)),
             textcoords="offset points",
         )
-    ax2.set_xlabel("makespan (fleet hours)")
-    ax2.set_ylabel("job interruptions")
-    ax2.set_title("Interruptions versus makespan")
-    ax2.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ax.set_xlabel("makespan (fleet hours)")
+    ax.set_ylabel("job interruptions")
+    ax.set_title("Interruptions versus makespan")
+    ax.grid(alpha=0.3)

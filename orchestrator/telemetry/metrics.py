@@ -25,6 +25,7 @@ from orchestrator.fleet.ledger_files import open_postgresql
 from orchestrator.fleet.store_db import Database
 from orchestrator.fleet.store_schema import hosts
 from orchestrator.fleet.store_url import StoreRef, is_url
+from orchestrator.telemetry.cost_metrics import CostCollector
 
 if TYPE_CHECKING:
     from orchestrator.contracts.ops_types import OperationStatus
@@ -145,6 +146,7 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 
 
 _collector: FleetCollector | None = None
+_cost_collector: CostCollector | None = None
 
 
 def serve_metrics(port: int, fleet_path: StoreRef, host: str = DEFAULT_METRICS_HOST) -> Any:
@@ -152,13 +154,18 @@ def serve_metrics(port: int, fleet_path: StoreRef, host: str = DEFAULT_METRICS_H
 
     Returns the HTTP server (``shutdown()`` stops it); OSError if the address is taken.
     """
-    global _collector
+    global _collector, _cost_collector
     server = start_http_server(port, addr=host)
     if _collector is None:
         _collector = FleetCollector(fleet_path)
         REGISTRY.register(_collector)
     else:
         _collector.fleet_path = fleet_path
+    if _cost_collector is None or _cost_collector.fleet_path != fleet_path:
+        if _cost_collector is not None:
+            REGISTRY.unregister(_cost_collector)
+        _cost_collector = CostCollector(fleet_path)
+        REGISTRY.register(_cost_collector)
     return server[0] if isinstance(server, tuple) else server
 
 
@@ -352,8 +359,10 @@ def exported_names(registry: Any = REGISTRY) -> set[str]:
     if registry is REGISTRY and _collector is None:  # the fleet gauges come with serve_metrics
         extra = CollectorRegistry()
         extra.register(FleetCollector(Path("/nonexistent/fleet.db")))
+        extra.register(CostCollector(Path("/nonexistent/fleet.db")))
         text += generate_latest(extra).decode()
-    names = {line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    types = [line.split(" ") for line in text.splitlines() if line.startswith("# TYPE ")]
+    names = {t[2] for t in types} | {f"{t[2]}_total" for t in types if t[3] == "counter"}
     samples = {
         line.split("{", 1)[0].split(" ", 1)[0]
         for line in text.splitlines()

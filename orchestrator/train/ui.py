@@ -142,16 +142,11 @@ def train_details(
     # The hosts its domains hold now, as ``train status`` counts them: the fleet's count of
     # the last plan goes stale while the train plans nothing (halted, paused).
     held = sum(len(hosts) for hosts in in_flight.values())
-    head = f"**{_PHASES.get(st.phase, st.phase)}** · cycle {st.cycle + 1} of {spec.cluster}"
-    if st.phase == "running" and st.resting:
-        head = f"**Resting** · after cycle {st.cycle + 1} of {spec.cluster}"
-    if st.reason and st.phase != "running":
-        head += f" — {st.reason}"
     pct = 100.0 * c.visited / c.hosts_total if c.hosts_total else 0.0
     total = c.hosts_total
     maintenance = spec.budget.maintenance_limit(total) if total else limit
     lines = [
-        head,
+        _headline(spec, st),
         "",
         f"- **This cycle:** {c.visited:,} of {c.hosts_total:,} hosts visited ({pct:.0f}%), "
         f"{c.quarantined:,} quarantined, {c.in_repair:,} in repair when the train last looked at "
@@ -170,12 +165,7 @@ def train_details(
         f"owner at most {maintenance:,} (maintenance); domain size {spec.domain_size}",
         f"- **Targets:** {versions(spec.targets)}",
         *rollout_lines(spec),
-        f"- **Since this train started:** {plural(st.visits_total, 'host visit')} (drained), "
-        f"{plural(st.checked_total, 'host')} checked in place (nothing pending), "
-        f"{plural(st.quarantined_total, 'host')} quarantined by it, "
-        f"{plural(st.jobs_interrupted, 'job')} interrupted, "
-        f"{st.lost_gpu_hours:,.1f} GPU-hours of work lost to evictions, "
-        f"{plural(st.cycles_completed, 'cycle')} completed",
+        _since_start_line(st),
     ]
     if in_flight:
         lines += ["", f"**Domains in maintenance** ({len(in_flight)}):", ""]
@@ -188,6 +178,28 @@ def train_details(
     if step:
         lines += ["", f"**Next:** {step}"]
     return bounded("\n".join(lines))
+
+
+def _headline(spec: TrainSpec, st: TrainState) -> str:
+    """The train page's first line: its phase and cycle, and why it stopped if it did."""
+    head = f"**{_PHASES.get(st.phase, st.phase)}** · cycle {st.cycle + 1} of {spec.cluster}"
+    if st.phase == "running" and st.resting:
+        head = f"**Resting** · after cycle {st.cycle + 1} of {spec.cluster}"
+    if st.reason and st.phase != "running":
+        head += f" — {st.reason}"
+    return head
+
+
+def _since_start_line(st: TrainState) -> str:
+    """The train's own totals since it started (visits, checks, quarantines, work lost)."""
+    return (
+        f"- **Since this train started:** {plural(st.visits_total, 'host visit')} (drained), "
+        f"{plural(st.checked_total, 'host')} checked in place (nothing pending), "
+        f"{plural(st.quarantined_total, 'host')} quarantined by it, "
+        f"{plural(st.jobs_interrupted, 'job')} interrupted, "
+        f"{st.lost_gpu_hours:,.1f} GPU-hours of work lost to evictions, "
+        f"{plural(st.cycles_completed, 'cycle')} completed"
+    )
 
 
 def domain_details(

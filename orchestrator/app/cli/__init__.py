@@ -7,10 +7,24 @@ import sys
 
 import click
 
-from orchestrator.app.cli import audit, campaign, demo, fleet, lab, ops, server, simulate, train
+from orchestrator.app.cli import (
+    audit,
+    campaign,
+    completion,
+    demo,
+    fleet,
+    lab,
+    ops,
+    report,
+    server,
+    simulate,
+    train,
+)
 from orchestrator.app.cli import schedule as schedule_cli
+from orchestrator.app.cli import schema as schema_cli
 from orchestrator.app.cli import versions as versions_cli
 from orchestrator.app.cli.common import TrainctlGroup
+from orchestrator.app.cli.examples import add_examples
 
 
 @click.group(cls=TrainctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,12 +42,16 @@ for _module in (
     campaign,
     simulate,
     audit,
+    report,
     lab,
     schedule_cli,
+    schema_cli,
     versions_cli,
+    completion,
 ):
     for _cmd in _module.COMMANDS:
         main.add_command(_cmd)
+add_examples(main)
 
 
 def entrypoint() -> None:

@@ -21,6 +21,7 @@ from orchestrator.app.cli.common import (
     BadInput,
     cron_option,
     emit,
+    emit_with_warnings,
     handle_errors,
     json_option,
     open_fleet_or_fail,
@@ -40,6 +41,7 @@ from orchestrator.contracts.campaign_types import CampaignStatus
 from orchestrator.contracts.ui_text import duration
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
+from orchestrator.planning.spec_fit import fit_train
 
 address_option = connection_options
 spec_option = click.option(
@@ -56,24 +58,45 @@ def campaign() -> None:
     """Roll one change over clusters in stages: canary, a cluster, the rest, with gates."""
 
 
-def _plan(spec: CampaignSpec) -> list[StagePlan]:
-    """The stages resolved, and the targets checked on every cluster they cover (a bad
-    version, or one version more in service than the skew window allows): exit 2 naming
-    ``targets.<component>`` before anything starts."""
+def _plan(spec: CampaignSpec) -> tuple[list[StagePlan], dict[str, int]]:
+    """The stages resolved and the hosts of each cluster they cover, the targets checked on
+    every such cluster (a bad version, or one version more in service than the skew window
+    allows) and the train block's budget on each (at least one host): exit 2 naming the field
+    before anything starts."""
     fleet = open_fleet_or_fail()
     try:
         sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
         try:
             plans = plan_campaign(spec, sizes)
+            covered = sorted({c for p in plans for c in p.clusters})
+            for c in covered:
+                spec.train.budget.require_hosts(sizes[c], "train.budget.max_unavailable")
         except ValueError as err:
             raise BadInput(str(err)) from None
-        covered = sorted({c for p in plans for c in p.clusters})
         refused = target_refusal(fleet, covered, spec.targets, spec.skew, spec.supersedes)
     finally:
         fleet.close()
     if refused is not None:
         raise BadInput(refused[1], field=refused[0])
-    return plans
+    return plans, {c: sizes[c] for c in covered}
+
+
+def _fit_train_block(spec: CampaignSpec, sizes: dict[str, int]) -> tuple[CampaignSpec, list[str]]:
+    """``spec`` with its train block's domain clamped to its budget on the smallest cluster it
+    covers (as ``train start`` clamps a train's), and a warning per clamp, naming its clusters."""
+    train = spec.train
+    fits = {
+        c: fit_train(train.domain_size, train.budget, n, spec.targets) for c, n in sizes.items()
+    }
+    by_text: dict[str, list[str]] = {}
+    for cluster, fit in fits.items():
+        for text in fit.warnings:
+            by_text.setdefault(text, []).append(cluster)
+    warnings = [f"train on {', '.join(cs)}: {text}" for text, cs in by_text.items()]
+    domain = min((f.domain.effective for f in fits.values()), default=train.domain_size)
+    if domain < train.domain_size:
+        spec = spec.model_copy(update={"train": train.model_copy(update={"domain_size": domain})})
+    return spec, warnings
 
 
 def _plan_json(spec: CampaignSpec, plans: list[StagePlan]) -> dict[str, Any]:
@@ -161,8 +184,8 @@ def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec
     return None, resolve_id(str(campaign_id))
 
 
-def _outcome(status: CampaignStatus, as_json: bool) -> None:
-    emit(status.model_dump(mode="json"), as_json, _print_status)
+def _outcome(status: CampaignStatus, as_json: bool, warnings: list[str]) -> None:
+    emit_with_warnings(status.model_dump(mode="json"), warnings, as_json, _print_status)
     if status.state in ("failed", "aborted", "rolled_back") or status.held_on_blame:
         raise click.exceptions.Exit(1)
 
@@ -180,7 +203,7 @@ def _outcome(status: CampaignStatus, as_json: bool) -> None:
 def plan(spec_path: Path, as_json: bool) -> None:
     """Dry run: the stages resolved against the fleet; nothing starts."""
     spec = load_campaign_spec(spec_path)
-    emit(_plan_json(spec, _plan(spec)), as_json, _print_plan)
+    emit(_plan_json(spec, _plan(spec)[0]), as_json, _print_plan)
 
 
 @campaign.command("start")
@@ -213,9 +236,9 @@ def start(
         cron = check_cron(cron)
         if wait:
             raise BadInput("wait: a recurring campaign (--cron) has no end to wait for")
-    _plan(spec)
+    spec, warnings = _fit_train_block(spec, _plan(spec)[1])
     if cron is not None:
-        _start_schedule(spec, cron, task_queue, address, as_json)
+        _start_schedule(spec, cron, task_queue, address, as_json, warnings)
         return
 
     async def go() -> Any:
@@ -228,9 +251,9 @@ def start(
 
     started = asyncio.run(go())
     if wait and started.status is not None:
-        _outcome(started.status, as_json)
+        _outcome(started.status, as_json, warnings)
         return
-    emit(started.model_dump(mode="json"), as_json, _print_started)
+    emit_with_warnings(started.model_dump(mode="json"), warnings, as_json, _print_started)
 
 
 def _print_started(o: dict[str, Any]) -> None:
@@ -240,7 +263,12 @@ def _print_started(o: dict[str, Any]) -> None:
 
 
 def _start_schedule(
-    spec: CampaignSpec, cron: str, task_queue: str, address: str | None, as_json: bool
+    spec: CampaignSpec,
+    cron: str,
+    task_queue: str,
+    address: str | None,
+    as_json: bool,
+    warnings: list[str],
 ) -> None:
     from orchestrator.app.cli.schedule import print_schedule
     from orchestrator.campaign.schedule import schedule_campaign
@@ -250,7 +278,7 @@ def _start_schedule(
         view = await schedule_campaign(client, spec, cron=cron, task_queue=task_queue)
         return view.model_dump(mode="json")
 
-    emit(asyncio.run(go()), as_json, print_schedule)
+    emit_with_warnings(asyncio.run(go()), warnings, as_json, print_schedule)
 
 
 @campaign.command("status")

@@ -139,6 +139,11 @@ def describe_database_error(err: sqlite3.DatabaseError) -> tuple[str, str]:
 
 def classify(err: BaseException) -> CliError | None:
     """The contract's error for what a command raised, or None for a bug (no known kind)."""
+    return _classify_trainctl_error(err) or _classify_library_error(err)
+
+
+def _classify_trainctl_error(err: BaseException) -> CliError | None:
+    """The contract's error for trainctl's own, click's and pydantic's errors, else None."""
     from orchestrator.contracts.errors import (
         NoFleet,
         NotFound,
@@ -174,6 +179,11 @@ def classify(err: BaseException) -> CliError | None:
         return OperationFailed(str(err) or type(err).__name__, field=err.field)
     if isinstance(err, PermanentError):
         return BadInput(str(err), field=err.field)
+    return None
+
+
+def _classify_library_error(err: BaseException) -> CliError | None:
+    """The contract's error for the standard library's errors (SQLite, JSON, OS), else None."""
     if isinstance(err, sqlite3.DatabaseError):
         message, field = describe_database_error(err)
         if "readonly" in str(err) or "read-only" in str(err):  # like a read-only mount
@@ -334,6 +344,22 @@ def emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], N
         sys.stdout.write(json.dumps(obj, default=str) + "\n")
     else:
         human(obj)
+
+
+def emit_with_warnings(
+    obj: dict[str, Any],
+    warnings: list[str],
+    as_json: bool,
+    human: Callable[[dict[str, Any]], None],
+) -> None:
+    """``emit`` with what the command adjusted or doubts: a ``warnings`` list in the JSON
+    object, or one ``warning:`` line each on stderr before the human output."""
+    if as_json:
+        emit({**obj, "warnings": list(warnings)}, as_json, human)
+        return
+    for text in warnings:
+        click.echo(f"warning: {text}", err=True)
+    emit(obj, as_json, human)
 
 
 def fail(message: str, field: str | None = None) -> NoReturn:

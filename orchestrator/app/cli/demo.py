@@ -111,7 +111,10 @@ def _print(o: dict[str, Any]) -> None:
 @click.command("demo")
 @click.option("--preset", default="small", show_default=True, help=", ".join(PRESETS))
 @click.option(
-    "--speed", default="3600", show_default=True, help="Fleet seconds per wall second, or 'max'."
+    "--speed",
+    default="3600",
+    show_default=True,
+    help="Fleet seconds per wall second, or 'max' (1e6, the fastest).",
 )
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
@@ -122,7 +125,7 @@ def _print(o: dict[str, Any]) -> None:
     type=int,
     default=1,
     show_default=True,
-    help="Run a train on each of the first N clusters at once (each with its own clock at max).",
+    help="Run a train on each of the first N clusters at once.",
 )
 @click.option("--domain-size", type=int, default=None, help="Hosts in maintenance at once.")
 @click.option("--budget", default="10%", show_default=True, help="Max hosts out of service.")
@@ -168,11 +171,7 @@ def demo(
     from orchestrator.app.demo import run_demo
     from orchestrator.fleet import fleet_path
 
-    for name, value in (("port", port), ("ui_port", ui_port)):  # before anything is written
-        if not 0 <= value <= 65535:
-            raise click.BadParameter("must be a port from 0 (any free) to 65535", param_hint=name)
-    if port == ui_port and port != 0:
-        raise click.BadParameter(f"must differ from --port ({port})", param_hint="ui_port")
+    _check_ports(port, ui_port)  # before anything is written
     # Like `fleet init`: never under a live worker, and the replaced fleet is kept aside.
     make_room(fleet_path(), force, hint=" (or point TRAINCTL_HOME elsewhere)")
 
@@ -183,17 +182,7 @@ def demo(
         run("multi" if preset == "small" else preset, factor, seed, port, ui_port, as_json)
         return
     shape = get_preset(preset)
-    if domain_size is not None and domain_size < 1:
-        raise click.BadParameter("must be at least 1", param_hint="domain_size")
-    if domain_size is not None and domain_size > shape.hosts_per_cluster:
-        raise click.BadParameter(
-            f"at most the {shape.hosts_per_cluster} hosts of a {preset} cluster",
-            param_hint="domain_size",
-        )
-    if not 1 <= clusters <= shape.clusters:
-        raise click.BadParameter(
-            f"must be from 1 to {shape.clusters} (the clusters of {preset})", param_hint="clusters"
-        )
+    _check_train_shape(preset, shape.hosts_per_cluster, shape.clusters, domain_size, clusters)
     bar = _CycleBar(shape.hosts_per_cluster * clusters, clusters)
     try:
         out = asyncio.run(
@@ -217,6 +206,44 @@ def demo(
     finally:
         bar.progress.stop()
     emit(out, as_json, _print)
+    _exit_for_outcome(out, until_cycle_complete)
+
+
+COMMANDS = [demo]
+
+
+def _check_ports(port: int, ui_port: int) -> None:
+    """Refuse a port out of range, or the UI on the server's own port."""
+    for name, value in (("port", port), ("ui_port", ui_port)):
+        if not 0 <= value <= 65535:
+            raise click.BadParameter("must be a port from 0 (any free) to 65535", param_hint=name)
+    if port == ui_port and port != 0:
+        raise click.BadParameter(f"must differ from --port ({port})", param_hint="ui_port")
+
+
+def _check_train_shape(
+    preset: str,
+    hosts_per_cluster: int,
+    preset_clusters: int,
+    domain_size: int | None,
+    clusters: int,
+) -> None:
+    """Refuse a domain size or a count of clusters the preset's fleet cannot hold."""
+    if domain_size is not None and domain_size < 1:
+        raise click.BadParameter("must be at least 1", param_hint="domain_size")
+    if domain_size is not None and domain_size > hosts_per_cluster:
+        raise click.BadParameter(
+            f"at most the {hosts_per_cluster} hosts of a {preset} cluster",
+            param_hint="domain_size",
+        )
+    if not 1 <= clusters <= preset_clusters:
+        raise click.BadParameter(
+            f"must be from 1 to {preset_clusters} (the clusters of {preset})", param_hint="clusters"
+        )
+
+
+def _exit_for_outcome(out: dict[str, Any], until_cycle_complete: bool) -> None:
+    """Fail (exit 1) when the demo's run did not end as asked or its audit found a fault."""
     if out.get("interrupted"):  # stopped as asked: the trains handed everything back
         if not out["audit_ok"]:
             raise click.exceptions.Exit(1)
@@ -225,9 +252,6 @@ def demo(
         fail(f"the train stopped before completing a cycle: {out['train_reason']}")
     if not out["audit_ok"]:
         fail("the fleet's audit found broken invariants (run `trainctl audit`)")
-
-
-COMMANDS = [demo]
 
 
 def _targets(pairs: tuple[str, ...]) -> dict[str, str] | None:

@@ -67,7 +67,7 @@ def fleet() -> None:
     "--speed",
     default="3600",
     show_default=True,
-    help=f"Fleet time per wall time, up to {MAX_SPEED_FACTOR:g}, or 'max' (no fleet-time wait).",
+    help=f"Fleet time per wall time, up to {MAX_SPEED_FACTOR:g}, or 'max' (the fastest).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing fleet.")
 @click.option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,7 @@ from orchestrator.app.cli.common import BadInput, OperationFailed, emit
 from orchestrator.app.cli.fleet_replace import make_room
 
 if TYPE_CHECKING:
+    from orchestrator.contracts.backend import FleetBackend
     from orchestrator.fleet.slurm.config import SlurmBackendConfig
     from orchestrator.fleet.store_url import StoreRef
 
@@ -27,8 +28,38 @@ def init_slurm(
     in the store ``path`` (a SQLite file or a PostgreSQL URL)."""
     from orchestrator.app.cli.fleet import remember_store
     from orchestrator.fleet import create_slurm_fleet
-    from orchestrator.fleet.slurm.conf_check import ControllerNotAnswering, check_conf, read_conf
-    from orchestrator.fleet.store_url import describe
+    from orchestrator.fleet.slurm.conf_check import ControllerNotAnswering, check_conf
+
+    confs = _read_confs(slurm_confs, backend_configs)
+    paths: list[Path | None] = [Path(b) for b in backend_configs] or [None]
+    if len(paths) == 1:
+        paths = paths * len(confs)
+    members = [(conf, _config(p), p) for conf, p in zip(confs, paths, strict=True)]
+    for conf in confs:
+        try:
+            check_conf(conf)  # a controller configured, and answering
+        except ControllerNotAnswering as err:
+            raise OperationFailed(str(err), field="slurm_conf") from None
+    backup = make_room(path, force)  # never under a live worker; the old file kept aside
+    fleet = create_slurm_fleet(path, members)
+    remember_store(path)
+    try:
+        out = _describe_fleet(fleet, path, backup, confs)
+    finally:
+        fleet.close()
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(
+            f"fleet on Slurm cluster{'s' if len(o['clusters']) > 1 else ''} "
+            f"{', '.join(o['clusters'])}: {o['hosts_total']} nodes at {o['path']}"
+        ),
+    )
+
+
+def _read_confs(slurm_confs: Sequence[str], backend_configs: Sequence[str]) -> list[Path]:
+    """Each ``--slurm-conf`` as a readable file, checked against the count of backend configs."""
+    from orchestrator.fleet.slurm.conf_check import read_conf
 
     if not slurm_confs:
         raise BadInput("slurm_conf: required with --backend slurm", field="slurm_conf")
@@ -45,44 +76,30 @@ def init_slurm(
             raise BadInput(f"slurm_conf: no such file {conf}", field="slurm_conf")
         read_conf(conf)  # text, before anything else reads it
         confs.append(conf)
-    paths: list[Path | None] = [Path(b) for b in backend_configs] or [None]
-    if len(paths) == 1:
-        paths = paths * len(confs)
-    members = [(conf, _config(p), p) for conf, p in zip(confs, paths, strict=True)]
-    for conf in confs:
-        try:
-            check_conf(conf)  # a controller configured, and answering
-        except ControllerNotAnswering as err:
-            raise OperationFailed(str(err), field="slurm_conf") from None
-    backup = make_room(path, force)  # never under a live worker; the old file kept aside
-    fleet = create_slurm_fleet(path, members)
-    remember_store(path)
-    try:
-        clusters = fleet.cluster_names()
-        out = {
-            "path": str(path),
-            "store": describe(path),
-            "backup": None if backup is None else str(backup),
-            "backend": "slurm",
-            "slurm_conf": str(confs[0].resolve()),
-            "cluster": clusters[0],
-            "clusters": {
-                c: {"slurm_conf": str(conf.resolve()), "hosts_total": fleet.hosts_in(c)}
-                for c, conf in zip(clusters, confs, strict=True)
-            },
-            "hosts_total": sum(fleet.hosts_in(c) for c in clusters),
-            "speed": fleet.speed,
-        }
-    finally:
-        fleet.close()
-    emit(
-        out,
-        as_json,
-        lambda o: click.echo(
-            f"fleet on Slurm cluster{'s' if len(o['clusters']) > 1 else ''} "
-            f"{', '.join(o['clusters'])}: {o['hosts_total']} nodes at {o['path']}"
-        ),
-    )
+    return confs
+
+
+def _describe_fleet(
+    fleet: FleetBackend, path: StoreRef, backup: Path | None, confs: list[Path]
+) -> dict[str, Any]:
+    """The command's output: where the new fleet is stored and each cluster's nodes."""
+    from orchestrator.fleet.store_url import describe
+
+    clusters = fleet.cluster_names()
+    return {
+        "path": str(path),
+        "store": describe(path),
+        "backup": None if backup is None else str(backup),
+        "backend": "slurm",
+        "slurm_conf": str(confs[0].resolve()),
+        "cluster": clusters[0],
+        "clusters": {
+            c: {"slurm_conf": str(conf.resolve()), "hosts_total": fleet.hosts_in(c)}
+            for c, conf in zip(clusters, confs, strict=True)
+        },
+        "hosts_total": sum(fleet.hosts_in(c) for c in clusters),
+        "speed": fleet.speed,
+    }
 
 
 def _config(cfg_path: Path | None) -> SlurmBackendConfig:

@@ -106,6 +106,11 @@ def plan_spec(
                 spec.budget.check_maintenance(snap.hosts_total)
             except ValueError as err:
                 raise BadInput(str(err), field="budget.maintenance") from None
+            if spec.window is None:  # a budget of no host never starts a wave (a window's may)
+                try:
+                    spec.budget.require_hosts(snap.hosts_total)
+                except ValueError as err:
+                    raise BadInput(str(err)) from None
 
     scoped = plan_scope(fleet, spec, check=check)
     result = scoped.plan
@@ -193,7 +198,7 @@ def refusal(reason: str, extra: dict[str, Any]) -> BadInput:
 @ops.command("schema")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on one line.")
 def schema(as_json: bool) -> None:
-    """Print the JSON Schema of an operation spec (indented; one line under --json)."""
+    """Print the JSON Schema of an operation spec (the same as `trainctl schema operation`)."""
     sys.stdout.write(json.dumps(spec_json_schema(), indent=None if as_json else 2) + "\n")
 
 

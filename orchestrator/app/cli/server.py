@@ -121,6 +121,7 @@ def worker(
     """Run the daemon: every workflow and activity, /metrics, graceful stop on SIGTERM."""
     from orchestrator.app.cli.connection import options_from_context
     from orchestrator.app.ops_watch import watching
+    from orchestrator.app.release_guard import older_open_runs, refusal
     from orchestrator.app.worker import heartbeat, serve, stop_on_signals
     from orchestrator.fleet import fleet_store, store_exists
     from orchestrator.infra.client import connect_resolved
@@ -153,6 +154,9 @@ def worker(
                     field=field,
                 )
         client = await connect_or_fail(address)  # a bad address or flag fails here, at once
+        older = await older_open_runs(client, task_queue)
+        if older:  # their histories do not replay on this release
+            raise BadInput(refusal(older), field="worker")
         conn = resolve(options_from_context(address))
         async with contextlib.AsyncExitStack() as stack:
             # `fleet init --force` refuses while the heartbeat is fresh

@@ -127,15 +127,16 @@ from orchestrator.simulator.yardstick import simulate_judged
 )
 @click.option(
     "--restart-base",
-    default="5m",
+    default="1m",
     show_default=True,
-    help="With --horizon: restart time of every interrupted job, paid by all its GPUs.",
+    help="With --horizon: restart time of every interrupted job, paid by all its GPUs "
+    "(the pinned model's; see the cost model in the docs).",
 )
 @click.option(
     "--restart-per-host",
-    default="0.01m",
+    default="0m",
     show_default=True,
-    help="With --horizon: restart time added per host of the job.",
+    help="With --horizon: restart time added per host of the job (0: the same for every size).",
 )
 @click.option(
     "--pin-job",
@@ -187,31 +188,53 @@ def simulate(
     cfg.halt_after_failures = halt_after_failures
     cfg.cycle_target_hours = read_cycle_target(cycle_target)
     apply_horizon(cfg, horizon, target_every, restart_base, restart_per_host, pin_job)
-    if cycle_every is not None:
-        if cfg.horizon_hours is None:
-            raise BadInput("cycle_every: needs --horizon", field="cycle_every")
-        cfg.cycle_every_hours = read_hours(cycle_every, "cycle_every")
+    _apply_cycle_every(cfg, cycle_every)
     cfg.pace = pace
     if cluster is not None:
-        if cluster not in cfg.preset.cluster_names():
-            raise BadInput(f"cluster: unknown cluster {cluster!r} in preset {cfg.preset.name}")
-        cfg.cluster = cluster
+        _pick_cluster(cfg, cluster)
     elif sweep is None and cfg.preset.clusters > 1:
         if plot_path is not None or series:
             raise BadInput("cluster: --plot and --series need one cluster (--cluster c00)")
         emit(simulate_fleet(cfg), as_json, print_fleet)
         return
     if sweep is None:
-        res = run_simulation(cfg) if cfg.horizon_hours is None else simulate_judged(cfg)
-        if plot_path is not None:
-            plot([res], [cfg.policy], plot_path, f"{cfg.policy} on {cfg.preset.name}")
-        out = res.to_json()
-        if not series:
-            out.pop("series", None)
-        if plot_path is not None:
-            out["plot"] = str(plot_path)
-        emit(out, as_json, print_run)
+        _run_one(cfg, series, plot_path, as_json)
+    else:
+        _run_sweep(cfg, sweep, series, plot_path, as_json)
+
+
+def _apply_cycle_every(cfg: SimConfig, cycle_every: str | None) -> None:
+    """``--cycle-every``: a new cycle this often, on a horizon run only."""
+    if cycle_every is None:
         return
+    if cfg.horizon_hours is None:
+        raise BadInput("cycle_every: needs --horizon", field="cycle_every")
+    cfg.cycle_every_hours = read_hours(cycle_every, "cycle_every")
+
+
+def _pick_cluster(cfg: SimConfig, cluster: str) -> None:
+    if cluster not in cfg.preset.cluster_names():
+        raise BadInput(f"cluster: unknown cluster {cluster!r} in preset {cfg.preset.name}")
+    cfg.cluster = cluster
+
+
+def _run_one(cfg: SimConfig, series: bool, plot_path: Path | None, as_json: bool) -> None:
+    """One run of one cluster: its report, with its series and plot if asked."""
+    res = run_simulation(cfg) if cfg.horizon_hours is None else simulate_judged(cfg)
+    if plot_path is not None:
+        plot([res], [cfg.policy], plot_path, f"{cfg.policy} on {cfg.preset.name}")
+    out = res.to_json()
+    if not series:
+        out.pop("series", None)
+    if plot_path is not None:
+        out["plot"] = str(plot_path)
+    emit(out, as_json, print_run)
+
+
+def _run_sweep(
+    cfg: SimConfig, sweep: str, series: bool, plot_path: Path | None, as_json: bool
+) -> None:
+    """``--sweep key=v1,v2,...``: one run per value, of a cluster or of the whole fleet."""
     key, values = parse_sweep(sweep)
     if len(values) > MAX_SWEEP_VALUES:
         raise BadInput(f"sweep: at most {MAX_SWEEP_VALUES} values (got {len(values)})")
@@ -262,9 +285,9 @@ def _cluster_sweep(
 
 
 def _with_ranking(cfg: SimConfig, out: dict[str, Any]) -> dict[str, Any]:
-    """A fixed horizon's sweep with its settings ranked by goodput lost, least first."""
+    """A fixed horizon's sweep with its settings ranked by maintenance cost, least first."""
     if cfg.horizon_hours is not None:
-        out["ranked_by"] = "goodput lost (maintenance_cost_gpu_hours, restarts included)"
+        out["ranked_by"] = "maintenance cost (maintenance_cost_gpu_hours, the sum of cost_parts)"
         out["ranking"] = ranked(out["runs"])
     return out
 

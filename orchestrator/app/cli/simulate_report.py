@@ -29,11 +29,11 @@ _COLUMNS = (
     ("wall s", "wall_seconds"),
 )
 
-#: A fixed horizon's sweep adds what each setting cost users against the no-maintenance
-#: baseline: goodput lost (restarts included, unlike ``lost GPU-h``) and its restart part.
+#: A fixed horizon's sweep adds what each setting cost users: the maintenance cost (the sum of
+#: its parts: held capacity, lost work, restarts) and its restart part.
 _HORIZON_COLUMNS = (
     ("rank", "rank"),
-    ("goodput lost GPU-h", "maintenance_cost_gpu_hours"),
+    ("maintenance cost GPU-h", "maintenance_cost_gpu_hours"),
     ("restart GPU-h", "cost_parts.restart"),
 )
 
@@ -190,7 +190,7 @@ def print_sweep(o: dict[str, Any]) -> None:
             r["setting"]: (r.get("totals") or r)["maintenance_cost_gpu_hours"] for r in o["runs"]
         }
         order = ", ".join(f"{o['sweep']}={v} ({lost[v]:,.1f} GPU-h)" for v in ranking)
-        con.print(f"ranked by goodput lost, least first: {order}")
+        con.print(f"ranked by maintenance cost, least first: {order}")
     for note in o.get("notes") or []:
         con.print(f"domain_size: {note}")
     if o.get("plot"):

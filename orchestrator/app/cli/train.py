@@ -20,6 +20,7 @@ from orchestrator.app.cli.common import (
     BadInput,
     cli_error,
     emit,
+    emit_with_warnings,
     fail,
     handle_errors,
     json_option,
@@ -32,6 +33,8 @@ from orchestrator.app.cli.train_checks import (
     check_change_against_fleet,
     check_cluster_in_fleet,
     check_spec_against_fleet,
+    fit_change,
+    fit_spec_to_cluster,
     merged_budget,
     parse_target_options,
     supersedes_options,
@@ -180,7 +183,8 @@ def train() -> None:
 def start(spec_path: Path, address: str | None, as_json: bool) -> None:
     """Start the train described by a YAML spec."""
     spec = load_train_spec(spec_path)
-    check_spec_against_fleet(spec)
+    # A domain larger than the budget runs at the budget's size: said, and started so.
+    spec, warnings = fit_spec_to_cluster(spec, check_spec_against_fleet(spec))
 
     async def go() -> TrainStatus:
         client = await _client(address)
@@ -195,7 +199,7 @@ def start(spec_path: Path, address: str | None, as_json: bool) -> None:
         except WorkerNotAnswering as err:
             fail(f"started {spec.workflow_id}; {err}")
 
-    emit(run(go()).model_dump(mode="json"), as_json, print_status)
+    emit_with_warnings(run(go()).model_dump(mode="json"), warnings, as_json, print_status)
 
 
 def _control(name: str, doc: str) -> click.Command:
@@ -285,8 +289,33 @@ def reconfigure(
         )
         if v is not None
     }
-    # Each given field's own shape first (errors name budget.<field>), before any connection;
-    # how they fit together is checked on the budget they make with the train's (below).
+    _check_change_fields(domain_size, given, pairs)
+    check_cluster_in_fleet(cluster, domain_size)
+    if pairs:
+        _check_targets_for_fleet(cluster, pairs, supersedes)
+
+    async def go() -> TrainStatus:
+        client = await _client(address)
+        current = await _steer(train_status(client, cluster))
+        new_budget = merged_budget(current.budget, given) if given else None
+        hosts = check_change_against_fleet(
+            cluster, new_budget or current.budget, {**current.targets, **pairs}, current.hosts_total
+        )
+        change = TrainChange(domain_size=domain_size, budget=new_budget, targets=pairs or None)
+        change, found = fit_change(change, current, hosts)
+        warnings.extend(found)
+        return await _steer(reconfigure_train(client, cluster, change))
+
+    warnings: list[str] = []
+    status = run(go()).model_dump(mode="json")
+    emit_with_warnings(status, warnings, as_json, print_status)
+
+
+def _check_change_fields(
+    domain_size: int | None, given: dict[str, object], pairs: dict[str, str]
+) -> None:
+    """Each given field's own shape (errors name budget.<field>), before any connection; how
+    they fit together is checked on the budget they make with the train's."""
     shape = {"max_unavailable": "100%", **given} if given else None
     try:
         TrainChange.model_validate(
@@ -297,31 +326,19 @@ def reconfigure(
         where = ".".join(str(part) for part in first["loc"]) or "change"
         why = str(first["msg"]).removeprefix("Value error, ")
         raise BadInput(f"{where}: {why}", field=where) from None
-    check_cluster_in_fleet(cluster, domain_size)
-    if pairs:  # the same rules as at start (the default skew window: the spec's is not here)
-        fleet = open_fleet_or_fail()
-        try:
-            refused = target_refusal(fleet, [cluster], pairs, supersedes=supersedes)
-        finally:
-            fleet.close()
-        if refused is not None:
-            raise BadInput(refused[1], field=refused[0])
 
-    async def go() -> TrainStatus:
-        client = await _client(address)
-        current = await _steer(train_status(client, cluster))
-        new_budget = merged_budget(current.budget, given) if given else None
-        if new_budget is not None or pairs:
-            check_change_against_fleet(
-                cluster,
-                new_budget or current.budget,
-                {**current.targets, **pairs},
-                current.hosts_total,
-            )
-        change = TrainChange(domain_size=domain_size, budget=new_budget, targets=pairs or None)
-        return await _steer(reconfigure_train(client, cluster, change))
 
-    emit(run(go()).model_dump(mode="json"), as_json, print_status)
+def _check_targets_for_fleet(
+    cluster: str, pairs: dict[str, str], supersedes: dict[str, str]
+) -> None:
+    """The same target rules as at start (the default skew window: the spec's is not here)."""
+    fleet = open_fleet_or_fail()
+    try:
+        refused = target_refusal(fleet, [cluster], pairs, supersedes=supersedes)
+    finally:
+        fleet.close()
+    if refused is not None:
+        raise BadInput(refused[1], field=refused[0])
 
 
 COMMANDS = [train]

@@ -15,9 +15,11 @@ from orchestrator.contracts.models import (
     check_targets,
 )
 from orchestrator.contracts.train_spec import TrainSpec
+from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.contracts.version_checks import check_supersedes, check_supersedes_targets
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.planning.rack_plan import rack_fits_budget
+from orchestrator.planning.spec_fit import fit_train
 
 
 def check_spec_against_fleet(spec: TrainSpec) -> int:
@@ -58,6 +60,15 @@ def check_spec_against_fleet(spec: TrainSpec) -> int:
         if why:
             raise BadInput(why, field=why.split(":", 1)[0])
     return hosts
+
+
+def fit_spec_to_cluster(spec: TrainSpec, hosts: int) -> tuple[TrainSpec, list[str]]:
+    """``spec`` with its domain clamped to its maintenance budget on ``hosts`` hosts, as the
+    simulator runs it, and the warnings to show: the clamp, a cycle target out of reach."""
+    fit = fit_train(spec.domain_size, spec.budget, hosts, spec.targets, spec.cycle_target_hours)
+    if fit.domain.clamped:
+        spec = spec.model_copy(update={"domain_size": fit.domain.effective})
+    return spec, fit.warnings
 
 
 def _require_cluster(cluster: str, names: list[str]) -> None:
@@ -131,11 +142,12 @@ def parse_target_options(targets: tuple[str, ...] | list[str]) -> dict[str, str]
 
 def check_change_against_fleet(
     cluster: str, budget: CapacityBudget, targets: dict[str, str], hosts_total: int
-) -> None:
+) -> int:
     """The budget and targets a reconfigured train would run with, held to the rules of
     ``train start`` (``check_spec_against_fleet``): at least one host under each limit, and a
     whole rack under them while a ``switch_firmware`` target is set. Without a fleet here
-    (workers elsewhere) the train's own size stands in and the rack rule is the train's."""
+    (workers elsewhere) the train's own size stands in and the rack rule is the train's.
+    Returns the cluster's hosts as judged (0: unknown)."""
     from orchestrator.fleet import fleet_store, store_exists
 
     hosts, rack_hosts = hosts_total, 0
@@ -155,6 +167,24 @@ def check_change_against_fleet(
         why = rack_fits_budget(budget, hosts, rack_hosts)
         if why:
             raise BadInput(why, field=why.split(":", 1)[0])
+    return hosts
+
+
+def fit_change(
+    change: TrainChange, current: TrainStatus, hosts: int
+) -> tuple[TrainChange, list[str]]:
+    """``change`` with the domain the train will run after it clamped to its budget on
+    ``hosts`` hosts (as ``train start`` does), and the warnings to show; nothing to fit on a
+    train that has not counted its hosts yet with no fleet here (``hosts`` 0)."""
+    if not hosts:
+        return change, []
+    domain = change.domain_size or current.domain_size
+    budget = change.budget or current.budget
+    targets = {**current.targets, **(change.targets or {})}
+    fit = fit_train(domain, budget, hosts, targets, current.cycle_target_hours)
+    if fit.domain.clamped:
+        change = change.model_copy(update={"domain_size": fit.domain.effective})
+    return change, fit.warnings
 
 
 def merged_budget(current: CapacityBudget, given: dict[str, object]) -> CapacityBudget:

@@ -3,9 +3,9 @@
 ``SlurmFleet`` opens trainctl's record of one or more Slurm clusters (``store``): a fleet is
 many clusters, each with its own ``slurm.conf`` (its own controller and ``ClusterName``) and
 its own backend config (the site's hooks there). It hands out one ``SlurmCluster`` session per
-transaction (``backend``), and keeps fleet time as wall time: there is no logical clock to wait
-on, so clock waits return at once. ``create`` reads the nodes of the configured partitions of
-every cluster through Slurm and records them on the config's initial versions.
+transaction (``backend``), and keeps fleet time as wall time. ``create`` reads the nodes of the
+configured partitions of every cluster through Slurm and records them on the config's initial
+versions.
 """
 
 from __future__ import annotations
@@ -18,15 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from orchestrator.contracts.backend import (
-    ClockMember,
-    ClockRelease,
-    ClockTurn,
-)
 from orchestrator.contracts.errors import (
     NoFleet,
     PermanentError,
@@ -209,30 +204,6 @@ class SlurmFleet(LedgerStore):
         wall = wall or datetime.now(UTC)
         return max(0.0, (wall - self.anchor_wall).total_seconds() / 3600.0)
 
-    def advance_clock(self, cluster: str, target_hours: float) -> float:
-        return self.fleet_time(cluster=cluster)
-
-    def clock_wait(
-        self,
-        cluster: str,
-        party: ClockMember,
-        epoch: str,
-        target_hours: float | None,
-        children: Sequence[str] | None = None,
-        wakes: Sequence[str] = (),
-        wall: datetime | None = None,
-    ) -> ClockTurn:
-        return ClockTurn(self.fleet_time(wall, cluster), True)
-
-    def clock_leave(
-        self,
-        cluster: str,
-        party: str | None = None,
-        owner: str | None = None,
-        wall: datetime | None = None,
-    ) -> tuple[ClockRelease, ...]:
-        return ()
-
     # ----------------------------------------------------------- sessions
     def _session(
         self, conn: Connection, name: str, wall: datetime | None, writable: bool
@@ -271,10 +242,6 @@ class SlurmFleet(LedgerStore):
     def switch_versions(self, cluster: str | None = None) -> dict[str, dict[str, int]]:
         """Slurm knows no switch firmware: none to report (``fleet status``)."""
         return {}
-
-    def clock_parties(self, cluster: str) -> list[dict[str, Any]]:
-        """Fleet time is wall time: no logical clock, no parties."""
-        return []
 
 
 def _cluster_hosts(slurm_conf: Path, config: SlurmBackendConfig) -> list[HostRec]:

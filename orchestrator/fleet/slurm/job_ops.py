@@ -62,7 +62,7 @@ class JobOps(SlurmCore):
             if int(j) in self.jobs
         }
 
-    def evict(self, job_id: int, actor: str, as_of: float | None = None) -> float:
+    def evict(self, job_id: int, actor: str) -> float:
         """Requeue the job (cancel it only if it cannot be requeued, and say so); the
         GPU-hours of work since its last checkpoint."""
         j = self.jobs.get(job_id)

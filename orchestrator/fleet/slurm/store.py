@@ -25,7 +25,7 @@ from orchestrator.fleet.ledger_files import create_store, peek_meta
 from orchestrator.fleet.ledger_rows import save_hosts
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.store_db import upsert
-from orchestrator.fleet.store_schema import SCHEMA_VERSION, clocks, clusters, meta
+from orchestrator.fleet.store_schema import SCHEMA_VERSION, cluster_locks, clusters, meta
 from orchestrator.fleet.store_url import StoreRef
 
 BACKEND = "slurm"
@@ -60,7 +60,7 @@ def new_store(
         conn.execute(meta.insert(), [{"key": k, "value": v} for k, v in sorted(full.items())])
         for cluster, hosts in members.items():
             conn.execute(clusters.insert().values(name=cluster, state=json.dumps({"targets": {}})))
-            conn.execute(clocks.insert().values(cluster=cluster, now=0.0))
+            conn.execute(cluster_locks.insert().values(cluster=cluster))
             save_hosts(conn, cluster, hosts)
 
     create_store(path, fill, force)
