@@ -11,69 +11,23 @@ import contextlib
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 
-from temporalio import activity, workflow
-from temporalio.common import RetryPolicy
+import pytest
+from click.testing import CliRunner
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-with workflow.unsafe.imports_passed_through():
-    import pytest
-    from click.testing import CliRunner
-    from temporalio.service import RPCError
+from orchestrator.app.cli import main
+from orchestrator.fleet.store_url import STORE_ENV
+from tests.log_helpers import Logs, worker_logs
+from tests.log_hygiene_flow import LOCAL_SECRET, Flow, flaky
+from tests.pg_helpers import PgServer
 
-    from orchestrator.app.cli import main
-    from orchestrator.contracts.errors import TemporaryError
-    from orchestrator.fleet.store_url import STORE_ENV
-    from tests.log_helpers import Logs, worker_logs
-    from tests.pg_helpers import PgServer
-
-#: A value only a frame's locals hold: it must never reach a log line.
-LOCAL_SECRET = "LOCAL-ONLY-" + uuid.uuid4().hex[:10]
 #: A local's name and value as a traceback that shows locals writes them (rich or the JSON
 #: transformer: ``name = 'value'`` or ``"name": "'value'"``).
 _LOCALS = re.compile(r"locals|kept\s*[=:]")
-
-
-class BackendAsleep(TemporaryError):
-    """A temporary error as a backend raises one."""
-
-
-_CALLS: dict[str, int] = {}
-
-
-@activity.defn(name="log-hygiene.flaky")
-async def flaky(key: str) -> str:
-    """A bug on its first attempt, a temporary error on the next two, then an answer; every
-    attempt holds a secret in a local variable."""
-    kept = LOCAL_SECRET
-    _CALLS[key] = attempt = _CALLS.get(key, 0) + 1
-    if attempt == 1:
-        raise ValueError(f"a bug on attempt {attempt}")
-    if attempt <= 3:
-        raise BackendAsleep(f"backend asleep (attempt {attempt})\nsecond line of the message")
-    return kept[:4]
-
-
-@workflow.defn(name="log-hygiene.flow")
-class Flow:
-    @workflow.run
-    async def run(self, key: str, retries: bool) -> str:
-        kept = LOCAL_SECRET
-        try:
-            raise ValueError("boom inside the sandbox")
-        except ValueError:
-            workflow.logger.exception("the workflow logs an exception")
-        if not retries:
-            return kept[:4]
-        return kept[:4] + await workflow.execute_activity(
-            flaky,
-            key,
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.25), maximum_attempts=5),
-        )
 
 
 async def _run_flow(env: WorkflowEnvironment, task_queue: str, retries: bool) -> Logs:
@@ -100,13 +54,14 @@ async def test_a_workflow_logging_an_exception_in_the_sandbox_writes_its_traceba
     traceback (text) or an exception dict (JSON), with none of the frame's local variables."""
     logs = await _run_flow(dev_env, task_queue, retries=False)
     text = [ln for ln in logs.text.splitlines() if "the workflow logs an exception" in ln]
-    assert len(text) == 1, logs.text[-3000:]
+    # once, or again if a loaded worker's workflow task timed out and ran a second time
+    assert text, logs.text[-3000:]
     after = logs.text.split(text[0], 1)[1]
     assert "Traceback (most recent call last)" in after
     assert "ValueError: boom inside the sandbox" in after
     assert "RestrictedWorkflowAccessError" not in logs.text
-    (rec,) = [r for r in logs.records() if "the workflow logs an exception" in r["event"]]
-    assert rec["exception"][0]["exc_value"] == "boom inside the sandbox"
+    recs = [r for r in logs.records() if "the workflow logs an exception" in r["event"]]
+    assert recs and all(r["exception"][0]["exc_value"] == "boom inside the sandbox" for r in recs)
     _no_locals(logs)
 
 

@@ -177,10 +177,11 @@ def train() -> None:
 
 @train.command("start")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True)
+@click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
 @address_option
 @json_option
 @handle_errors
-def start(spec_path: Path, address: str | None, as_json: bool) -> None:
+def start(spec_path: Path, task_queue: str, address: str | None, as_json: bool) -> None:
     """Start the train described by a YAML spec."""
     spec = load_train_spec(spec_path)
     # A domain larger than the budget runs at the budget's size: said, and started so.
@@ -189,7 +190,7 @@ def start(spec_path: Path, address: str | None, as_json: bool) -> None:
     async def go() -> TrainStatus:
         client = await _client(address)
         try:
-            await start_train(client, spec, task_queue=TASK_QUEUE)
+            await start_train(client, spec, task_queue=task_queue)
         except Exception as err:  # WorkflowAlreadyStartedError and friends
             fail(f"cannot start {spec.workflow_id}: {err}")
         try:
