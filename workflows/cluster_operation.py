@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.ops_activities import OpsActivities
     from orchestrator.contracts.arbiter_types import AcquireRequest, Grant, ReleaseRequest
     from orchestrator.contracts.errors import NO_ROOM, OPERATION_REFUSED, WAVE_ROLLED_BACK
-    from orchestrator.contracts.messages import AskRequest, EvictRequest, HostsRequest
+    from orchestrator.contracts.messages import EvictRequest, HostsRequest
     from orchestrator.contracts.ops_types import (
         OPERATION_ABORTED,
         ClusterControl,
@@ -445,17 +445,7 @@ class ClusterOperation:
             summary = f"evict job {names([str(j) for j in cmd.job_ids])}"
             return await fleet_call(FleetActivities.evict_jobs, evict, summary=summary)
         if isinstance(cmd, Ask):
-            ask = AskRequest(
-                cluster=i.cluster,
-                owner=i.operation_id,
-                wall=workflow.now(),
-                planned=cmd.planned,
-                deadline_hours=cmd.deadline_hours,
-                max_refusals=cmd.max_refusals,
-                refusals=cmd.refusals,
-                finals=cmd.finals,
-                release=cmd.release,
-            )
+            ask = cmd.request(i.cluster, i.operation_id, workflow.now())
             summary = f"ask {plural(len(cmd.planned), 'job')} first"
             return await fleet_call(FleetActivities.ask_jobs, ask, summary=summary)
         # A refusing job's hosts go back untouched; a later wave takes them again once the job

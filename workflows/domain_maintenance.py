@@ -18,7 +18,6 @@ from temporalio.exceptions import CancelledError
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_activities import FleetActivities
     from orchestrator.contracts.messages import (
-        AskRequest,
         AskResult,
         EvictRequest,
         HostsRequest,
@@ -291,17 +290,7 @@ class DomainMaintenance:
         self.phase = "asking jobs"
         asked: AskResult = await fleet_call(
             FleetActivities.ask_jobs,
-            AskRequest(
-                cluster=inp.cluster,
-                owner=inp.owner,
-                wall=workflow.now(),
-                planned=cmd.planned,
-                deadline_hours=cmd.deadline_hours,
-                max_refusals=cmd.max_refusals,
-                refusals=cmd.refusals,
-                finals=cmd.finals,
-                release=cmd.release,
-            ),
+            cmd.request(inp.cluster, inp.owner, workflow.now()),
         )
         seq.heard(cmd, asked)
         assert seq.tracker is not None

@@ -29,8 +29,15 @@ rest). ``DrainSequence.abort`` is the ``HandBack`` of every host not yet handed 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from orchestrator.contracts.messages import AskResult, DrainStatus, JobWait, UpdateResult
+from orchestrator.contracts.messages import (
+    AskRequest,
+    AskResult,
+    DrainStatus,
+    JobWait,
+    UpdateResult,
+)
 from orchestrator.execution.drain import DrainDecision, DrainTracker
 
 
@@ -59,6 +66,20 @@ class Ask:
     refusals: dict[int, int]
     finals: dict[int, float]
     release: bool
+
+    def request(self, cluster: str, owner: str, wall: datetime) -> AskRequest:
+        """The ``ask_jobs`` activity's input for this command."""
+        return AskRequest(
+            cluster=cluster,
+            owner=owner,
+            wall=wall,
+            planned=self.planned,
+            deadline_hours=self.deadline_hours,
+            max_refusals=self.max_refusals,
+            refusals=self.refusals,
+            finals=self.finals,
+            release=self.release,
+        )
 
 
 @dataclass(frozen=True)
