@@ -268,7 +268,7 @@ class ClusterTrain:
         if st.phase == "stopping" or history_full(self.inp.max_history_events):
             if not self.in_flight:
                 return "end"
-        elif st.phase == "running" and self.windows and not self._window_open(clock):
+        elif st.phase == "running" and self.windows and not self._inside_window(clock):
             self._window_closed(clock, tasks)  # no new hosts; with hard_stop, hand back
             self._show()
         elif st.phase == "running":
@@ -459,7 +459,7 @@ class ClusterTrain:
         )
 
     # ---------------------------------------------------------- windows and waits
-    def _window_open(self, clock: ClockInfo) -> bool:
+    def _inside_window(self, clock: ClockInfo) -> bool:
         assert self.windows is not None
         return self.windows.allows(fleet_hours_now(clock))
 
