@@ -53,8 +53,11 @@ def _cli_on_path(bin_dir: Path) -> None:
     cli.chmod(0o755)
 
 
-def run_tutorial(page: Path, tmp: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """Run every ``bash`` block of ``page``; the result holds the script's output."""
+def run_tutorial(
+    page: Path, tmp: Path, services: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """Run every ``bash`` block of ``page``; the result holds the script's output.
+    ``services``: the environment a page says its reader brings (a PostgreSQL's ``PG*``)."""
     blocks = bash_blocks(page)
     assert blocks, f"{page} has no bash block to run"
     script = _with_free_ports("\n".join(blocks))
@@ -70,6 +73,7 @@ def run_tutorial(page: Path, tmp: Path, timeout: float = 180) -> subprocess.Comp
     }
     for name in ("TRAINCTL_HOME", "TRAINCTL_STORE", "TEMPORAL_ADDRESS", "TEMPORAL_PROFILE"):
         env.pop(name, None)
+    env.update(services or {})
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", prologue + script],
         cwd=ROOT,
