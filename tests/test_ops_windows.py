@@ -63,12 +63,20 @@ def test_operation_schedule_refuses_hard_stop():
         raise AssertionError("hard_stop accepted")
 
 
+#: Fleet hours a wave's cordons may land after the decision that started it (5 fleet minutes:
+#: 83 wall milliseconds at 3,600x, a loaded machine's activity dispatch).
+CORDON_LAG = 5 / 60
+
+
 async def test_campaign_operations_keep_to_the_campaign_windows(
     dev_env, tmp_home, task_queue, monkeypatch
 ):
-    """A CUDA campaign whose window opens 20 fleet minutes after it starts, at one fleet hour
-    a wall second (a 15-minute window lasts seconds, long enough for a wave's cordons): its
-    bulk operation waits, cordons hosts only inside the windows, and the campaign succeeds."""
+    """A CUDA campaign on four hosts whose window opens 20 fleet minutes after it starts, at
+    one fleet hour a wall second (a 15-minute window lasts a quarter of a wall second): its
+    bulk operation waits, starts waves only inside the windows, and the campaign succeeds. A
+    wave decided in the window's last instant cordons its hosts in activities a few wall
+    milliseconds later, which at 3,600x is a fleet minute or two: cordons within
+    ``CORDON_LAG`` of a window's close count as inside it."""
     from tests.test_campaign_e2e import run_campaign
 
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
@@ -81,7 +89,7 @@ async def test_campaign_operations_keep_to_the_campaign_windows(
     spec = {
         "name": "cuda-windows",
         "targets": {"gpu_driver": "560.35.03", "cuda": "12.6"},
-        "stages": [{"name": "some", "clusters": ["c00"], "hosts": 16}],
+        "stages": [{"name": "some", "clusters": ["c00"], "hosts": 4}],
         "schedule": schedule,
     }
     code, status = await run_campaign(dev_env, tmp_home, path, task_queue, spec)
@@ -98,7 +106,12 @@ async def test_campaign_operations_keep_to_the_campaign_windows(
     finally:
         fleet.close()
     sched = Schedule.model_validate(schedule)
-    outside = [t for t in cordons if not window_state(sched, fleet_datetime(anchor, t)).open]
+    outside = [
+        t
+        for t in cordons
+        if not window_state(sched, fleet_datetime(anchor, t)).open
+        and not window_state(sched, fleet_datetime(anchor, t - CORDON_LAG)).open
+    ]
     assert cordons and not outside, (len(cordons), outside[:3])
     assert min(cordons) >= 19 / 60  # it waited for the window
     audit_ok(path)
