@@ -21,11 +21,10 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from orchestrator.app.worker import build_worker
-from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.campaign_types import CampaignStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
-from tests.test_ops_exec import trainctl
+from tests.e2e import audit_ok, trainctl
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -75,16 +74,6 @@ def hosts(path: Path) -> list[tuple[str, str, str, dict[str, str]]]:
     finally:
         conn.close()
     return [(n, c, s, json.loads(v)) for n, c, s, v in rows]
-
-
-def audit_ok(path: Path) -> bool:
-    fleet = SqliteFleet(path)
-    try:
-        report = audit(fleet)
-    finally:
-        fleet.close()
-    assert report.ok, report.violations[:3]
-    return report.ok
 
 
 def ever_had(path: Path, component: str, version: str) -> set[str]:

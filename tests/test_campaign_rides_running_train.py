@@ -33,8 +33,8 @@ from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spe
 from orchestrator.contracts.campaign_types import CampaignStatus, ClusterStage
 from orchestrator.contracts.train_spec import load_train_spec
 from orchestrator.train.client import control_train, start_train, train_status
-from tests.test_campaign_e2e import audit_ok, hosts, multi_fleet, no_train_left  # noqa: F401
-from tests.test_ops_exec import trainctl
+from tests.e2e import audit_ok, trainctl
+from tests.test_campaign_e2e import hosts, multi_fleet
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

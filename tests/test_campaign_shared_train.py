@@ -17,7 +17,8 @@ from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, final_status, start_campaign
 from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.train.client import train_status
-from tests.test_campaign_e2e import audit_ok, multi_fleet, no_train_left  # noqa: F401
+from tests.e2e import audit_ok
+from tests.test_campaign_e2e import multi_fleet
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

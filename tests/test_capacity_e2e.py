@@ -16,14 +16,8 @@ from orchestrator.contracts.models import HostState
 from orchestrator.contracts.train_types import ControlRequest
 from orchestrator.contracts.views import is_due
 from orchestrator.fleet import SqliteFleet
-from tests.test_train_e2e import (
-    OWNER,
-    SPEED,
-    assert_nothing_stranded,
-    events,
-    running_train,
-    wait_for,
-)
+from tests.e2e import wait_for
+from tests.test_train_e2e import OWNER, SPEED, assert_nothing_stranded, events, running_train
 from tests.train_helpers import make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

@@ -33,8 +33,8 @@ from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.constants import REPAIR_OWNER
 from orchestrator.fleet import SqliteFleet
+from tests.e2e import CUDA, NEW, op_spec, upper
 from tests.test_hardening_server import dead, ready, start_server, wait_dead
-from tests.test_ops_exec import CUDA, NEW, op_spec, upper
 from tests.train_helpers import TARGETS, host_states, make_fleet
 
 REPO = Path(__file__).resolve().parent.parent

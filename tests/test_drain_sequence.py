@@ -33,7 +33,7 @@ from orchestrator.fleet.cluster_sim import ClusterSim
 from orchestrator.fleet.presets import get_preset
 from orchestrator.simulator import SimConfig
 from orchestrator.simulator.engine import Engine
-from tests.test_ops_exec import NEW, audit_ok, op_spec, outcome, start_op, upper, worker
+from tests.e2e import NEW, audit_ok, op_spec, outcome, start_op, upper, worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

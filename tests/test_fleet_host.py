@@ -23,8 +23,8 @@ from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.host_explain import Coverage, HostFacts, TrainFacts, explain_host
 from orchestrator.train.client import control_train, start_train, train_status
+from tests.e2e import trainctl
 from tests.test_campaign_e2e import no_train_left  # noqa: F401
-from tests.test_ops_exec import trainctl
 
 SPEED = 60.0
 OS = "6.8.0-45"

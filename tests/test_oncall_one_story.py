@@ -25,7 +25,7 @@ from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.ops.client import OperationStart
 from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
 from orchestrator.train.client import start_train
-from tests.test_ops_exec import trainctl
+from tests.e2e import trainctl
 from tests.train_helpers import make_fleet
 from tests.train_helpers import spec as train_spec
 

@@ -11,99 +11,37 @@ pick up is terminated.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import WorkflowExecutionStatus
 
-from orchestrator.app.cli import main
-from orchestrator.app.worker import build_worker
-from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.arbiter_types import ArbiterState, arbiter_workflow_id
 from orchestrator.contracts.ops_types import OpControl as OpControlReq
-from orchestrator.contracts.ops_types import OperationInput, OperationStatus
+from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.presets import INITIAL_VERSIONS
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
+from tests.e2e import (
+    CUDA,
+    NEW,
+    OLD,
+    audit_ok,
+    op_spec,
+    outcome,
+    run_cli,
+    start_op,
+    terminate,
+    trainctl,
+    upper,
+    worker,
+    write_spec,
+)
 from tests.train_helpers import host_states, make_fleet
 from workflows.bulk_operation import BulkOperation
-
-CUDA = {"gpu_driver": "560.35.03", "cuda": "12.6"}
-OLD = (INITIAL_VERSIONS["gpu_driver"], INITIAL_VERSIONS["cuda"])
-NEW = (CUDA["gpu_driver"], CUDA["cuda"])
-
-
-def op_spec(**overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "kind": "cuda-upgrade",
-        "scope": {"cluster": "c00"},
-        "targets": CUDA,
-        "budget": {"max_unavailable": "25%"},
-        "drain": {"max_wait": "2h"},
-        "max_failures": 3,
-        "request_id": f"t-{uuid.uuid4().hex[:8]}",
-    }
-    base.update(overrides)
-    return base
-
-
-async def _terminate(env: WorkflowEnvironment, workflow_id: str) -> None:
-    with contextlib.suppress(RPCError):
-        await env.client.get_workflow_handle(workflow_id).terminate("test cleanup")
-
-
-@contextlib.asynccontextmanager
-async def worker(env: WorkflowEnvironment, path: Path, task_queue: str) -> AsyncIterator[None]:
-    arbiter = arbiter_workflow_id("c00", task_queue)
-    async with build_worker(env.client, path, task_queue):
-        try:
-            yield
-        finally:  # while the worker still runs, so nothing is left pending on its queue
-            await _terminate(env, arbiter)
-
-
-async def start_op(
-    env: WorkflowEnvironment, task_queue: str, spec: dict[str, Any]
-) -> WorkflowHandle[Any, OperationStatus]:
-    parsed = parse_spec_text(json.dumps(spec))
-    return await env.client.start_workflow(
-        BulkOperation.run,
-        OperationInput(spec=parsed),
-        id=parsed.operation_id,
-        task_queue=task_queue,
-    )
-
-
-async def outcome(handle: WorkflowHandle[Any, OperationStatus]) -> OperationStatus:
-    """The final status, whether the operation succeeded or failed."""
-    try:
-        return await handle.result()
-    except WorkflowFailureError as err:
-        return OperationStatus.model_validate(err.cause.details[0])  # type: ignore[attr-defined]
-
-
-def upper(versions: dict[str, str]) -> tuple[str, str]:
-    return versions["gpu_driver"], versions["cuda"]
-
-
-def audit_ok(path: Path) -> None:
-    fleet = SqliteFleet(path)
-    try:
-        report = audit(fleet)
-    finally:
-        fleet.close()
-    assert report.ok, report.violations[:3]
 
 
 # ------------------------------------------------------------------ time-skipping
@@ -162,46 +100,6 @@ def cordon_checks(path: Path) -> tuple[int, list[str]]:
     finally:
         fleet.close()
     return checked, broken
-
-
-def run_cli(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
-
-
-#: The CLI's entry point, leaving through os._exit once click is done: a short-lived Temporal
-#: client process can abort while the interpreter finalizes (temporalio/sdk-python#300).
-_CLI = """
-import os, sys
-from orchestrator.app.cli import main
-try:
-    main()
-except SystemExit as done:
-    code = done.code if isinstance(done.code, int) else int(done.code is not None)
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(code)
-"""
-
-
-async def trainctl(*args: str) -> tuple[int, dict[str, Any], str]:
-    """Run the real CLI in a subprocess: (exit code, its JSON output, stderr)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _CLI,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, json.loads(out or b"{}"), err.decode()
-
-
-def write_spec(path: Path, spec: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(spec))
-    return path
 
 
 async def test_cluster_consistency_needs_a_window_then_goes_as_one_wave(
@@ -292,7 +190,7 @@ async def test_operation_and_train_share_the_budget_with_a_visible_handover(
             )
             train_status = await train.result()
         finally:
-            await _terminate(temporal_env, train.id)
+            await terminate(temporal_env, train.id)
     assert status.state == "succeeded", status.reason
     assert train_status.state == "stopped"
     upserts = [
@@ -392,11 +290,11 @@ async def test_repeated_request_id_is_one_operation(dev_env, tmp_home, monkeypat
             code3, three, _ = await trainctl(*other_args, "--task-queue", "no-worker", "--json")
             assert code3 == 2 and three["field"] == "request_id", three
             assert three["exit_code"] == 2 and "targets" in three["error"], three
-            await _terminate(dev_env, "ops-ticket-4711")
+            await terminate(dev_env, "ops-ticket-4711")
         desc = await dev_env.client.get_workflow_handle("ops-ticket-4711").describe()
         assert desc.run_id == one["run_id"]
     finally:
-        await _terminate(dev_env, "ops-ticket-4711")
+        await terminate(dev_env, "ops-ticket-4711")
 
 
 async def test_ops_start_wait_with_a_train_running_throughout(dev_env, tmp_home, monkeypatch):
@@ -430,7 +328,7 @@ async def test_ops_start_wait_with_a_train_running_throughout(dev_env, tmp_home,
             )
             await asyncio.wait_for(train.result(), 20)
         finally:
-            await _terminate(dev_env, train.id)
+            await terminate(dev_env, train.id)
     assert out["state"] == status["state"] == "succeeded" and out["hosts_changed"] > 100
     assert again_code == 0, again_err
     assert again["started"] is False and again["already_running"] is False

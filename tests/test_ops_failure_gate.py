@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import INITIAL_VERSIONS
-from tests.test_ops_exec import audit_ok, trainctl, worker, write_spec
+from tests.e2e import audit_ok, trainctl, worker, write_spec
 from tests.train_helpers import host_states, make_fleet
 
 NEW = {"gpu_driver": "590.44.01", "cuda": "13.1"}

@@ -24,7 +24,7 @@ from orchestrator.contracts.train_types import ControlRequest, TrainInput, Train
 from orchestrator.ops.client import operation_status
 from orchestrator.planning.arbiter_share import would_grant
 from tests.cli_inproc import cli
-from tests.test_ops_exec import _terminate, op_spec, outcome, worker, write_spec
+from tests.e2e import op_spec, outcome, terminate, worker, write_spec
 from tests.train_helpers import make_fleet
 from tests.train_helpers import spec as train_spec
 from workflows.cluster_train import ClusterTrain
@@ -134,7 +134,7 @@ async def test_plan_asks_the_arbiter_and_the_run_keeps_its_plan(dev_env, tmp_hom
             )
             await asyncio.wait_for(train.result(), 60)
         finally:
-            await _terminate(dev_env, train.id)
+            await terminate(dev_env, train.id)
     done, total, note = seen[-1]
     assert c.granted_hosts == 3 and "grants 3 hosts a wave" in note, seen[-1]
     # Re-planned once, for the grant; from the first wave on, the total never moved.

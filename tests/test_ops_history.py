@@ -25,7 +25,7 @@ from orchestrator.contracts.ops_types import OpControl, OperationStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status, start_operation, wait_for_operation
-from tests.test_ops_exec import CUDA, NEW, audit_ok, op_spec, trainctl, upper, worker, write_spec
+from tests.e2e import CUDA, NEW, audit_ok, op_spec, trainctl, upper, worker, write_spec
 from tests.train_helpers import make_fleet
 from workflows.bulk_operation import BulkOperation
 

@@ -17,7 +17,7 @@ from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import start_operation
-from tests.test_ops_exec import audit_ok, worker
+from tests.e2e import audit_ok, worker
 from tests.train_helpers import host_states, make_fleet
 
 RACKS = ["z01-r005", "z01-r006"]

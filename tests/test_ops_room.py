@@ -25,7 +25,7 @@ from orchestrator.ops import parse_spec_text
 from orchestrator.ops.client import operation_status
 from orchestrator.planning.ops_plan import plan_operation
 from tests.cli_inproc import cli
-from tests.test_ops_exec import outcome, worker, write_spec
+from tests.e2e import outcome, worker, write_spec
 from tests.train_helpers import make_fleet
 
 RACK = "c00-z00-r000"

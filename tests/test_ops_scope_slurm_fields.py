@@ -19,7 +19,7 @@ from orchestrator.contracts.hostlist import expand_hostlist
 from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.ops import parse_spec_text
 from orchestrator.planning.ops_plan import plan_operation
-from tests.test_ops_exec import op_spec, outcome, run_cli, start_op, worker
+from tests.e2e import op_spec, outcome, run_cli, start_op, worker
 from tests.train_helpers import make_fleet
 
 FIELDS: list[tuple[str, Any]] = [

@@ -13,7 +13,7 @@ from orchestrator.contracts.schedule_window import Schedule
 from orchestrator.fleet import SqliteFleet
 from orchestrator.ops import parse_spec_text
 from orchestrator.planning.windows import fleet_datetime, window_state
-from tests.test_ops_exec import audit_ok, op_spec, outcome, start_op, worker
+from tests.e2e import audit_ok, op_spec, outcome, start_op, worker
 from tests.train_helpers import make_fleet
 
 

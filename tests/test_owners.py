@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.train_types import ControlRequest, TrainInput
 from orchestrator.fleet import SqliteFleet
-from tests.test_ops_exec import CUDA, NEW, audit_ok, op_spec, outcome, start_op, upper, worker
+from tests.e2e import CUDA, NEW, audit_ok, op_spec, outcome, start_op, upper, worker
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 

@@ -23,8 +23,8 @@ from orchestrator.app.cli import main
 from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.contracts.paths import temporal_cli_path
 from orchestrator.fleet.settings import MAX_SPEED
+from tests.e2e import audit_ok, worker
 from tests.test_hardening_train import address, answer, cli
-from tests.test_ops_exec import audit_ok, worker
 from tests.train_helpers import make_fleet
 
 RACKS = ["z01-r005", "z01-r006"]

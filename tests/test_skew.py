@@ -30,8 +30,8 @@ from orchestrator.contracts.campaign_types import PlanRequest
 from orchestrator.contracts.train_spec import TrainSpec, riding
 from orchestrator.fleet import SqliteFleet
 from orchestrator.train.client import start_train, train_status
+from tests.e2e import trainctl
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
-from tests.test_ops_exec import trainctl
 from tests.test_versions import cli, write
 from tests.train_helpers import make_fleet
 

@@ -28,9 +28,8 @@ from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import lab_versions, restart_controller
 from orchestrator.lab.slurm_files import lab_dir
 from tests.cli_inproc import cli
-from tests.test_ops_exec import _terminate
+from tests.e2e import audit_ok, terminate
 from tests.test_slurm_e2e import assert_jobs_run_or_wait, node_table, slurm, submit
-from tests.test_slurm_ops import audit_ok
 from tests.test_slurm_two_clusters import NEW, write
 from tests.test_slurm_two_clusters import two_labs as two_labs  # noqa: F401 (the fixture)
 
@@ -140,7 +139,7 @@ async def test_cuda_upgrade_on_two_slurm_clusters_survives_chaos(
             except subprocess.TimeoutExpired:
                 worker.kill()
         for c in ("a", "b"):
-            await _terminate(dev_env, arbiter_workflow_id(c, task_queue))
+            await terminate(dev_env, arbiter_workflow_id(c, task_queue))
     print("chaos", chaos, "took", round(time.monotonic() - t0), "s", json.dumps(status)[:2000])
     assert status["state"] == "succeeded", (chaos, status)
     path = fleet_path(tmp_home)

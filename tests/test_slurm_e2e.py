@@ -30,7 +30,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions, restart_controller
-from tests.test_train_e2e import _terminate, wait_for
+from tests.e2e import terminate, wait_for
 from workflows.cluster_train import ClusterTrain
 
 TARGETS = {"os": "6.8.0-45", "bios": "3.2"}
@@ -190,7 +190,7 @@ async def test_train_on_slurm_keeps_budget_and_survives_controller_restart(
     )
     sampler = Sampler(lab)
     sampler.start()
-    await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+    await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     try:
         async with build_worker(dev_env.client, path, task_queue):
             handle = await dev_env.client.start_workflow(
@@ -204,8 +204,8 @@ async def test_train_on_slurm_keeps_budget_and_survives_controller_restart(
                 await asyncio.to_thread(restart_controller, tmp_home)
                 final = await asyncio.wait_for(handle.result(), 420)
             finally:
-                await _terminate(dev_env, handle.id)
-                await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+                await terminate(dev_env, handle.id)
+                await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     finally:
         sampler.stop.set()
         sampler.join(5)

@@ -38,9 +38,9 @@ from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
 from tests.cli_inproc import cli
+from tests.e2e import terminate
 from tests.test_slurm_e2e import node_table
 from tests.test_slurm_hook_runs import gone, marker
-from tests.test_train_e2e import _terminate
 from workflows.cluster_train import ClusterTrain
 
 TARGETS = {"os": "6.8.0-45"}
@@ -147,7 +147,7 @@ async def train_on(
 ) -> AsyncIterator[WorkflowHandle[Any, TrainStatus]]:
     """A worker and a train on the lab's cluster; both (and its arbiter) gone afterwards."""
     arbiter = arbiter_workflow_id(spec.cluster, task_queue)
-    await _terminate(env, arbiter)
+    await terminate(env, arbiter)
     async with build_worker(env.client, path, task_queue):
         handle = await env.client.start_workflow(
             ClusterTrain.run,
@@ -158,8 +158,8 @@ async def train_on(
         try:
             yield handle
         finally:
-            await _terminate(env, handle.id)
-            await _terminate(env, arbiter)
+            await terminate(env, handle.id)
+            await terminate(env, arbiter)
 
 
 def read_record(path: Path, cluster: str) -> tuple[AuditReport, dict[str, HostRec], list[Event]]:

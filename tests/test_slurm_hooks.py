@@ -25,7 +25,7 @@ from orchestrator.contracts.arbiter_types import arbiter_workflow_id
 from orchestrator.fleet import fleet_path
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_up
 from tests.cli_inproc import cli
-from tests.test_ops_exec import _terminate, outcome, start_op, write_spec
+from tests.e2e import outcome, start_op, terminate, write_spec
 
 OS = "6.8.0-45"
 
@@ -99,7 +99,7 @@ async def test_no_install_hook_is_refused_before_any_node(
         try:
             status = await outcome(await start_op(dev_env, task_queue, op_spec))
         finally:
-            await _terminate(dev_env, arbiter_workflow_id(lab2.cluster, task_queue))
+            await terminate(dev_env, arbiter_workflow_id(lab2.cluster, task_queue))
     assert status.state == "failed" and "hooks.os" in status.reason, status
 
     after = _sinfo(lab2)

@@ -26,9 +26,9 @@ from orchestrator.execution.settle import verify_and_settle
 from orchestrator.fleet.slurm import SlurmFleet
 from orchestrator.fleet.slurm.config import load_backend_config
 from orchestrator.lab.slurm import LabInfo, lab_versions
+from tests.e2e import wait_for
 from tests.test_slurm_e2e import node_table, slurm
 from tests.test_slurm_hook_limits import hook_calls, init_fleet, lab_cli, read_record, train_on
-from tests.test_train_e2e import wait_for
 
 TARGETS = {"os": "6.8.0-45", "bios": "3.2"}
 #: node -> (what the operator does in Slurm, their reason)

@@ -25,12 +25,11 @@ from click.testing import CliRunner
 
 from orchestrator.app.cli import main as cli_main
 from orchestrator.app.worker import build_worker
-from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.arbiter_types import arbiter_workflow_id
 from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
-from tests.test_ops_exec import _terminate, outcome, start_op
+from tests.e2e import audit_ok, outcome, start_op, terminate
 from tests.test_slurm_e2e import node_table, slurm, submit
 
 NEW = {"gpu_driver": "580.65.06", "cuda": "13.1"}
@@ -121,8 +120,8 @@ async def run_op(dev_env, task_queue: str, lab: LabInfo, path: Path, spec: dict[
             handle = await start_op(dev_env, task_queue, spec)
             return await asyncio.wait_for(outcome(handle), 300)
         finally:
-            await _terminate(dev_env, spec["request_id"])
-            await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+            await terminate(dev_env, spec["request_id"])
+            await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
 
 
 def pairs(path: Path, lab: LabInfo) -> dict[str, tuple[str, ...]]:
@@ -133,15 +132,6 @@ def pairs(path: Path, lab: LabInfo) -> dict[str, tuple[str, ...]]:
         return {n: tuple(view.host(n).versions[c] for c in UPPER) for n in lab.nodes}
     finally:
         fleet.close()
-
-
-def audit_ok(path: Path) -> None:
-    fleet = open_backend(path)
-    try:
-        report = audit(fleet)
-    finally:
-        fleet.close()
-    assert report.ok, report.violations[:3]
 
 
 async def test_cuda_upgrade_on_slurm_moves_a_job_together_and_switches_features(
@@ -245,8 +235,8 @@ async def test_an_operation_waiting_for_room_an_operator_holds_goes_on_soon_afte
             status = await asyncio.wait_for(outcome(handle), 300)
             took = loop.time() - resumed
         finally:
-            await _terminate(dev_env, spec["request_id"])
-            await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+            await terminate(dev_env, spec["request_id"])
+            await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     assert status.state == "succeeded", (status.state, status.reason)
     # a liveness bound: the cap is 30 s, and the eight nodes change in well under a minute alone
     assert took < 200, took

@@ -37,9 +37,9 @@ from orchestrator.fleet.slurm.commands import SlurmJob, SlurmNode, SlurmPermissi
 from orchestrator.fleet.slurm.config import SlurmBackendConfig
 from orchestrator.fleet.slurm.piggyback import RESERVATION
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
+from tests.e2e import audit_ok, terminate, wait_for
 from tests.test_slurm_e2e import node_table, slurm
-from tests.test_slurm_ops import audit_ok, lab_up
-from tests.test_train_e2e import _terminate, wait_for
+from tests.test_slurm_ops import lab_up
 from workflows.cluster_train import ClusterTrain
 
 TARGETS = {"os": "6.8.0-45"}
@@ -115,7 +115,7 @@ async def run_piggyback_train(dev_env, tmp_home, task_queue, lab, reservation=Tr
             "stop_after_cycles": 1,
         }
     )
-    await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+    await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     async with build_worker(dev_env.client, path, task_queue):
         handle = await dev_env.client.start_workflow(
             ClusterTrain.run,
@@ -131,8 +131,8 @@ async def run_piggyback_train(dev_env, tmp_home, task_queue, lab, reservation=Tr
             )  # fmt: skip
             final = await asyncio.wait_for(handle.result(), 170)
         finally:
-            await _terminate(dev_env, handle.id)
-            await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+            await terminate(dev_env, handle.id)
+            await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     assert final.cycles_completed >= 1, final
     del long
     return events(path), short_nodes, queued

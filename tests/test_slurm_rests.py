@@ -27,9 +27,9 @@ from orchestrator.contracts.train_types import ControlRequest, TrainInput
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.fleet.presets import INITIAL_VERSIONS
 from orchestrator.lab.slurm import LabInfo
+from tests.e2e import terminate, wait_for
 from tests.test_slurm_e2e import node_table, slurm, submit
 from tests.test_slurm_hook_limits import lab_cli
-from tests.test_train_e2e import _terminate, wait_for
 from workflows.cluster_train import ClusterTrain
 
 ON_TARGET = {c: INITIAL_VERSIONS[c] for c in ("os", "bios", "nic_firmware")}
@@ -75,7 +75,7 @@ async def test_a_train_on_target_on_slurm_drains_nothing(dev_env, tmp_home, task
         {"cluster": lab.cluster, "domain_size": 4, "budget": {"max_unavailable": 4},
          "drain": {"max_wait": "30s"}, "targets": ON_TARGET}
     )  # fmt: skip
-    await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+    await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     drained: set[str] = set()
     async with build_worker(dev_env.client, path, task_queue):
         handle = await dev_env.client.start_workflow(
@@ -97,8 +97,8 @@ async def test_a_train_on_target_on_slurm_drains_nothing(dev_env, tmp_home, task
             await handle.execute_update(ClusterTrain.stop, ControlRequest(reason="test over"))
             await asyncio.wait_for(handle.result(), 60)
         finally:
-            await _terminate(dev_env, handle.id)
-            await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+            await terminate(dev_env, handle.id)
+            await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     assert not drained, drained
     assert st.resting and st.cycles_completed == 1 and st.jobs_interrupted == 0, st
     assert st.checked_total == len(lab.nodes) and st.visits_total == 0, st

@@ -25,8 +25,9 @@ from click.testing import CliRunner
 from orchestrator.app.cli import main as cli_main
 from orchestrator.fleet import open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down
+from tests.e2e import audit_ok
 from tests.test_slurm_e2e import node_table
-from tests.test_slurm_ops import NEW, audit_ok, init_fleet, lab_up, run_op
+from tests.test_slurm_ops import NEW, init_fleet, lab_up, run_op
 
 GPU = ["h01", "h02", "h03"]
 BY_HOSTLIST = ["h04", "h05", "h08"]

@@ -26,8 +26,8 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import fleet_path, open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
+from tests.e2e import terminate
 from tests.test_slurm_e2e import OUT_WORDS, Sampler, slurm
-from tests.test_train_e2e import _terminate
 from workflows.cluster_train import ClusterTrain
 
 TARGETS = {"os": "6.8.0-45"}
@@ -102,7 +102,7 @@ async def test_racks_come_from_topology_conf_and_per_rack_holds(
     )
     sampler = RackSampler(lab)
     sampler.start()
-    await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+    await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     try:
         async with build_worker(dev_env.client, path, task_queue):
             handle = await dev_env.client.start_workflow(
@@ -114,8 +114,8 @@ async def test_racks_come_from_topology_conf_and_per_rack_holds(
             try:
                 final = await asyncio.wait_for(handle.result(), 300)
             finally:
-                await _terminate(dev_env, handle.id)
-                await _terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
+                await terminate(dev_env, handle.id)
+                await terminate(dev_env, arbiter_workflow_id(lab.cluster, task_queue))
     finally:
         sampler.stop.set()
         sampler.join(5)

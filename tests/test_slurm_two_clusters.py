@@ -29,9 +29,9 @@ from orchestrator.contracts.campaign_types import FINAL_STATES, CampaignStatus
 from orchestrator.fleet import fleet_path
 from orchestrator.lab.slurm import LabInfo, lab_down, lab_versions
 from tests.cli_inproc import cli
-from tests.test_ops_exec import _terminate
+from tests.e2e import audit_ok, terminate
 from tests.test_slurm_e2e import OUT_WORDS, assert_jobs_run_or_wait, node_table, slurm, submit
-from tests.test_slurm_ops import UPPER, audit_ok, features
+from tests.test_slurm_ops import UPPER, features
 
 NEW = {"gpu_driver": "580.65.06", "cuda": "13.1"}
 GOOD_OS, BAD_OS = "6.12.0-9", "6.12.0-bad"
@@ -120,8 +120,8 @@ async def run_cli_with_worker(dev_env, tmp_home, task_queue, *args: str):
             return await cli(*args, "--task-queue", task_queue, "--json")
         finally:
             for c in ("a", "b"):
-                await _terminate(dev_env, arbiter_workflow_id(c, task_queue))
-                await _terminate(dev_env, f"train-{c}")
+                await terminate(dev_env, arbiter_workflow_id(c, task_queue))
+                await terminate(dev_env, f"train-{c}")
 
 
 async def run_campaign(dev_env, tmp_home, task_queue, spec: dict[str, Any], timeout: float):
@@ -146,9 +146,9 @@ async def run_campaign(dev_env, tmp_home, task_queue, spec: dict[str, Any], time
                 await asyncio.sleep(5)
         finally:
             for c in ("a", "b"):
-                await _terminate(dev_env, f"campaign-{spec['name']}")
-                await _terminate(dev_env, arbiter_workflow_id(c, task_queue))
-                await _terminate(dev_env, f"train-{c}")
+                await terminate(dev_env, f"campaign-{spec['name']}")
+                await terminate(dev_env, arbiter_workflow_id(c, task_queue))
+                await terminate(dev_env, f"train-{c}")
 
 
 def write(tmp_home: Path, name: str, spec: dict[str, Any]) -> str:

@@ -35,13 +35,8 @@ from orchestrator.contracts.train_types import (
     TrainStatus,
 )
 from orchestrator.fleet.presets import INITIAL_VERSIONS
-from tests.test_campaign_e2e import (  # noqa: F401 (no_train_left: the autouse fixture)
-    audit_ok,
-    hosts,
-    multi_fleet,
-    no_train_left,
-)
-from tests.test_ops_exec import trainctl
+from tests.e2e import audit_ok, trainctl
+from tests.test_campaign_e2e import hosts, multi_fleet
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -32,8 +32,8 @@ from orchestrator.contracts.train_spec import train_workflow_id
 from orchestrator.contracts.train_types import TrainInput, TrainStatus
 from orchestrator.fleet import open_backend
 from orchestrator.fleet.store_url import STORE_ENV
+from tests.e2e import CUDA, op_spec, trainctl, write_spec
 from tests.pg_helpers import PgServer
-from tests.test_ops_exec import CUDA, op_spec, trainctl, write_spec
 from tests.train_helpers import spec, stop_processes
 from workflows.cluster_train import ClusterTrain
 

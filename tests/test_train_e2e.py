@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -27,7 +25,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.app.cli import main as cli_main
@@ -38,6 +35,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import ControlRequest, TrainChange, TrainInput, TrainStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.cluster_sim import Event
+from tests.e2e import terminate, wait_for
 from tests.train_helpers import TARGETS, host_states, make_fleet, spec, stop_processes
 from workflows.cluster_train import ClusterTrain
 
@@ -45,22 +43,6 @@ SPEED = 36000.0  # 10 fleet hours per wall second
 OWNER = "train-c00"  # the train's name in the fleet: spec.workflow_id
 HELD = frozenset({"cordoned", "draining", "in_maintenance", "verifying"})
 REPO = Path(__file__).resolve().parent.parent
-Check = Callable[[], Any]
-
-
-# --------------------------------------------------------------------------- helpers
-async def wait_for(check: Check, what: str, timeout: float = 60.0, every: float = 0.1) -> Any:
-    """Poll ``check`` (sync or async) until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(every)
 
 
 def events(path: Path, since: int = 0) -> list[tuple[int, Event]]:
@@ -143,11 +125,6 @@ async def status(handle: WorkflowHandle[Any, TrainStatus]) -> TrainStatus:
     return await handle.query(ClusterTrain.status)
 
 
-async def _terminate(env: WorkflowEnvironment, workflow_id: str) -> None:
-    with contextlib.suppress(RPCError):
-        await env.client.get_workflow_handle(workflow_id).terminate("test cleanup")
-
-
 @contextlib.asynccontextmanager
 async def running_train(
     env: WorkflowEnvironment, path: Path, task_queue: str, train_spec: TrainSpec
@@ -157,7 +134,7 @@ async def running_train(
     The cluster's capacity arbiter (``capacity-c00``) lives on the task queue of the worker that
     first asked it, so a fresh one is needed per test: the previous test's worker is gone.
     """
-    await _terminate(env, arbiter_workflow_id(train_spec.cluster))
+    await terminate(env, arbiter_workflow_id(train_spec.cluster))
     async with build_worker(env.client, path, task_queue):
         handle = await env.client.start_workflow(
             ClusterTrain.run,
@@ -168,8 +145,8 @@ async def running_train(
         try:
             yield handle
         finally:
-            await _terminate(env, handle.id)
-            await _terminate(env, arbiter_workflow_id(train_spec.cluster))
+            await terminate(env, handle.id)
+            await terminate(env, arbiter_workflow_id(train_spec.cluster))
 
 
 # ----------------------------------------------------------------------------- tests
@@ -398,7 +375,7 @@ async def test_worker_killed_mid_maintenance(dev_env, tmp_home, tmp_path, task_q
     worker finishes the cycle, every host visited, quarantined or in repair, and the audit holds."""
     path = make_fleet(tmp_home, SPEED)
     log = tmp_path / "workers.log"
-    await _terminate(dev_env, arbiter_workflow_id("c00"))
+    await terminate(dev_env, arbiter_workflow_id("c00"))
     procs = [_worker_process(dev_env, tmp_home, task_queue, log)]
     handle = await dev_env.client.start_workflow(
         ClusterTrain.run,
@@ -429,8 +406,8 @@ async def test_worker_killed_mid_maintenance(dev_env, tmp_home, tmp_path, task_q
         print(log.read_text()[-4000:])
         raise
     finally:
-        await _terminate(dev_env, handle.id)
-        await _terminate(dev_env, arbiter_workflow_id("c00"))
+        await terminate(dev_env, handle.id)
+        await terminate(dev_env, arbiter_workflow_id("c00"))
         stop_processes(procs)
     assert final.state == "stopped" and final.cycles_completed == 1
     assert final.hosts_visited_this_cycle + final.quarantined + final.in_repair == 128
