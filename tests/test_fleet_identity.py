@@ -30,8 +30,10 @@ REPO = Path(__file__).resolve().parent.parent
 ENTRY = "from orchestrator.app.cli import entrypoint; entrypoint()"
 
 
-def _cli(home: Path, address: str, *args: str) -> tuple[int, dict[str, object]]:
-    env = {**os.environ, "TRAINCTL_HOME": str(home), "TEMPORAL_ADDRESS": address}
+def _cli(
+    home: Path, address: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, object]]:
+    env = {**os.environ, "TRAINCTL_HOME": str(home), "TEMPORAL_ADDRESS": address, **(env or {})}
     done = subprocess.run(
         [sys.executable, "-c", ENTRY, *args, "--json"],
         cwd=REPO,
@@ -76,6 +78,50 @@ async def test_a_command_refuses_another_fleets_server(tmp_path: Path) -> None:
             assert out.get("field") != "address", out  # ours: on to the train (none runs)
             code, status = await asyncio.to_thread(_cli, ours, address, "fleet", "status")
             assert code == 0 and status["fleet_id"] == mine
+    finally:
+        await env.shutdown()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_fleets_sharing_a_server_on_queues_of_their_own_pass_each_others_check(
+    tmp_path: Path,
+) -> None:
+    """Two fleets on one server, each with its workers on a task queue of its own: a command
+    checks the workers of its fleet's queue (``--task-queue`` or ``TRAINCTL_TASK_QUEUE``), so
+    neither fleet is refused for the other's workers, and a command pointed at the other's
+    queue still is."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    path = make_fleet(ours, 3600.0)
+    make_fleet(theirs, 3600.0)
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli_path()),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="warn",
+        dev_server_startup_timeout=timedelta(seconds=60),
+    )
+    try:
+        address = env.client.service_client.config.target_host
+        async with build_worker(env.client, path, TASK_QUEUE):  # ours, on the default queue
+            await asyncio.sleep(1.0)
+            status = ("train", "status", "--cluster", "c00")
+            code, out = await asyncio.to_thread(_cli, theirs, address, *status)
+            assert code == 2 and out["field"] == "address", out  # theirs, asking our queue
+            assert TASK_QUEUE in str(out["error"]), out
+            queue = {"TRAINCTL_TASK_QUEUE": "theirs-queue"}
+            code, out = await asyncio.to_thread(_cli, theirs, address, *status, env=queue)
+            assert out.get("field") != "address", out  # theirs, on its own queue
+            spec = theirs / "train.json"
+            never = {"blackouts": [{"from": "2000-01-01T00:00:00Z", "to": "2100-01-01T00:00:00Z"}]}
+            train = {"cluster": "c00", "targets": {"os": "6.8.0-45"}, "schedule": never}
+            spec.write_text(json.dumps(train))  # it holds no host: its window never opens
+            start = ("train", "start", "--spec", str(spec), "--task-queue", "theirs-queue")
+            async with build_worker(env.client, theirs / "fleet.db", "theirs-queue"):
+                code, out = await asyncio.to_thread(_cli, theirs, address, *start)
+                await env.client.get_workflow_handle("train-c00").terminate("test over")
+            assert code == 0, out  # theirs, started on its own queue
     finally:
         await env.shutdown()
 

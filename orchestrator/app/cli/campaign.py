@@ -26,10 +26,10 @@ from orchestrator.app.cli.common import (
     json_option,
     open_fleet_or_fail,
     reason_option,
+    task_queue_option,
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
-from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.campaign.client import (
     campaign_status,
     control_campaign,
@@ -215,7 +215,7 @@ def plan(spec_path: Path, as_json: bool) -> None:
     help="Campaign spec, YAML or JSON.",
 )
 @click.option("--wait", is_flag=True, help="Wait for the end: exit 0 succeeded, 1 otherwise.")
-@click.option("--task-queue", default=TASK_QUEUE, show_default=True, hidden=True)
+@task_queue_option
 @cron_option
 @address_option
 @json_option

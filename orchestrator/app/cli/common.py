@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 import pydantic
 
+from orchestrator.contracts.constants import TASK_QUEUE
+
 if TYPE_CHECKING:
     from orchestrator.contracts.backend import FleetBackend
 
@@ -392,6 +394,16 @@ def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 reason_option = click.option(
     "--reason", default="", callback=_reason, help="Why (kept in the status and history)."
+)
+
+#: The queue this fleet's workers poll: where commands start workflows, and whose workers the
+#: same-fleet check asks (``reach.fleet_task_queue``).
+task_queue_option = click.option(
+    "--task-queue",
+    default=TASK_QUEUE,
+    envvar="TRAINCTL_TASK_QUEUE",
+    show_default=True,
+    help="The queue this fleet's workers poll (or $TRAINCTL_TASK_QUEUE).",
 )
 
 json_option = click.option(

@@ -34,10 +34,10 @@ from orchestrator.app.cli.common import (
     json_option,
     open_fleet_or_fail,
     reason_option,
+    task_queue_option,
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
-from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.contracts.backend import FleetBackend
 from orchestrator.contracts.ops_spec import (
     OperationSpec,
@@ -168,7 +168,7 @@ PLAN_ASK_SECONDS = 20.0
 
 @ops.command("plan")
 @spec_option
-@click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
+@task_queue_option
 @address_option
 @json_option
 @handle_errors
@@ -240,7 +240,7 @@ def print_status(o: dict[str, Any]) -> None:
 @ops.command("start")
 @spec_option
 @click.option("--wait", is_flag=True, help="Wait for the end; exit 1 unless it succeeded.")
-@click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
+@task_queue_option
 @cron_option
 @address_option
 @json_option

@@ -63,18 +63,37 @@ async def connect_or_fail(address: str | None) -> Client:
     return reached.client
 
 
+def fleet_task_queue() -> str:
+    """The task queue of this fleet's workers: the command's ``--task-queue``, else
+    ``TRAINCTL_TASK_QUEUE``, else ``trainctl``."""
+    import os
+
+    import click
+
+    from orchestrator.contracts.constants import TASK_QUEUE
+
+    ctx = click.get_current_context(silent=True)
+    given = ctx.params.get("task_queue") if ctx is not None else None
+    return str(given or os.environ.get(TASK_QUEUE_ENV) or TASK_QUEUE)
+
+
+#: The environment variable naming the task queue of this fleet's workers.
+TASK_QUEUE_ENV = "TRAINCTL_TASK_QUEUE"
+
+
 async def check_same_fleet(client: Client, address: str) -> None:
-    """Exit 2 (field ``address``) when the server's workers serve another fleet than the one
-    under TRAINCTL_HOME (another home's server on the port): steering its trains would steer
-    someone else's fleet. Workers announce their fleet in their identity
-    (``fleet.fleet_id``); no worker polling, or a fleet without an id, checks nothing."""
+    """Exit 2 (field ``address``) when the workers polling this fleet's task queue
+    (``fleet_task_queue``) on the server serve another fleet than the one under TRAINCTL_HOME
+    (another home's server on the port): steering its trains would steer someone else's fleet.
+    Workers announce their fleet in their identity (``fleet.fleet_id``); no worker polling, or
+    a fleet without an id, checks nothing. Fleets sharing one server on queues of their own
+    pass each other's checks."""
     import asyncio
 
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-    from orchestrator.contracts.constants import TASK_QUEUE
     from orchestrator.fleet import fleet_store
     from orchestrator.fleet.fleet_id import identity_fleet, read_fleet_id
 
@@ -86,7 +105,7 @@ async def check_same_fleet(client: Client, address: str) -> None:
             client.workflow_service.describe_task_queue(
                 DescribeTaskQueueRequest(
                     namespace=client.namespace,
-                    task_queue=TaskQueue(name=TASK_QUEUE),
+                    task_queue=TaskQueue(name=fleet_task_queue()),
                     task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
                 )
             ),
@@ -98,8 +117,9 @@ async def check_same_fleet(client: Client, address: str) -> None:
     if fleets and ours not in fleets:
         others = ", ".join(sorted(str(f) for f in fleets))
         raise BadInput(
-            f"address: the Temporal server at {address} serves another fleet (its workers "
-            f"serve fleet {others}; this TRAINCTL_HOME's fleet is {ours}): point "
-            "TEMPORAL_ADDRESS/--address at this fleet's server",
+            f"address: the Temporal server at {address} serves another fleet (the workers "
+            f"of task queue {fleet_task_queue()} serve fleet {others}; this TRAINCTL_HOME's "
+            f"fleet is {ours}): point TEMPORAL_ADDRESS/--address at this fleet's server, or "
+            f"{TASK_QUEUE_ENV}/--task-queue at this fleet's queue",
             field="address",
         )

@@ -17,6 +17,7 @@ from orchestrator.app.cli.common import (
     handle_errors,
     json_option,
     open_fleet_or_fail,
+    task_queue_option,
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
@@ -26,7 +27,6 @@ from orchestrator.app.temporal_server import (
     DevServerError,
     serve_forever,
 )
-from orchestrator.contracts.constants import TASK_QUEUE
 from orchestrator.telemetry.metrics import DEFAULT_METRICS_HOST
 
 PORT = click.IntRange(1, 65_535)
@@ -103,7 +103,7 @@ def server(port: int, ui_port: int, headless: bool, log_format: str, as_json: bo
     help="Address /metrics binds to; 0.0.0.0 lets another host or container scrape it.",
     callback=lambda ctx, param, value: _metrics_host(value),
 )
-@click.option("--task-queue", default=TASK_QUEUE, show_default=True)
+@task_queue_option
 @connection_options
 @click.option("--log-json", is_flag=True, help="Same as --log-format json (kept for scripts).")
 @log_format_option

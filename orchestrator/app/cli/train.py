@@ -26,6 +26,7 @@ from orchestrator.app.cli.common import (
     json_option,
     open_fleet_or_fail,
     reason_option,
+    task_queue_option,
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
@@ -39,7 +40,6 @@ from orchestrator.app.cli.train_checks import (
     parse_target_options,
     supersedes_options,
 )
-from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.contracts.train_spec import load_train_spec
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.contracts.ui_text import duration, explain_wait, versions
@@ -177,7 +177,7 @@ def train() -> None:
 
 @train.command("start")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True)
-@click.option("--task-queue", default=TASK_QUEUE, show_default=True, help="The workers' queue.")
+@task_queue_option
 @address_option
 @json_option
 @handle_errors
