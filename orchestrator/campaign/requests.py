@@ -59,3 +59,9 @@ def stage_operation_spec(
     if spec.schedule is not None:  # waves start only inside the campaign's windows
         fields["schedule"] = spec.schedule
     return OperationSpec.model_validate(fields)
+
+
+def approve_command(spec: CampaignSpec, stage: str, gate: str) -> str:
+    """The exact command that approves a campaign's gate (the approver: the OS user, or
+    ``--approver``)."""
+    return f"trainctl campaign approve --id {spec.workflow_id} --stage {stage} --gate {gate}"
