@@ -29,6 +29,7 @@ from orchestrator.telemetry.cost_metrics import CostCollector
 
 if TYPE_CHECKING:
     from orchestrator.contracts.approvals import ApprovalGate
+    from orchestrator.contracts.breaker_types import BreakerView
     from orchestrator.contracts.ops_types import OperationStatus
 
 VISITS = Counter("trainctl_host_visits", "Hosts updated, verified and returned", ["cluster"])
@@ -277,6 +278,25 @@ def approvals_report(workflow_id: str, waiting: list[ApprovalGate]) -> None:
         APPROVALS_WAITING.labels(workflow_id, stage, gate).set(1)
         APPROVAL_WAITING_SINCE.labels(workflow_id, stage, gate).set(g.since.timestamp())
     _approval_labels[workflow_id] = set(now)
+
+
+# ------------------------------------------------------------------------------ breakers
+BREAKER_OPEN = Gauge(
+    "trainctl_breaker_open",
+    "1 while a cluster's circuit breaker is open (its trains and operations paused), else 0",
+    ["cluster"],
+)
+BREAKER_FAILURES = Gauge(
+    "trainctl_breaker_failures_in_window",
+    "Hosts of a cluster quarantined or failing verification within its breaker's window",
+    ["cluster"],
+)
+
+
+def breaker_report(view: BreakerView) -> None:
+    """A cluster's breaker as the worker's watch (or a reset) last read it."""
+    BREAKER_OPEN.labels(view.cluster).set(1 if view.state == "open" else 0)
+    BREAKER_FAILURES.labels(view.cluster).set(view.failures_in_window)
 
 
 # ------------------------------------------------------------------------------ trains

@@ -31,12 +31,15 @@ approver_option = click.option(
 
 
 def _approver(given: str | None) -> str:
-    if given is not None:
-        return given
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        raise BadInput("approver: no OS user name; give --approver", field="approver") from None
+    """``--approver``, else the OS user; a name that cannot be one is refused here, before
+    anything connects."""
+    if given is None:
+        try:
+            given = getpass.getuser()
+        except (KeyError, OSError):
+            raise BadInput("approver: no OS user name; give --approver", field="approver") from None
+    _request(given, "", "", "before", "")
+    return given
 
 
 def _print_gate(obj: dict[str, Any]) -> None:
