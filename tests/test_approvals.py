@@ -83,7 +83,7 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
         )  # fmt: skip
         final = await asyncio.wait_for(final_status(campaign_handle(dev_env.client, cid)), 120)
         audit_code, _, _ = await trainctl("audit", "--json")
-    assert code == 0 and shown["state"] == "held"
+    assert code == 0 and shown["state"] == "waiting_for_approval"
     gate = shown["approvals"][0]
     assert (gate["stage"], gate["gate"], gate["approvers"]) == (
         "more",
@@ -92,7 +92,7 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
     )
     assert gate["command"] == f"trainctl campaign approve --id {cid} --stage more --gate before"
     assert "ci-bot" in shown["reason"] and gate["command"] in shown["reason"]
-    assert [s["state"] for s in shown["stages"]] == ["passed", "held"]
+    assert [s["state"] for s in shown["stages"]] == ["passed", "waiting_for_approval"]
     assert metric == 1.0
     assert code_bad == 2 and refused["field"] == "approver", refused
     assert code_ok == 0, err

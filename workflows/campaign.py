@@ -248,8 +248,8 @@ class Campaign:
         if spec is None or gates.approved(ss.name, gate) or not workflow.patched(APPROVAL_GATES):
             return False
         waiting = gates.open(spec, ss.name, gate, approve_command(self.inp.spec, ss.name, gate))
-        ss.state, ss.gate = "held", waiting_text(waiting)
-        self._set_state("held", ss.gate)
+        ss.state, ss.gate = "waiting_for_approval", waiting_text(waiting)
+        self._set_state("waiting_for_approval", ss.gate)
         await self._report()
         why = await gates.wait(waiting, lambda: bool(self.st and self.st.abort))
         ss.gate = why or f"approved by {waiting.approver}"

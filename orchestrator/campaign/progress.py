@@ -143,7 +143,7 @@ def stage_approval(spec: CampaignSpec, stage: str, gate: str) -> ApprovalSpec | 
 
 
 #: Where a stage or a cluster of it stands while work goes on: an ended campaign keeps none.
-_LIVE = ("running", "rolling", "upgrading", "baking", "held")
+_LIVE = ("running", "rolling", "upgrading", "baking", "held", "waiting_for_approval")
 
 
 def _settle_stages(st: CampaignState, outcome: str, reason: str) -> None:

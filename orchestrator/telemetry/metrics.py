@@ -207,6 +207,7 @@ CAMPAIGN_HOSTS = Gauge(
 CAMPAIGN_STATES = (
     "running",
     "held",
+    "waiting_for_approval",
     "paused",
     "rolling_back",
     "succeeded",
