@@ -17,8 +17,15 @@ from orchestrator.contracts.breaker_types import BreakerSettings
 from orchestrator.contracts.ops_spec import OperationSpec
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.fleet import SqliteFleet
-from orchestrator.fleet.breaker_store import set_breaker_settings
+from orchestrator.fleet.breaker_store import (
+    breaker_view,
+    note_paused,
+    note_reset,
+    set_breaker_settings,
+    trip_if_due,
+)
 from orchestrator.fleet.ledger_files import open_store
+from orchestrator.fleet.presets import get_preset
 from orchestrator.ops.client import (
     OperationEnded,
     control_operation,
@@ -79,7 +86,7 @@ def train(cluster: str, targets: dict[str, str]) -> TrainSpec:
             "cluster": cluster,
             "domain_size": 2,
             "targets": targets,
-            "budget": {"max_unavailable": "10%"},
+            "budget": {"max_unavailable": "40%", "maintenance": "4%"},
             "halt_after_failures": 1000,
             "halt_failure_rate": 1.0,
         }
@@ -110,7 +117,10 @@ async def test_burst_on_one_cluster_pauses_its_train_and_operation_until_reset(
             "targets": {"os": BAD_OS},
             "request_id": "breaker-bmc",
             "max_failures": 60,
-            "budget": {"max_unavailable": "5%"},
+            # Quarantined hosts fill max_unavailable: room enough that the operation never
+            # fails waiting for it (only the breaker stops it).
+            "budget": {"max_unavailable": "40%", "maintenance": "5%"},
+            "max_wait_for_room": "1000h",
         }
     )
     async with build_worker(client, path, task_queue):
@@ -155,3 +165,41 @@ async def test_burst_on_one_cluster_pauses_its_train_and_operation_until_reset(
     assert resumed["train-c00"] != "paused" and resumed[OP_ID] != "paused"
     assert resumed["train-c01"] != "paused"
     assert audit_code == 0
+
+
+def test_breaker_record_opens_once_and_a_reset_forgives_on_both_stores(
+    store_where: Path | str,
+) -> None:
+    """On SQLite and PostgreSQL: failures past the limit open the breaker once (a second look
+    opens nothing), what it paused is kept, and a reset closes it, naming who and why, and
+    forgives the failures seen so far."""
+    fleet = SqliteFleet.create(store_where, get_preset("small"), 1, 1.0)
+    with fleet.cluster("c00") as sim:
+        for name in sim.host_names()[:3]:  # cordoned by an owner, failed, handed on
+            assert sim.cordon(name, "ops-x", "ops-x", limit=10)
+            sim.quarantine(name, "ops-x", "verification failed")
+        sim.close_owner("ops-x", "ops-x")
+    fleet.close()
+    db = open_store(store_where)
+    try:
+        set_breaker_settings(db, BreakerSettings(max_failures=2))
+        first, opened = trip_if_due(db, "c00", 1000.0)
+        again, reopened = trip_if_due(db, "c00", 1001.0)
+        note_paused(db, "c00", ["train-c00"], 1002.0)
+        held = breaker_view(db, "c00")
+        note_reset(db, "c00", "alice", "racks reseated", ["train-c00"], 1003.0)
+        after, tripped_after = trip_if_due(db, "c00", 1004.0)
+        other = breaker_view(db, "c01")
+    finally:
+        db.close()
+    assert opened and first.state == "open" and first.failures_in_window == 3
+    assert not reopened and again.state == "open"
+    assert held.paused == ["train-c00"] and held.reason == first.reason
+    assert not tripped_after and after.state == "closed" and after.failures_in_window == 0
+    reset = after.last_reset
+    assert reset is not None and (reset.who, reset.reason, reset.resumed) == (
+        "alice",
+        "racks reseated",
+        ["train-c00"],
+    )
+    assert other.state == "closed" and other.failures_in_window == 0

@@ -109,6 +109,9 @@ events = Table(
     _text("detail"),
     sqlite_autoincrement=True,
 )
+#: The breakers' look at a cluster's latest failures (``breaker_store``) every few seconds: a
+#: range of one cluster's recent events, not a scan of the whole log.
+events_by_cluster_time = Index("events_cluster_t", events.c.cluster, events.c.t)
 #: The circuit breakers' record, append-only: a ``trip`` (a cluster's breaker opened, why), a
 #: ``paused`` per workflow it paused, a ``reset`` (who, why, what it resumed). A cluster's
 #: breaker is open while its last ``trip`` has no ``reset`` after it (``breaker_store``).
@@ -338,9 +341,10 @@ def _locks_v7(conn: Connection) -> None:
 
 
 def _breakers_v8(conn: Connection) -> None:
-    """7 -> 8: the circuit breakers keep their record (``breaker_log``); an older store has
-    none, so every breaker is closed."""
+    """7 -> 8: the circuit breakers keep their record (``breaker_log``; an older store has
+    none, so every breaker is closed) and read a cluster's recent events by index."""
     breaker_log.create(conn, checkfirst=True)
+    events_by_cluster_time.create(conn, checkfirst=True)
     _set_version(conn, 8)
 
 
