@@ -13,6 +13,8 @@ import pytest
 
 from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, campaign_status, final_status
+from orchestrator.contracts.campaign_spec import CampaignSpec
+from orchestrator.contracts.campaign_types import CampaignInput, CampaignStatus
 from orchestrator.ops.client import operation_status, wait_for_operation
 from orchestrator.telemetry import metrics
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
@@ -23,13 +25,19 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 GATE = {"before": True, "approvers": ["alice", "ci-bot"], "timeout": "7d"}
 
 
-def signed_campaign(name: str, second_gate: dict[str, Any]) -> dict[str, Any]:
+def signed_campaign(name: str, second_gate: dict[str, Any], bake: str = "0h") -> dict[str, Any]:
     return {
         "name": name,
         "targets": {"os": "6.12.0-9"},
         "stages": [
             {"name": "canary", "clusters": ["c00"], "hosts": 1},
-            {"name": "more", "clusters": ["c00"], "hosts": 2, "approval": second_gate},
+            {
+                "name": "more",
+                "clusters": ["c00"],
+                "hosts": 2,
+                "approval": second_gate,
+                "bake": bake,
+            },
         ],
         "gates": {"max_failures": 1},
     }
@@ -53,17 +61,20 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
     dev_env, tmp_home, task_queue, monkeypatch
 ):
     """The gate before stage two shows who may approve and how; an unlisted approver is
-    refused (exit 2, approver); alice's approval is recorded with the client identity."""
+    refused (exit 2, approver); alice's approval is recorded with the client identity and
+    holds across continue-as-new (the campaign, with a low history bound, is not asked again)."""
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
     multi_fleet(tmp_home)
-    spec_file = tmp_home / "signed.json"
-    spec_file.write_text(json.dumps(signed_campaign("signed", GATE)))
+    spec = CampaignSpec.model_validate(signed_campaign("signed", GATE, bake="30h"))
     cid = "campaign-signed"
     async with build_worker(dev_env.client, tmp_home / "fleet.db", task_queue):
-        code, _, err = await trainctl(
-            "campaign", "start", "--spec", str(spec_file), "--task-queue", task_queue, "--json"
+        handle = await dev_env.client.start_workflow(
+            "Campaign",
+            CampaignInput(spec=spec, poll_seconds=0.1, max_history_events=50),
+            id=cid,
+            task_queue=task_queue,
+            result_type=CampaignStatus,
         )
-        assert code == 0, err
         await eventually(
             lambda: campaign_status(dev_env.client, cid),
             lambda st: any(g.state == "waiting" for g in st.approvals),
@@ -81,7 +92,8 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
             "campaign", "approve", "--id", "signed", "--stage", "more", "--approver", "alice",
             "--reason", "change board said yes", "--json",
         )  # fmt: skip
-        final = await asyncio.wait_for(final_status(campaign_handle(dev_env.client, cid)), 120)
+        final = await asyncio.wait_for(handle.result(follow_runs=True), 120)
+        desc = await campaign_handle(dev_env.client, cid).describe()
         audit_code, _, _ = await trainctl("audit", "--json")
     assert code == 0 and shown["state"] == "waiting_for_approval"
     gate = shown["approvals"][0]
@@ -105,6 +117,7 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
         "change board said yes",
     )
     assert record.identity == approved["identity"]
+    assert len(final.approvals) == 1 and desc.run_id != handle.first_execution_run_id
     assert audit_code == 0
 
 
@@ -127,6 +140,9 @@ async def test_gates_past_their_timeout_fail_and_an_operation_waits_to_start(
                 "targets": {"os": "6.12.0-9"},
                 "request_id": "signed-op",
                 "approval": {"approvers": ["bob"], "timeout": "7d"},
+                # a host failing elsewhere in c01 meanwhile must not leave it without room
+                "budget": {"max_unavailable": "20%", "maintenance": "4"},
+                "max_wait_for_room": "1000h",
             }
         )
     )

@@ -247,7 +247,9 @@ class Campaign:
         gates = ApprovalGates(self.st.status.approvals)
         if spec is None or gates.approved(ss.name, gate) or not workflow.patched(APPROVAL_GATES):
             return False
-        waiting = gates.open(spec, ss.name, gate, approve_command(self.inp.spec, ss.name, gate))
+        waiting = gates.open(
+            spec, ss.name, gate, approve_command(workflow.info().workflow_id, ss.name, gate)
+        )
         ss.state, ss.gate = "waiting_for_approval", waiting_text(waiting)
         self._set_state("waiting_for_approval", ss.gate)
         await self._report()

@@ -61,7 +61,7 @@ def stage_operation_spec(
     return OperationSpec.model_validate(fields)
 
 
-def approve_command(spec: CampaignSpec, stage: str, gate: str) -> str:
-    """The exact command that approves a campaign's gate (the approver: the OS user, or
-    ``--approver``)."""
-    return f"trainctl campaign approve --id {spec.workflow_id} --stage {stage} --gate {gate}"
+def approve_command(workflow_id: str, stage: str, gate: str) -> str:
+    """The exact command that approves a gate of the campaign run ``workflow_id`` (a ``--cron``
+    run has an id of its own; the approver: the OS user, or ``--approver``)."""
+    return f"trainctl campaign approve --id {workflow_id} --stage {stage} --gate {gate}"
