@@ -131,6 +131,8 @@ class Campaign:
         if self.st.status.held_on_blame:  # the operator takes the blame on: the stage goes on
             self.st.status.held_on_blame = False
             self._set_state("running", req.reason or "resumed by operator after blame")
+        elif waiting := [g for g in self.st.status.approvals if g.state == "waiting"]:
+            self._set_state("waiting_for_approval", waiting_text(waiting[-1]))
         else:
             self._set_state("running", req.reason)
         return self.status()
