@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from orchestrator.app.worker import build_worker
 from orchestrator.campaign.client import campaign_handle, campaign_status, final_status
@@ -80,6 +81,7 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
             lambda st: any(g.state == "waiting" for g in st.approvals),
         )
         code, shown, _ = await trainctl("campaign", "status", "--id", cid, "--json")
+        page = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
         waiting = (
             "trainctl_approvals_waiting",
             {"workflow": cid, "stage": "more", "gate": "before"},
@@ -104,6 +106,8 @@ async def test_campaign_waits_at_its_gate_until_a_listed_approver_signs_off(
     )
     assert gate["command"] == f"trainctl campaign approve --id {cid} --stage more --gate before"
     assert "ci-bot" in shown["reason"] and gate["command"] in shown["reason"]
+    assert "Waiting for approval" in page.current_details  # the UI page: the command too
+    assert gate["command"] in page.current_details
     assert [s["state"] for s in shown["stages"]] == ["passed", "waiting_for_approval"]
     assert metric == 1.0
     assert code_bad == 2 and refused["field"] == "approver", refused
