@@ -256,14 +256,16 @@ class Campaign:
         self._set_state("waiting_for_approval", ss.gate)
         await self._report()
         why = await gates.wait(waiting, lambda: bool(self.st and self.st.abort))
+        if why == "stopped":  # aborted while it waited: the campaign ends here
+            return True
         ss.gate = why or f"approved by {waiting.approver}"
-        if why and why != "stopped":
+        if why:  # timed out
             ss.state, ss.reason = "failed", why
-        elif not why:
-            ss.state = "running"
-            self._set_state("paused" if self.st.paused else "running", ss.gate)
-        self._show()
-        return bool(why)
+            self._show()
+            return True
+        ss.state = "running"
+        self._set_state("paused" if self.st.paused else "running", ss.gate)
+        return False
 
     async def _nap(self, seconds: float) -> None:
         """Wait ``seconds`` of wall time, or less if a control or a child's end wakes us."""
