@@ -338,6 +338,7 @@ class CampaignActivities(CampaignFailureActivities):
             },
             req.held_on_blame,
         )
+        metrics.approvals_report(campaign_workflow_id(req.campaign), req.approvals_waiting)
 
     def all(self) -> list[Callable[..., object]]:
         return [

@@ -27,7 +27,10 @@ MISSING = "/nonexistent/spec.yaml"
 
 ERRORS: dict[str, tuple[str, ...]] = {
     "audit": (),  # no fleet
+    "breaker reset": ("--cluster", "c99", *NOWHERE),  # no fleet
+    "breaker status": ("--cluster", "c99"),  # no fleet
     "campaign abort": ("--id", "nope", *NOWHERE),
+    "campaign approve": ("--id", "nope", "--stage", "s", "--approver", " ", *NOWHERE),
     "campaign pause": ("--id", "nope", *NOWHERE),
     "campaign resume": ("--id", "nope", *NOWHERE),
     "campaign status": ("--id", "nope", *NOWHERE),
@@ -64,6 +67,7 @@ ERRORS: dict[str, tuple[str, ...]] = {
     "train start": ("--spec", MISSING),
     "train status": ("--cluster", "c00", *NOWHERE),
     "train stop": ("--cluster", "c00", *NOWHERE),
+    "ops approve": ("--id", "nope", "--approver", "", *NOWHERE),
     "versions clear": ("not-a-pair", "--reason", "test"),
     "versions list": (),  # no fleet
     "versions mark": ("not-a-pair", "--reason", "test"),

@@ -40,10 +40,14 @@ def test_examples_load() -> None:
     assert [s.name for s in campaign.stages] == ["canary", "first-cluster", "rest"]
     bad = load_campaign_spec(EXAMPLES / "bad-campaign.yaml")
     assert bad.targets == {"os": "6.12.0-bad"} and bad.stages[0].hosts == 4
+    signed = load_campaign_spec(EXAMPLES / "approved-campaign.yaml")
+    gate = signed.stages[1].approval
+    assert gate is not None and (gate.before, gate.after, gate.timeout_hours) == (True, True, 168)
+    assert gate.approvers == ["change-board", "oncall"] and signed.stages[0].approval is None
 
 
 def test_campaign_examples_plan_over_multi(tmp_home: Path) -> None:
-    """Both campaign examples plan over ``multi`` as `campaign plan` does: a 4-host canary on
+    """The campaign examples plan over ``multi`` as `campaign plan` does: a 4-host canary on
     c00, then c00, then the rest."""
     from orchestrator.fleet import SqliteFleet
     from orchestrator.fleet.presets import get_preset
@@ -55,7 +59,7 @@ def test_campaign_examples_plan_over_multi(tmp_home: Path) -> None:
         sizes = {c: fleet.hosts_in(c) for c in fleet.cluster_names()}
     finally:
         fleet.close()
-    for name in ("campaign.yaml", "bad-campaign.yaml"):
+    for name in ("campaign.yaml", "bad-campaign.yaml", "approved-campaign.yaml"):
         plans = plan_campaign(load_campaign_spec(EXAMPLES / name), sizes)
         assert [p.hosts_per_cluster for p in plans][0] == {"c00": 4}, name
         assert sorted(plans[2].clusters) == ["c01", "c02", "c03"], name

@@ -210,7 +210,7 @@ def test_a_dead_workers_heartbeat_goes_stale_and_old_files_migrate(tmp_home):
     assert live_workers_at(path) == []  # no table yet: nobody recorded
     fleet = SqliteFleet(path)
     try:
-        assert fleet.get_meta()["schema_version"] == str(SCHEMA_VERSION) == "7"
+        assert fleet.get_meta()["schema_version"] == str(SCHEMA_VERSION) == "8"
         beat(fleet.db, "w2", path)
     finally:
         fleet.close()

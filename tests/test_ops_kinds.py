@@ -84,7 +84,7 @@ def test_fleet_of_schema_3_gains_boot_times(tmp_path):
     conn.close()
     fleet = SqliteFleet(path)
     try:
-        assert fleet.get_meta()["schema_version"] == str(SCHEMA_VERSION) == "7"
+        assert fleet.get_meta()["schema_version"] == str(SCHEMA_VERSION) == "8"
         snap = fleet.peek("c00").snapshot()
         assert len(snap.hosts) == 128 and all(h.last_boot is None for h in snap.hosts)
     finally:

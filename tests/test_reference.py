@@ -25,6 +25,7 @@ EXAMPLE_KINDS = {
     "cuda.yaml": "operation",
     "campaign.yaml": "campaign",
     "bad-campaign.yaml": "campaign",
+    "approved-campaign.yaml": "campaign",
     "slurm-config.yaml": "slurm-config",
 }
 

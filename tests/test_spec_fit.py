@@ -66,7 +66,8 @@ def test_every_example_fits_every_preset_the_readme_runs_it_on() -> None:
     assert set(re.findall(r"fleet init --preset ([a-z0-9-]+)", readme)) <= set(README_PRESETS)
     train = load_train_spec(EXAMPLES / "train.yaml")
     cuda = load_operation_spec(EXAMPLES / "cuda.yaml")
-    campaigns = [load_campaign_spec(EXAMPLES / n) for n in ("campaign.yaml", "bad-campaign.yaml")]
+    names = ("campaign.yaml", "bad-campaign.yaml", "approved-campaign.yaml")
+    campaigns = [load_campaign_spec(EXAMPLES / n) for n in names]
     for name in README_PRESETS:
         preset = get_preset(name)
         hosts = preset.hosts_per_cluster

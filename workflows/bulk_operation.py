@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.arbiter_activities import ArbiterActivities
     from activities.fleet_activities import FleetActivities
     from activities.ops_activities import OpsActivities
+    from orchestrator.contracts.approvals import ApprovalGate, ApproveRequest, waiting_text
     from orchestrator.contracts.arbiter_types import HoldersRequest
     from orchestrator.contracts.messages import ClockInfo, FleetInfoRequest
     from orchestrator.contracts.ops_spec import operation_id
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.ops.ui import cluster_summary, operation_details
+    from workflows.approval_gates import APPROVAL_GATES, ApprovalGates
     from workflows.cluster_operation import ClusterOperation
     from workflows.fleet_timing import fleet_call, history_full
 
@@ -187,7 +189,30 @@ class BulkOperation:
 
     @abort.validator
     def _can_abort(self, req: OpControl) -> None:
-        self._require(("running", "paused"), "abort")
+        self._require(("running", "paused", "waiting_for_approval"), "abort")
+
+    @workflow.update(name="approve")
+    def approve(self, req: ApproveRequest) -> ApprovalGate:
+        """Open the approval gate before the start (``trainctl ops approve``, or automation)."""
+        return ApprovalGates(self.st.approvals).approve(req)
+
+    @approve.validator
+    def _can_approve(self, req: ApproveRequest) -> None:
+        ApprovalGates(self.st.approvals).validate(req)
+
+    async def _approval(self, inp: OperationInput) -> str:
+        """Wait at the gate before the start if the spec asks for one: '' to go on, else why
+        not ('stopped': aborted meanwhile; or the gate timed out)."""
+        spec, gates = inp.spec.approval, ApprovalGates(self.st.approvals)
+        if spec is None or gates.approved("", "before") or not workflow.patched(APPROVAL_GATES):
+            return ""
+        command = f"trainctl ops approve --id {self.st.operation_id}"
+        waiting = gates.open(spec, "", "before", command)
+        self._set_state("waiting_for_approval", waiting_text(waiting))
+        why = await gates.wait(waiting, lambda: self.st.state == "aborting")
+        if not why:
+            self._set_state("running", f"approved by {waiting.approver}")
+        return why
 
     # --------------------------------------------------------------------- run
     @workflow.run
@@ -226,6 +251,9 @@ class BulkOperation:
                 for c in check.clusters
             }
             pending = list(check.clusters)
+            why = await self._approval(inp)
+            if why:
+                return await self._finish("" if why == "stopped" else why)
         self._show()
         try:
             await self._run_clusters(inp, clock, pending)

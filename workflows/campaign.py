@@ -34,10 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -54,10 +52,17 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.campaign import progress, rollback, ui
     from orchestrator.campaign.controls import require_state
     from orchestrator.campaign.requests import (
+        approve_command,
         lower_targets,
         stage_operation_spec,
         train_handoff,
         upper_targets,
+    )
+    from orchestrator.contracts.approvals import (
+        ApprovalGate,
+        ApproveRequest,
+        GateName,
+        waiting_text,
     )
     from orchestrator.contracts.campaign_types import (
         FINAL_STATES,
@@ -84,28 +89,12 @@ with workflow.unsafe.imports_passed_through():
         StageStatus,
         TrainAnswer,
     )
-    from orchestrator.contracts.errors import CAMPAIGN_FAILED, PERMANENT_KINDS
+    from orchestrator.contracts.errors import CAMPAIGN_FAILED
     from orchestrator.contracts.messages import VerifyOutcome
     from orchestrator.contracts.ops_spec import OperationSpec, operation_id
     from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
-    from workflows.fleet_timing import fleet_call, history_full
-
-#: Steering a train waits for its worker's answer: retry a busy or silent train for a while;
-#: what will not heal (a permanent kind: a bad spec, an unknown cluster) is not retried.
-TRAIN_OPTIONS: dict[str, Any] = {
-    "start_to_close_timeout": timedelta(seconds=30),
-    "schedule_to_close_timeout": timedelta(minutes=10),
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        maximum_interval=timedelta(seconds=10),
-        non_retryable_error_types=list(PERMANENT_KINDS),
-    ),
-}
-#: One look at Prometheus: a short query, retried a few times (an unreachable one holds).
-PROM_OPTIONS: dict[str, Any] = {
-    "start_to_close_timeout": timedelta(seconds=20),
-    "retry_policy": RetryPolicy(maximum_attempts=3),
-}
+    from workflows.approval_gates import APPROVAL_GATES, ApprovalGates
+    from workflows.fleet_timing import PROM_OPTIONS, TRAIN_OPTIONS, fleet_call, history_full
 
 
 @workflow.defn(name="Campaign")
@@ -142,6 +131,8 @@ class Campaign:
         if self.st.status.held_on_blame:  # the operator takes the blame on: the stage goes on
             self.st.status.held_on_blame = False
             self._set_state("running", req.reason or "resumed by operator after blame")
+        elif waiting := [g for g in self.st.status.approvals if g.state == "waiting"]:
+            self._set_state("waiting_for_approval", waiting_text(waiting[-1]))
         else:
             self._set_state("running", req.reason)
         return self.status()
@@ -160,6 +151,17 @@ class Campaign:
     @abort.validator
     def _can_abort(self, req: CampaignControl) -> None:
         require_state(self.st, "abort")
+
+    @workflow.update(name="approve")
+    def approve(self, req: ApproveRequest) -> ApprovalGate:
+        """Open a waiting approval gate (``trainctl campaign approve``, or automation)."""
+        assert self.st is not None
+        return ApprovalGates(self.st.status.approvals).approve(req)
+
+    @approve.validator
+    def _can_approve(self, req: ApproveRequest) -> None:
+        assert self.st is not None
+        ApprovalGates(self.st.status.approvals).validate(req)
 
     def _set_state(self, state: str, reason: str = "") -> None:
         assert self.st is not None
@@ -206,6 +208,8 @@ class Campaign:
         progress.open_stage(plan, ss)
         if ss.state == "skipped":
             return "passed"
+        if await self._approval(ss, "before"):
+            return "aborted" if st.abort else "failed"
         while True:
             if st.abort:
                 return "aborted"
@@ -223,6 +227,8 @@ class Campaign:
                 return "failed"
             await self._apply_pause(ss)
             if progress.all_done(ss) and await self._prometheus_clear(plan, ss):
+                if await self._approval(ss, "after"):
+                    return "aborted" if st.abort else "failed"
                 ss.state, ss.bake_remaining_hours = "passed", 0.0
                 if st.status.state == "held":
                     self._set_state("running")
@@ -234,6 +240,32 @@ class Campaign:
                 return "continue"
             self.wake = False
             await self._nap(self.inp.poll_seconds)
+
+    async def _approval(self, ss: StageStatus, gate: GateName) -> bool:
+        """Wait at the stage's ``gate`` if its spec asks for one: True when the stage must stop
+        there (aborted, or the gate timed out: the stage has failed, saying so)."""
+        assert self.st is not None and self.inp is not None
+        spec = progress.stage_approval(self.inp.spec, ss.name, gate)
+        gates = ApprovalGates(self.st.status.approvals)
+        if spec is None or gates.approved(ss.name, gate) or not workflow.patched(APPROVAL_GATES):
+            return False
+        waiting = gates.open(
+            spec, ss.name, gate, approve_command(workflow.info().workflow_id, ss.name, gate)
+        )
+        ss.state, ss.gate = "waiting_for_approval", waiting_text(waiting)
+        self._set_state("waiting_for_approval", ss.gate)
+        await self._report()
+        why = await gates.wait(waiting, lambda: bool(self.st and self.st.abort))
+        if why == "stopped":  # aborted while it waited: the campaign ends here
+            return True
+        ss.gate = why or f"approved by {waiting.approver}"
+        if why:  # timed out
+            ss.state, ss.reason = "failed", why
+            self._show()
+            return True
+        ss.state = "running"
+        self._set_state("paused" if self.st.paused else "running", ss.gate)
+        return False
 
     async def _nap(self, seconds: float) -> None:
         """Wait ``seconds`` of wall time, or less if a control or a child's end wakes us."""

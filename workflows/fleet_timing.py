@@ -41,6 +41,24 @@ LONG_STEP = timedelta(hours=1)
 LONG_STEP_RETRIES = timedelta(hours=2)
 
 
+#: Steering a train waits for its worker's answer: retry a busy or silent train for a while;
+#: what will not heal (a permanent kind: a bad spec, an unknown cluster) is not retried.
+TRAIN_OPTIONS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=30),
+    "schedule_to_close_timeout": timedelta(minutes=10),
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        non_retryable_error_types=list(PERMANENT_KINDS),
+    ),
+}
+#: One look at Prometheus: a short query, retried a few times (an unreachable one holds).
+PROM_OPTIONS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=20),
+    "retry_policy": RetryPolicy(maximum_attempts=3),
+}
+
+
 def fleet_options(heartbeat: bool = False) -> dict[str, Any]:
     """Timeouts and retries for one fleet activity call (``heartbeat``: a long step)."""
     opts: dict[str, Any] = {

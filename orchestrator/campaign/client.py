@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.campaign.ui import campaign_summary
+from orchestrator.contracts.approvals import ApprovalGate, ApproveRequest, refused_field
 from orchestrator.contracts.campaign_spec import CampaignSpec, campaign_workflow_id
 from orchestrator.contracts.campaign_types import CampaignControl, CampaignInput, CampaignStatus
 from orchestrator.contracts.errors import NotFound, Refused
@@ -263,3 +264,21 @@ async def control_campaign(
 def resolve_id(value: str) -> str:
     """``campaign-<name>`` from either the id or the bare name."""
     return value if value.startswith("campaign-") else campaign_workflow_id(value)
+
+
+async def approve_campaign(client: Client, campaign_id: str, req: ApproveRequest) -> ApprovalGate:
+    """Approve a waiting gate of the campaign: the gate as recorded. Refused (naming
+    ``approver``, ``stage`` or ``gate``) when no such gate waits or the approver is not listed."""
+    handle = campaign_handle(client, campaign_id)
+    try:
+        return await execute_update(
+            handle, "approve", req, result_type=ApprovalGate, rpc_timeout=UPDATE_TIMEOUT
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        text = str(cause.message if isinstance(cause, ApplicationError) else cause)
+        raise Refused(text, field=refused_field(text)) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise await not_answering(handle, "approve request", UPDATE_TIMEOUT) from None
+    except RPCError as err:
+        raise CampaignNotFound(f"id: no running campaign {campaign_id!r}: {err.message}") from None

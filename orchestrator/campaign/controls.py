@@ -11,9 +11,9 @@ from orchestrator.contracts.campaign_types import CampaignState
 
 #: The top-level states each control is taken in.
 ALLOWED_STATES: dict[str, tuple[str, ...]] = {
-    "pause": ("running", "held"),
+    "pause": ("running", "held", "waiting_for_approval"),
     "resume": ("paused",),
-    "abort": ("running", "held", "paused"),
+    "abort": ("running", "held", "paused", "waiting_for_approval"),
 }
 
 

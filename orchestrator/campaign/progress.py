@@ -9,6 +9,7 @@ are ``campaign.gate``'s.
 from __future__ import annotations
 
 from orchestrator.campaign import gate
+from orchestrator.contracts.approvals import ApprovalSpec
 from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import (
     BlameResult,
@@ -128,11 +129,21 @@ def campaign_report(status: CampaignStatus) -> CampaignReport:
         hosts_quarantined=status.hosts_quarantined,
         hosts_rolled_back=status.hosts_rolled_back,
         held_on_blame=status.held_on_blame or status.state == "rolling_back",
+        approvals_waiting=[g for g in status.approvals if g.state == "waiting"],
     )
 
 
+def stage_approval(spec: CampaignSpec, stage: str, gate: str) -> ApprovalSpec | None:
+    """The approval the spec asks for at ``stage``'s ``gate`` (before or after), if any."""
+    found = next((s for s in spec.stages if s.name == stage), None)
+    approval = found.approval if found is not None else None
+    if approval is None or not getattr(approval, gate):
+        return None
+    return approval
+
+
 #: Where a stage or a cluster of it stands while work goes on: an ended campaign keeps none.
-_LIVE = ("running", "rolling", "upgrading", "baking", "held")
+_LIVE = ("running", "rolling", "upgrading", "baking", "held", "waiting_for_approval")
 
 
 def _settle_stages(st: CampaignState, outcome: str, reason: str) -> None:

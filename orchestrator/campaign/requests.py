@@ -59,3 +59,9 @@ def stage_operation_spec(
     if spec.schedule is not None:  # waves start only inside the campaign's windows
         fields["schedule"] = spec.schedule
     return OperationSpec.model_validate(fields)
+
+
+def approve_command(workflow_id: str, stage: str, gate: str) -> str:
+    """The exact command that approves a gate of the campaign run ``workflow_id`` (a ``--cron``
+    run has an id of its own; the approver: the OS user, or ``--approver``)."""
+    return f"trainctl campaign approve --id {workflow_id} --stage {stage} --gate {gate}"

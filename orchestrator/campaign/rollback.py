@@ -95,6 +95,12 @@ def rollback_operation_spec(
     return OperationSpec.model_validate(fields)
 
 
+def is_rollback_operation(op_id: str, parent_id: str | None) -> bool:
+    """A campaign's rollback operation (``rollback_operation_spec``): its parent is a
+    campaign and its id names the rollback."""
+    return bool(parent_id and parent_id.startswith("campaign-")) and "-rollback-" in op_id
+
+
 def note_rollback_operation(
     status: CampaignStatus, cluster: str, result: OperationStatus | str
 ) -> str:

@@ -14,6 +14,7 @@ from orchestrator.contracts.ui_text import duration, md_plain, no_html
 _STATE = {
     "running": "Running",
     "held": "Held",
+    "waiting_for_approval": "Waiting for approval",
     "paused": "Paused",
     "rolling_back": "Rolling back",
     "succeeded": "Succeeded",
@@ -59,6 +60,8 @@ def next_command(
         )
     if state == "paused":
         return f"`trainctl campaign resume --id {name}`"
+    if state == "waiting_for_approval":
+        return "a listed approver runs the command above (or `trainctl campaign abort`)"
     return ""
 
 

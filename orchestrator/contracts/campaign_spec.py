@@ -36,6 +36,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.contracts.approvals import ApprovalSpec
 from orchestrator.contracts.models import (
     SKEWED_COMPONENTS,
     CapacityBudget,
@@ -227,6 +228,8 @@ class Stage(BaseModel):
     parallel: Count = Field(default=1, ge=1, le=100)
     #: This stage's gates, field by field over the campaign's.
     gates: Gates | None = None
+    #: Sign-off before and/or after the stage (``orchestrator.contracts.approvals``).
+    approval: ApprovalSpec | None = None
 
     @field_validator("clusters", mode="before")
     @classmethod

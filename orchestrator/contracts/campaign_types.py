@@ -10,6 +10,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from orchestrator.contracts.approvals import ApprovalGate
 from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
 from orchestrator.contracts.schedule_window import Schedule
 
@@ -99,6 +100,8 @@ class CampaignStatus(BaseModel):
     #: Held because blame named one of its versions (``on_failure: hold``): waits for an
     #: operator, so ``campaign start --wait`` returns (exit 1) instead of waiting for the end.
     held_on_blame: bool = False
+    #: Approval gates so far, waiting or decided (``contracts.approvals``).
+    approvals: list[ApprovalGate] = Field(default_factory=list)
 
 
 class CampaignState(BaseModel):
@@ -233,6 +236,7 @@ class CampaignReport(BaseModel):
     hosts_quarantined: int = 0
     hosts_rolled_back: int = 0
     held_on_blame: bool = False
+    approvals_waiting: list[ApprovalGate] = Field(default_factory=list)
 
 
 class BakeClockRequest(BaseModel):

@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from orchestrator.contracts.approvals import ApprovalSpec
 from orchestrator.contracts.hostlist import expand_hostlist
 from orchestrator.contracts.models import (
     UPPER_LAYER,
@@ -249,6 +250,15 @@ class OperationSpec(BaseModel):
             "the skew window's count (hosts still waiting for it get this target instead)"
         ),
     )
+    #: An approval gate before the operation starts (``after`` is a campaign stage's only).
+    approval: ApprovalSpec | None = None
+
+    @field_validator("approval")
+    @classmethod
+    def _approval_before_only(cls, v: ApprovalSpec | None) -> ApprovalSpec | None:
+        if v is not None and (v.after or not v.before):
+            raise ValueError("approval: an operation has one gate, before it starts (before: true)")
+        return v
 
     @field_validator("max_wait_for_room_hours", mode="before")
     @classmethod
@@ -328,8 +338,9 @@ def operation_id(spec: OperationSpec) -> str:
     if spec.request_id:
         return f"ops-{spec.request_id}"
     dump = spec.model_dump(mode="json", exclude={"request_id"})
-    if dump.get("schedule") is None:  # specs from before schedules keep their ids
-        dump.pop("schedule", None)
+    for name in ("schedule", "approval"):  # specs from before these fields keep their ids
+        if dump.get(name) is None:
+            dump.pop(name, None)
     for name in ("skew", "supersedes"):  # and those from before the skew window
         if not dump.get(name):
             dump.pop(name, None)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from orchestrator.contracts.approvals import ApprovalGate
 from orchestrator.contracts.errors import OPERATION_ABORTED as _OPERATION_ABORTED
 from orchestrator.contracts.errors import OPERATION_FAILED as _OPERATION_FAILED
 from orchestrator.contracts.messages import ClockInfo
@@ -156,6 +157,8 @@ class OperationStatus(BaseModel):
     jobs_interrupted: int = 0
     waiting_for: list[str] = Field(default_factory=list)
     clusters: dict[str, ClusterProgress] = Field(default_factory=dict)
+    #: Approval gates of this run, waiting or decided (``contracts.approvals``).
+    approvals: list[ApprovalGate] = Field(default_factory=list)
 
 
 class OperationState(BaseModel):

@@ -331,15 +331,17 @@ def _conflict(conn: Connection, table: Table, action: str) -> Any:
 
 
 def continue_sequences(conn: Connection) -> None:
-    """After rows were copied in with their ``seq``: PostgreSQL's sequence of the event log
-    goes on after the last one (SQLite's AUTOINCREMENT follows the rows by itself)."""
+    """After rows were copied in with their ``seq``: PostgreSQL's sequences of the event log
+    and the breakers' log go on after their last rows (SQLite's AUTOINCREMENT follows the rows
+    by itself)."""
     if conn.dialect.name == "postgresql":
-        conn.execute(
-            text(
-                "SELECT setval(pg_get_serial_sequence('events', 'seq'), "
-                "COALESCE((SELECT MAX(seq) FROM events), 0) + 1, false)"
+        for table in ("events", "breaker_log"):
+            conn.execute(
+                text(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), "
+                    f"COALESCE((SELECT MAX(seq) FROM {table}), 0) + 1, false)"
+                )
             )
-        )
 
 
 def lock_appends(conn: Connection) -> None:

@@ -109,6 +109,24 @@ events = Table(
     _text("detail"),
     sqlite_autoincrement=True,
 )
+#: The breakers' look at a cluster's latest failures (``breaker_store``) every few seconds: a
+#: range of one cluster's recent events, not a scan of the whole log.
+events_by_cluster_time = Index("events_cluster_t", events.c.cluster, events.c.t)
+#: The circuit breakers' record, append-only: a ``trip`` (a cluster's breaker opened, why), a
+#: ``paused`` per workflow it paused, a ``reset`` (who, why, what it resumed). A cluster's
+#: breaker is open while its last ``trip`` has no ``reset`` after it (``breaker_store``).
+breaker_log = Table(
+    "breaker_log",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+    _text("cluster"),
+    Column("wall", Float, nullable=False),
+    _text("action"),
+    _text("who"),
+    _text("reason"),
+    _text("detail"),
+    sqlite_autoincrement=True,
+)
 #: One row per cluster: PostgreSQL's write lock on that cluster (``store_db.Database.tx`` takes
 #: it ``FOR UPDATE`` first, so two workers acting on one cluster take turns).
 cluster_locks = Table("cluster_locks", metadata, _text("cluster", primary_key=True))
@@ -204,7 +222,7 @@ event.listen(metadata, "after_create", _create_generation_triggers)
 
 #: Version of the tables above. Bump it with every change to them and add the step from the
 #: previous version to ``_MIGRATIONS``; a store newer than this code is refused.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _VERSION = select(meta.c.value).where(meta.c.key == "schema_version")
 
@@ -322,6 +340,14 @@ def _locks_v7(conn: Connection) -> None:
     _set_version(conn, 7)
 
 
+def _breakers_v8(conn: Connection) -> None:
+    """7 -> 8: the circuit breakers keep their record (``breaker_log``; an older store has
+    none, so every breaker is closed) and read a cluster's recent events by index."""
+    breaker_log.create(conn, checkfirst=True)
+    events_by_cluster_time.create(conn, checkfirst=True)
+    _set_version(conn, 8)
+
+
 #: version -> the step that takes a store from that version to the next.
 _MIGRATIONS = {
     1: _stamp_v2,
@@ -330,6 +356,7 @@ _MIGRATIONS = {
     4: _workers_v5,
     5: _generations_v6,
     6: _locks_v7,
+    7: _breakers_v8,
 }
 
 
@@ -355,7 +382,12 @@ def tables_version(conn: Connection) -> int:
     """The schema version the store's tables are at, whatever its ``schema_version`` row says
     (versions 1 and 2 have the same tables: 2, whose step only numbers them)."""
     names = set(inspect(conn).get_table_names())
-    for table, version in (("cluster_locks", 7), ("generations", 6), ("workers", 5)):
+    for table, version in (
+        ("breaker_log", 8),
+        ("cluster_locks", 7),
+        ("generations", 6),
+        ("workers", 5),
+    ):
         if table in names:
             return version
     if "clocks" not in names:
@@ -410,6 +442,7 @@ def upgrade(conn: Connection, where: str) -> None:
 __all__ = [
     "SCHEMA_VERSION",
     "DamagedRecord",
+    "breaker_log",
     "cluster_locks",
     "clusters",
     "events",

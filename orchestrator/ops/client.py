@@ -46,6 +46,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.contracts.approvals import ApprovalGate, ApproveRequest, refused_field
 from orchestrator.contracts.errors import NotFound, Refused
 from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 from orchestrator.contracts.ops_types import (
@@ -304,6 +305,24 @@ async def control_operation(
         raise ControlRefused(f"{action}: {getattr(err.cause, 'message', err.cause)}") from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
         raise await not_answering(handle, f"{action} request", UPDATE_TIMEOUT) from None
+
+
+async def approve_operation(client: Client, op_id: str, req: ApproveRequest) -> ApprovalGate:
+    """Approve the operation's gate before its start: the gate as recorded. Refused (naming
+    ``approver`` or ``gate``) when none waits or the approver is not listed."""
+    handle, running = await find_operation(client, op_id)
+    if not running:
+        state = (await final_status(handle)).state
+        raise OperationEnded(f"id: operation {handle.id} has ended ({state})", field="id")
+    try:
+        return await execute_update(
+            handle, "approve", req, result_type=ApprovalGate, rpc_timeout=UPDATE_TIMEOUT
+        )
+    except WorkflowUpdateFailedError as err:
+        text = str(getattr(err.cause, "message", err.cause))
+        raise ControlRefused(text, field=refused_field(text)) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise await not_answering(handle, "approve request", UPDATE_TIMEOUT) from None
 
 
 async def arbiter_grants(

@@ -38,6 +38,7 @@ _WORDS = {
     "paused": "Paused",
     "aborting": "Aborting",
     "running": "Running",
+    "waiting_for_approval": "Waiting for approval",
     "succeeded": "Succeeded",
     "failed": "Failed",
     "aborted": "Aborted",

@@ -28,6 +28,8 @@ from orchestrator.fleet.store_url import StoreRef, is_url
 from orchestrator.telemetry.cost_metrics import CostCollector
 
 if TYPE_CHECKING:
+    from orchestrator.contracts.approvals import ApprovalGate
+    from orchestrator.contracts.breaker_types import BreakerView
     from orchestrator.contracts.ops_types import OperationStatus
 
 VISITS = Counter("trainctl_host_visits", "Hosts updated, verified and returned", ["cluster"])
@@ -205,6 +207,7 @@ CAMPAIGN_HOSTS = Gauge(
 CAMPAIGN_STATES = (
     "running",
     "held",
+    "waiting_for_approval",
     "paused",
     "rolling_back",
     "succeeded",
@@ -249,6 +252,52 @@ CAMPAIGN_GATE_HOLDING = Gauge(
     "1 while a campaign's gate (gate=prometheus) holds its stage at its last look, else 0",
     ["campaign", "gate"],
 )
+
+
+# ------------------------------------------------------------------------------ approvals
+APPROVALS_WAITING = Gauge(
+    "trainctl_approvals_waiting",
+    "1 while an approval gate of a campaign or an operation waits for a listed approver "
+    "(stage empty: the operation's start)",
+    ["workflow", "stage", "gate"],
+)
+APPROVAL_WAITING_SINCE = Gauge(
+    "trainctl_approval_waiting_since_seconds",
+    "Unix time at which a waiting approval gate began to wait",
+    ["workflow", "stage", "gate"],
+)
+_approval_labels: dict[str, set[tuple[str, str]]] = {}  # workflow -> (stage, gate) exported
+
+
+def approvals_report(workflow_id: str, waiting: list[ApprovalGate]) -> None:
+    """The approval gates of ``workflow_id`` that wait now; the others' series go."""
+    now = {(g.stage, g.gate): g for g in waiting}
+    for stage, gate in _approval_labels.get(workflow_id, set()) - set(now):
+        _remove(APPROVALS_WAITING, workflow_id, stage, gate)
+        _remove(APPROVAL_WAITING_SINCE, workflow_id, stage, gate)
+    for (stage, gate), g in now.items():
+        APPROVALS_WAITING.labels(workflow_id, stage, gate).set(1)
+        APPROVAL_WAITING_SINCE.labels(workflow_id, stage, gate).set(g.since.timestamp())
+    _approval_labels[workflow_id] = set(now)
+
+
+# ------------------------------------------------------------------------------ breakers
+BREAKER_OPEN = Gauge(
+    "trainctl_breaker_open",
+    "1 while a cluster's circuit breaker is open (its trains and operations paused), else 0",
+    ["cluster"],
+)
+BREAKER_FAILURES = Gauge(
+    "trainctl_breaker_failures_in_window",
+    "Hosts of a cluster quarantined or failing verification within its breaker's window",
+    ["cluster"],
+)
+
+
+def breaker_report(view: BreakerView) -> None:
+    """A cluster's breaker as the worker's watch (or a reset) last read it."""
+    BREAKER_OPEN.labels(view.cluster).set(1 if view.state == "open" else 0)
+    BREAKER_FAILURES.labels(view.cluster).set(view.failures_in_window)
 
 
 # ------------------------------------------------------------------------------ trains
@@ -301,6 +350,7 @@ OPERATION_HOSTS = Gauge(
     ["operation", "cluster", "outcome"],
 )
 OPERATION_STATES = (
+    "waiting_for_approval",
     "running",
     "waiting_for_room",
     "paused",
@@ -316,6 +366,7 @@ _op_labels: dict[str, tuple[set[str], set[str]]] = {}  # operation -> (states, c
 def operation_report(status: OperationStatus) -> None:
     """An ``OperationStatus`` into the ``trainctl_operation_*`` gauges."""
     op = status.operation_id
+    approvals_report(op, [g for g in status.approvals if g.state == "waiting"])
     states, clusters = _op_labels.setdefault(op, (set(), set()))
     states.update(OPERATION_STATES)
     states.add(status.state)
@@ -339,6 +390,7 @@ def operation_report(status: OperationStatus) -> None:
 
 def forget_operation(op: str) -> None:
     """Remove every series of an operation (it ended a while ago)."""
+    approvals_report(op, [])
     states, clusters = _op_labels.pop(op, (set(), set()))
     for s in states:
         _remove(OPERATION_STATE, op, s)

@@ -9,6 +9,7 @@ import click
 
 from orchestrator.app.cli import (
     audit,
+    breaker,
     campaign,
     completion,
     demo,
@@ -47,6 +48,7 @@ for _module in (
     schedule_cli,
     schema_cli,
     versions_cli,
+    breaker,
     completion,
 ):
     for _cmd in _module.COMMANDS:

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from orchestrator.app.cli.approve import campaign_approve
 from orchestrator.app.cli.common import (
     BadInput,
     cron_option,
@@ -173,6 +174,11 @@ def _print_status(obj: dict[str, Any]) -> None:
             + (f", bake {duration(bake)} left" if bake else "")
             + (f" ({s['reason']})" if s["reason"] else "")
         )
+    for g in obj.get("approvals", []):
+        who = (
+            f" by {g['approver']} (client identity {g['identity'] or '-'})" if g["approver"] else ""
+        )
+        click.echo(f"  approval {g['stage']}/{g['gate']}: {g['state']}{who}; {g['command']}")
 
 
 def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec | None, str]:
@@ -331,5 +337,6 @@ def _control(action: str) -> click.Command:
 
 for _action in ("pause", "resume", "abort"):
     campaign.add_command(_control(_action))
+campaign.add_command(campaign_approve)
 
 COMMANDS = [campaign]

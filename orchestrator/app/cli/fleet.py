@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +20,7 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.fleet_host import host
 from orchestrator.app.cli.fleet_replace import make_room
+from orchestrator.contracts.breaker_types import DEFAULT_MAX_FAILURES, BreakerSettings
 from orchestrator.contracts.paths import trainctl_home
 from orchestrator.contracts.ui_text import duration
 from orchestrator.fleet import create_fleet, fleet_store
@@ -71,6 +73,20 @@ def fleet() -> None:
 )
 @click.option("--force", is_flag=True, help="Replace an existing fleet.")
 @click.option(
+    "--breaker-max-failures",
+    type=click.IntRange(1, 1_000_000),
+    default=DEFAULT_MAX_FAILURES,
+    show_default=True,
+    help="Circuit breaker (sim): failed hosts a cluster's window tolerates; one more pauses "
+    "its trains and operations (Slurm: the backend config's breaker).",
+)
+@click.option(
+    "--breaker-window",
+    default="6h",
+    show_default=True,
+    help="Circuit breaker (sim): the sliding window of fleet time the failures are counted in.",
+)
+@click.option(
     "--store",
     default=None,
     metavar="URL",
@@ -88,6 +104,8 @@ def init(
     seed: int,
     speed: str,
     force: bool,
+    breaker_max_failures: int,
+    breaker_window: str,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -103,9 +121,11 @@ def init(
         raise BadInput("preset: required for the simulated fleet (--preset)", field="preset")
     shape = get_preset(preset)
     factor = parse_speed(speed)
+    breaker = _breaker(breaker_max_failures, breaker_window)
     backup = make_room(target, force)  # never under a live worker; the old file kept aside
     f = create_fleet(target, shape, seed, factor, force=force)  # refused if one came meanwhile
     remember_store(target)
+    _keep_breaker(target, breaker)
     out = {
         "path": str(target),
         "store": describe(target),
@@ -127,6 +147,26 @@ def init(
             + (f" (the replaced fleet kept at {o['backup']})" if o["backup"] else "")
         ),
     )
+
+
+def _breaker(max_failures: int, window: str) -> BreakerSettings:
+    try:
+        return BreakerSettings.model_validate({"max_failures": max_failures, "window": window})
+    except ValidationError as err:
+        raise BadInput(
+            f"breaker_window: {err.errors()[0]['msg']}", field="breaker_window"
+        ) from None
+
+
+def _keep_breaker(target: StoreRef, settings: BreakerSettings) -> None:
+    from orchestrator.fleet.breaker_store import set_breaker_settings
+    from orchestrator.fleet.ledger_files import open_store
+
+    db = open_store(target)
+    try:
+        set_breaker_settings(db, settings)
+    finally:
+        db.close()
 
 
 def init_store(store: str | None) -> StoreRef:

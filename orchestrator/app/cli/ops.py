@@ -23,6 +23,7 @@ import click
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from orchestrator.app.cli.approve import ops_approve
 from orchestrator.app.cli.common import (
     BadInput,
     CliError,
@@ -415,5 +416,6 @@ for _name, _doc in (
     ("abort", "Stop after the waves in progress are safely done; every host old or new."),
 ):
     ops.add_command(_control(_name, _doc))
+ops.add_command(ops_approve)
 
 COMMANDS = [ops]

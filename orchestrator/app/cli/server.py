@@ -119,6 +119,7 @@ def worker(
     as_json: bool,
 ) -> None:
     """Run the daemon: every workflow and activity, /metrics, graceful stop on SIGTERM."""
+    from orchestrator.app.breaker_watch import watching_breakers
     from orchestrator.app.cli.connection import options_from_context
     from orchestrator.app.ops_watch import watching
     from orchestrator.app.release_guard import older_open_runs, refusal
@@ -163,6 +164,8 @@ def worker(
             await stack.enter_async_context(heartbeat(path))
             if metrics_port:  # operations' figures into /metrics (orchestrator/app/ops_watch.py)
                 await stack.enter_async_context(watching(client))
+            # every cluster's circuit breaker (orchestrator/app/breaker_watch.py)
+            await stack.enter_async_context(watching_breakers(client, path))
             await serve(client, path, task_queue, stop, reconnect=lambda: connect_resolved(conn))
 
     asyncio.run(main())

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.contracts.breaker_types import BreakerSettings
 from orchestrator.contracts.models import parse_duration_hours
 from orchestrator.fleet.presets import INITIAL_VERSIONS
 
@@ -85,6 +86,8 @@ class SlurmBackendConfig(BaseModel):
     """Hold the due nodes of a train's next domain with a maintenance reservation, so a node
     a job frees is still idle when trainctl takes it (``piggyback``)."""
     command_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    """The cluster's circuit breaker: ``{max_failures: 10, window: 6h}`` (fleet time)."""
 
     @field_validator("reboot_timeout")
     @classmethod
