@@ -18,8 +18,8 @@ from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import CampaignInput, CampaignStatus
 from orchestrator.ops.client import operation_status, wait_for_operation
 from orchestrator.telemetry import metrics
+from tests.e2e import trainctl
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
-from tests.test_ops_exec import trainctl
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

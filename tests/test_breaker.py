@@ -34,11 +34,11 @@ from orchestrator.ops.client import (
 )
 from orchestrator.telemetry import metrics
 from orchestrator.train.client import control_train, start_train, train_result, train_status
+from tests.e2e import trainctl
 from tests.rule_tests import promtool_rule_test
 from tests.test_approvals import eventually
 from tests.test_campaign_e2e import multi_fleet, no_train_left  # noqa: F401 (autouse)
 from tests.test_metrics_rules import _alert, _series
-from tests.test_ops_exec import trainctl
 
 BAD_OS = "6.12.0-bad"
 OP_ID = "ops-breaker-bmc"

@@ -62,9 +62,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.ops.ui import cluster_summary, operation_details
-    from workflows.approval_gates import APPROVAL_GATES, ApprovalGates
     from workflows.cluster_operation import ClusterOperation
-    from workflows.fleet_timing import fleet_call, history_full
+    from workflows.fleet_timing import APPROVAL_GATES, ApprovalGates, fleet_call, history_full
 
 #: How often a run that rejoined running children checks that they still run (the fallback
 #: for a child that ends without its ``cluster_done`` signal).

@@ -93,8 +93,14 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.messages import VerifyOutcome
     from orchestrator.contracts.ops_spec import OperationSpec, operation_id
     from orchestrator.contracts.ops_types import OPERATION_ABORTED, OperationInput, OperationStatus
-    from workflows.approval_gates import APPROVAL_GATES, ApprovalGates
-    from workflows.fleet_timing import PROM_OPTIONS, TRAIN_OPTIONS, fleet_call, history_full
+    from workflows.fleet_timing import (
+        APPROVAL_GATES,
+        PROM_OPTIONS,
+        TRAIN_OPTIONS,
+        ApprovalGates,
+        fleet_call,
+        history_full,
+    )
 
 
 @workflow.defn(name="Campaign")

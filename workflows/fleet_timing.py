@@ -1,5 +1,5 @@
-"""Fleet time inside workflows, the activity options every fleet call uses, and when a long-lived
-workflow continues as new.
+"""Fleet time inside workflows, the activity options every fleet call uses, when a long-lived
+workflow continues as new, and the approval gates a campaign or an operation waits at.
 
 One clock: the fleet derives its hours from the ``wall`` each activity receives (the workflow's
 ``workflow.now()``) times its speed, so a timer that the time-skipping server skips is skipped
@@ -10,6 +10,7 @@ outside trainctl, and the timeouts and retries of every fleet activity call.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -18,6 +19,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.contracts.approvals import (
+        ApprovalGate,
+        ApprovalSpec,
+        ApproveRequest,
+        GateName,
+        approve,
+        find_gate,
+        open_gate,
+        refusal,
+        time_out,
+    )
     from orchestrator.contracts.errors import PERMANENT_KINDS
     from orchestrator.contracts.messages import ClockInfo
 
@@ -139,3 +151,59 @@ def history_full(max_events: int, *, suggested: bool = True) -> bool:
     if suggested and info.is_continue_as_new_suggested():
         return True
     return info.get_current_history_length() > max_events
+
+
+# ---------------------------------------------------------------------- approval gates
+# One helper the campaign and the operation hold: it opens a gate in the status's list of
+# gates, waits (a timer to the gate's deadline, cut short by the ``approve`` update or by a
+# stop) and records the outcome there. The list is the status's own, so continue-as-new
+# carries every decided gate into the next run, where an approved gate is not asked again.
+#: Patch id of the gates in the campaign and operation workflows (``workflows.patches``).
+APPROVAL_GATES = "approval-gates"
+
+
+class ApprovalGates:
+    """The gates of one workflow run, kept in ``gates`` (its status's list)."""
+
+    def __init__(self, gates: list[ApprovalGate]) -> None:
+        self.gates = gates
+
+    def validate(self, req: ApproveRequest) -> None:
+        """The ``approve`` validator: refuse (naming the field) what may not approve."""
+        why = refusal(self.gates, req)
+        if why:
+            raise ValueError(why)
+
+    def approve(self, req: ApproveRequest) -> ApprovalGate:
+        gate = find_gate(self.gates, req.stage, req.gate)
+        assert gate is not None  # the validator found it waiting
+        approve(gate, req, workflow.now())
+        return gate
+
+    def approved(self, stage: str, gate: GateName) -> bool:
+        found = find_gate(self.gates, stage, gate)
+        return found is not None and found.state == "approved"
+
+    def open(self, spec: ApprovalSpec, stage: str, gate: GateName, command: str) -> ApprovalGate:
+        """The gate for ``stage``/``gate``: the one recorded (a continued run), else a new one."""
+        found = find_gate(self.gates, stage, gate)
+        if found is not None and found.state != "timed_out":
+            return found
+        opened = open_gate(spec, stage, gate, workflow.now(), command)
+        self.gates.append(opened)
+        return opened
+
+    async def wait(self, gate: ApprovalGate, stop: Callable[[], bool]) -> str:
+        """Wait at ``gate`` until approved ('') or stopped ('stopped'); past its deadline, the
+        reason the guarded work fails."""
+        left = (gate.deadline - workflow.now()).total_seconds()
+        if gate.state == "waiting" and left > 0:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: gate.state != "waiting" or stop(), timeout=timedelta(seconds=left)
+                )
+        if gate.state == "approved":
+            return ""
+        if stop():
+            return "stopped"
+        return time_out(gate, workflow.now())

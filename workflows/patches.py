@@ -36,6 +36,6 @@ class Patch:
 
 #: patch id -> its lifecycle; one entry per id, whichever module (or constant) carries it
 PATCHES: dict[str, Patch] = {
-    # Campaign stages and operations may wait at approval gates (``workflows.approval_gates``).
+    # Campaign stages and operations may wait at approval gates (``fleet_timing.ApprovalGates``).
     "approval-gates": Patch(deprecated_in="0.3.0"),
 }
