@@ -74,7 +74,6 @@ def print_run(o: dict[str, Any]) -> None:
         "job_interruptions",
         "lost_gpu_hours",
         "lost_work_gpu_hours",
-        "idle_held_gpu_hours",
         "drain_wait_host_hours",
         "outage_budget_hosts_mean",
         "budget_violations",
