@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.app.cli import main
+from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
@@ -78,6 +79,14 @@ async def test_report_after_a_cycle_counts_the_work_each_stop_lost(
     }
     assert exported["lost_work"] == pytest.approx(lost, abs=0.01)
     assert set(exported) == set(PARTS)
+
+    # What ``train status`` shows: the same parts, and the ETTR points the stopped jobs lost.
+    cost = cost_of(["train-c00"])
+    assert cost is not None
+    assert cost["parts"] == {p: pytest.approx(row[p], abs=0.01) for p in PARTS}
+    assert cost["jobs_stopped"] > 0
+    assert 0 < cost["ettr_points_lost"] < 100
+    assert "ETTR points" in cost_line(cost)
 
     assert _report("--since", "-3d", code=2)["field"] == "since"
     assert _report("--since", "soon", code=2)["field"] == "since"

@@ -29,6 +29,7 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
+from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.app.worker import TASK_QUEUE
 from orchestrator.campaign.client import (
     campaign_status,
@@ -173,6 +174,8 @@ def _print_status(obj: dict[str, Any]) -> None:
             + (f", bake {duration(bake)} left" if bake else "")
             + (f" ({s['reason']})" if s["reason"] else "")
         )
+    if line := cost_line(obj.get("cost")):
+        click.echo(line)
 
 
 def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec | None, str]:
@@ -298,7 +301,11 @@ def status(
         return await campaign_status(client, cid)  # no such campaign: exit 2 naming id
 
     st = asyncio.run(go())
-    emit(st.model_dump(mode="json"), as_json, _print_status)
+    out = st.model_dump(mode="json")
+    # What it cost the jobs, from the fleet's record: its own holds and its operations'.
+    ops = [cs.operation_id for s in st.stages for cs in s.clusters.values() if cs.operation_id]
+    out["cost"] = cost_of([cid, *ops])
+    emit(out, as_json, _print_status)
 
 
 def _control(action: str) -> click.Command:
