@@ -28,7 +28,7 @@ from tests.train_helpers import TARGETS, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 
 #: A part under this many GPU-hours on both sides is compared to it, not to 15% of itself.
-SMALL_PART = 10.0
+SMALL_PART = 1.0
 
 
 def parts_of(entries: list[RecordEntry]) -> tuple[dict[str, float], int]:

@@ -86,9 +86,7 @@ class Engine(DomainSteps):
         self.horizon: HorizonLog | None = None
         self.goodput: Goodput | None = None
         if cfg.horizon_hours is not None:
-            sim.easy_backfill = True
-            sim.restart_base_hours = cfg.restart_base_hours
-            sim.restart_per_host_hours = cfg.restart_per_host_hours
+            sim.use_easy(cfg.restart_base_hours, cfg.restart_per_host_hours)
             model = RestartModel(
                 cfg.restart_base_hours, cfg.checkpoint_write_hours, cfg.restart_per_host_hours
             )
