@@ -109,6 +109,8 @@ HORIZON_ROWS = (
     "goodput_gpu_hours",
     "maintenance_cost_gpu_hours",
     "cost_parts",
+    "baseline_difference_gpu_hours",
+    "residual_gpu_hours",
     "maintenance_work_gpu_hours",
     "cost_over_work",
     "hidden_in_idle_share",
