@@ -14,10 +14,11 @@ from click.testing import CliRunner
 from orchestrator.app.cli import main
 from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.app.worker import build_worker
-from orchestrator.contracts.train_types import TrainInput
+from orchestrator.contracts.train_types import TrainInput, TrainState
 from orchestrator.fleet import SqliteFleet
 from orchestrator.planning.cost import PARTS
 from orchestrator.telemetry.cost_metrics import METRIC, CostCollector
+from orchestrator.train.ui import cost_lines
 from tests.train_helpers import make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -59,7 +60,11 @@ async def test_report_after_a_cycle_counts_the_work_each_stop_lost(
             task_queue=task_queue,
         )
     assert status.cycles_completed == 1
+    # the train's own figures (its page shows them), as its last plan read them from the record
+    assert status.cost is not None and status.cost.jobs_stopped > 0
     lost, stops = _lost_in_record(path)
+    assert 0 < status.cost.parts["lost_work"] <= lost + 0.01
+    assert "ETTR points lost" in cost_lines(TrainState(cost=status.cost))[0]
     assert stops > 0 and lost > 0
 
     out = _report("--since", "7d")

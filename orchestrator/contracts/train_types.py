@@ -52,6 +52,16 @@ class PlanDomainRequest(BaseModel):
     verify_every_hours: float | None = None
 
 
+class OwnerCost(BaseModel):
+    """What one owner cost the jobs, read from the fleet's record (``telemetry.cost_ledger``)."""
+
+    parts: dict[str, float] = Field(default_factory=dict)
+    total_gpu_hours: float = 0.0
+    jobs_stopped: int = 0
+    #: what its stops cost the jobs it stopped, in points of their ETTR
+    ettr_points_lost: float = 0.0
+
+
 class PlanDomainResult(BaseModel):
     hosts: list[str] = Field(default_factory=list)
     #: What these hosts get, when not the train's own targets (a campaign's rollout).
@@ -72,6 +82,8 @@ class PlanDomainResult(BaseModel):
     rest_until_hours: float | None = None
     #: a resting train's next cycle began at this fleet hour, in this plan
     cycle_started_hours: float | None = None
+    #: what the train has cost the jobs so far, from the fleet's record (None: not read)
+    cost: OwnerCost | None = None
 
 
 class PlanGrantedRequest(BaseModel):
@@ -164,6 +176,8 @@ class TrainState(BaseModel):
     rest_until_hours: float | None = None
     #: Hosts recorded as visited in place since this train started (nothing pending).
     checked_total: int = 0
+    #: What the train has cost the jobs, as its last plan read it from the fleet's record.
+    cost: OwnerCost | None = None
 
 
 #: Failures a train remembers for its status and page.
@@ -233,6 +247,9 @@ class TrainStatus(BaseModel):
     rest_until_hours: float | None = None
     #: Hosts recorded as visited without a drain since the train started (nothing pending).
     checked_total: int = 0
+    #: What the train has cost the jobs, as its last plan read it from the fleet's record
+    #: (``train status`` reads the record again when it can).
+    cost: OwnerCost | None = None
 
 
 class ControlRequest(BaseModel):

@@ -20,11 +20,12 @@ a hold open at the end counts up to it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.contracts.backend import RecordEntry
+from orchestrator.contracts.backend import FleetBackend, RecordEntry
 from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
 from orchestrator.contracts.models import GPUS_PER_HOST, HostState
 from orchestrator.planning.cost import PARTS, CostLedger, RestartModel, owner_kind
@@ -224,3 +225,24 @@ def owner_cost(replays: dict[str, ClusterReplay], owners: Collection[str]) -> di
         "jobs_stopped": len(spans),
         "ettr_points_lost": round(100.0 * cost_to_jobs / wall, 3) if wall > 0 else 0.0,
     }
+
+
+class RecordFollower:
+    """The record replayed as it grows, for a worker's activities: each read replays only the
+    entries after the last one read (threads share it under a lock)."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.replays: dict[str, ClusterReplay] = {}
+        self._lock = threading.Lock()
+
+    def owner_cost(self, fleet: FleetBackend, owners: Collection[str]) -> dict[str, Any]:
+        """``owner_cost`` of ``owners`` over the fleet's record up to its last entry."""
+        with self._lock:
+            for seq, e, cluster in fleet.records(since=self.seq):
+                rep = self.replays.get(cluster)
+                if rep is None:
+                    rep = self.replays[cluster] = ClusterReplay()
+                rep.apply(e)
+                self.seq = seq
+            return owner_cost(self.replays, owners)

@@ -223,8 +223,8 @@ def _control(name: str, doc: str) -> click.Command:
             return await _steer(control_train(client, cluster, cast(TrainAction, name), reason))
 
         out = run(go()).model_dump(mode="json")
-        if name == "status":  # what it cost the jobs, from the fleet's record
-            out["cost"] = cost_of([train_workflow_id(cluster)])
+        if name == "status":  # what it cost the jobs, from the fleet's record as it is now
+            out["cost"] = cost_of([train_workflow_id(cluster)]) or out.get("cost")
         emit(out, as_json, print_status)
 
     if name == "status":  # a query changes nothing, so there is no reason to give
