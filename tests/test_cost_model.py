@@ -1,7 +1,7 @@
 """What maintenance costs jobs: one cost model whose parts are disjoint, non-negative and add up
 to the total, and a restart and checkpoint model pinned to public figures.
 
-Small presets and short horizons; the Llama 3 calibration runs meta-24k with no train (seconds).
+Small presets and short horizons; the Llama 3 calibration is ``test_simulator_horizon``'s.
 """
 
 from __future__ import annotations
@@ -65,16 +65,3 @@ def test_held_hosts_cost_only_what_a_queued_job_that_fits_could_have_used() -> N
     ledger.hold("train-c00", 2.0, working=3, waiting=5, usable=4.0)
     assert ledger.by_owner["train-c00"]["held_idle"] == 2.0 * 3 * 8
     assert ledger.by_owner["train-c00"]["drain_wait"] == 2.0 * 1 * 8
-
-
-def test_the_llama3_pinned_job_sees_llama3s_interruptions_and_ettr() -> None:
-    """A 2,048-host job at the head of meta-24k's queue for 54 days, no train: 380-460
-    unexpected interruptions (Llama 3: 419) and an ETTR of at least 0.90 under the pinned
-    restart and checkpoint model."""
-    cfg = SimConfig(preset=get_preset("meta-24k"), policy="none", seed=1)
-    cfg.horizon_hours, cfg.pin_job = 54 * 24.0, (2048, 54.0)
-    rep = simulate_judged(cfg).horizon_report
-    assert rep is not None
-    pinned = rep["pinned_job"]
-    assert 380 <= pinned["unexpected_interruptions"] <= 460
-    assert pinned["ettr"] >= 0.90
