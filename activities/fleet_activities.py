@@ -35,7 +35,6 @@ from orchestrator.contracts.messages import (
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.train_spec import riding, train_workflow_id
 from orchestrator.contracts.train_types import (
-    OwnerCost,
     PlanDomainRequest,
     PlanDomainResult,
     PlanGrantedRequest,
@@ -49,7 +48,6 @@ from orchestrator.infra.logging import get_logger
 from orchestrator.planning.resting import VisitRule
 from orchestrator.planning.rollout import RolloutScope, recorded_targets_of
 from orchestrator.telemetry import metrics
-from orchestrator.telemetry.cost_ledger import RecordFollower
 
 log = get_logger(__name__)
 
@@ -102,7 +100,7 @@ class FleetActivities(FleetAccess):
             taken = _take(b, req, scopes)
         _record_plan(req, taken)
         return PlanDomainResult(
-            cost=self._cost_of(req.owner),
+            cost=self.owner_cost(req.owner),
             hosts=taken.hosts,
             targets=None if taken.targets is None else {**req.targets, **taken.targets},
             waiting=taken.waiting,
@@ -115,16 +113,6 @@ class FleetActivities(FleetAccess):
             rest_until_hours=taken.rest_until_hours,
             cycle_started_hours=taken.cycle_started_hours,
         )
-
-    def _cost_of(self, owner: str) -> OwnerCost | None:
-        """What ``owner`` has cost the jobs, from the record (None, and a warning, if it
-        cannot be read: a plan never fails for its page's figures)."""
-        follower = self.__dict__.setdefault("_follower", RecordFollower())
-        try:
-            return OwnerCost.model_validate(follower.owner_cost(self.fleet, [owner]))
-        except Exception as err:
-            log.warning("maintenance cost not read from the record", error=str(err))
-            return None
 
     def _rides(self, req: PlanDomainRequest) -> tuple[list[RolloutScope], str, dict[str, str]]:
         """The campaigns' rollouts riding this plan, why the train holds ('' if it does not),

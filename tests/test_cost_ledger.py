@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from orchestrator.app.cli import main
 from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.app.worker import build_worker
-from orchestrator.contracts.train_types import TrainInput, TrainState
+from orchestrator.contracts.train_types import TrainInput
+from orchestrator.contracts.ui_text import cost_item
 from orchestrator.fleet import SqliteFleet
 from orchestrator.planning.cost import PARTS
 from orchestrator.telemetry.cost_metrics import METRIC, CostCollector
-from orchestrator.train.ui import cost_lines
 from tests.train_helpers import make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -64,7 +64,7 @@ async def test_report_after_a_cycle_counts_the_work_each_stop_lost(
     assert status.cost is not None and status.cost.jobs_stopped > 0
     lost, stops = _lost_in_record(path)
     assert 0 < status.cost.parts["lost_work"] <= lost + 0.01
-    assert "ETTR points lost" in cost_lines(TrainState(cost=status.cost))[0]
+    assert "ETTR points lost" in cost_item(status.cost)[0]
     assert stops > 0 and lost > 0
 
     out = _report("--since", "7d")

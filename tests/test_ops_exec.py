@@ -36,6 +36,7 @@ from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.presets import INITIAL_VERSIONS
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
+from orchestrator.ops.ui import operation_details
 from tests.train_helpers import host_states, make_fleet
 from workflows.bulk_operation import BulkOperation
 
@@ -123,6 +124,9 @@ async def test_failed_wave_is_rolled_back_whole(temporal_env, tmp_home, task_que
     c00 = status.clusters["c00"]
     assert c00.waves_done == 0 and c00.hosts_changed == 0
     assert c00.hosts_rolled_back + c00.hosts_quarantined >= 20
+    # its page's cost to jobs, read from the record at its wave: the wave held hosts
+    assert c00.cost is not None and c00.cost.total_gpu_hours >= 0
+    assert "Cost to jobs" in operation_details(status)
     states = host_states(path)
     assert all(upper(v) == OLD for _, _, v in states.values()), "a host kept the bad build"
     fleet = SqliteFleet(path)

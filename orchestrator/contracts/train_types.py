@@ -15,6 +15,7 @@ from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
 from orchestrator.contracts.messages import (
     ClockInfo,
     CycleCounts,
+    OwnerCost,
 )
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
@@ -50,16 +51,6 @@ class PlanDomainRequest(BaseModel):
     resting: bool = False
     #: the spec's ``verify_every`` (a drained health visit at least this often)
     verify_every_hours: float | None = None
-
-
-class OwnerCost(BaseModel):
-    """What one owner cost the jobs, read from the fleet's record (``telemetry.cost_ledger``)."""
-
-    parts: dict[str, float] = Field(default_factory=dict)
-    total_gpu_hours: float = 0.0
-    jobs_stopped: int = 0
-    #: what its stops cost the jobs it stopped, in points of their ETTR
-    ettr_points_lost: float = 0.0
 
 
 class PlanDomainResult(BaseModel):

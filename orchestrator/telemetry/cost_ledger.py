@@ -201,15 +201,20 @@ def totals_by_kind(replays: dict[str, ClusterReplay]) -> dict[tuple[str, str, st
     return out
 
 
-def owner_cost(replays: dict[str, ClusterReplay], owners: Collection[str]) -> dict[str, Any]:
+def owner_cost(
+    replays: dict[str, ClusterReplay], owners: Collection[str], cluster: str | None = None
+) -> dict[str, Any]:
     """What ``owners`` (a train, an operation, a campaign and the operations it ran) cost the
     jobs over the replayed record: parts, total, stops and, for the jobs they stopped, the ETTR
     points lost: 100 x what those stops cost the jobs (lost work and restarts) over the jobs'
-    GPU-hours from their first start to their end (or the record's last entry)."""
+    GPU-hours from their first start to their end (or the record's last entry). Only
+    ``cluster``'s when given."""
     parts = dict.fromkeys(PARTS, 0.0)
     cost_to_jobs = 0.0
     spans: dict[tuple[str, int], float] = {}
-    for cluster, rep in replays.items():
+    for name, rep in replays.items():
+        if cluster is not None and name != cluster:
+            continue
         ledger = rep.with_open()
         for owner in owners:
             for part, v in ledger.by_owner.get(owner, {}).items():
@@ -217,7 +222,7 @@ def owner_cost(replays: dict[str, ClusterReplay], owners: Collection[str]) -> di
             for job, cost in rep.touched.get(owner, {}).items():
                 span = rep.jobs.get(job)
                 cost_to_jobs += cost
-                spans[cluster, job] = span.gpu_hours(rep.last_t) if span is not None else 0.0
+                spans[name, job] = span.gpu_hours(rep.last_t) if span is not None else 0.0
     wall = sum(spans.values())
     return {
         "parts": {p: round(v, 3) for p, v in parts.items()},
@@ -236,8 +241,11 @@ class RecordFollower:
         self.replays: dict[str, ClusterReplay] = {}
         self._lock = threading.Lock()
 
-    def owner_cost(self, fleet: FleetBackend, owners: Collection[str]) -> dict[str, Any]:
-        """``owner_cost`` of ``owners`` over the fleet's record up to its last entry."""
+    def owner_cost(
+        self, fleet: FleetBackend, owners: Collection[str], cluster: str | None = None
+    ) -> dict[str, Any]:
+        """``owner_cost`` of ``owners`` (in ``cluster`` only, when given) over the fleet's
+        record up to its last entry."""
         with self._lock:
             for seq, e, cluster in fleet.records(since=self.seq):
                 rep = self.replays.get(cluster)
@@ -245,4 +253,4 @@ class RecordFollower:
                     rep = self.replays[cluster] = ClusterReplay()
                 rep.apply(e)
                 self.seq = seq
-            return owner_cost(self.replays, owners)
+            return owner_cost(self.replays, owners, cluster)

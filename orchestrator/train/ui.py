@@ -16,6 +16,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainState
 from orchestrator.contracts.ui_text import (
     bounded,
+    cost_item,
     duration,
     explain_wait,
     host_list,
@@ -166,7 +167,7 @@ def train_details(
         f"- **Targets:** {versions(spec.targets)}",
         *rollout_lines(spec),
         _since_start_line(st),
-        *cost_lines(st),
+        *cost_item(st.cost),
     ]
     if in_flight:
         lines += ["", f"**Domains in maintenance** ({len(in_flight)}):", ""]
@@ -179,19 +180,6 @@ def train_details(
     if step:
         lines += ["", f"**Next:** {step}"]
     return bounded("\n".join(lines))
-
-
-def cost_lines(st: TrainState) -> list[str]:
-    """``- **Cost to jobs:** ...``: what the train has cost the jobs, as its last plan read it
-    from the fleet's record (none before its first plan)."""
-    c = st.cost
-    if c is None:
-        return []
-    parts = ", ".join(f"{p} {v:,.1f}" for p, v in c.parts.items())
-    return [
-        f"- **Cost to jobs:** {c.total_gpu_hours:,.1f} GPU-h ({parts}); "
-        f"{c.jobs_stopped:,} job(s) stopped, {c.ettr_points_lost:.2f} ETTR points lost by them"
-    ]
 
 
 def _headline(spec: TrainSpec, st: TrainState) -> str:
