@@ -55,12 +55,16 @@ class FleetAccess:
         return fleet
 
     def owner_cost(self, owner: str, cluster: str | None = None) -> OwnerCost | None:
-        """What ``owner`` has cost the jobs (of ``cluster`` only, when given), read from the
+        """What ``owner`` has cost the jobs (``owner_costs``)."""
+        return self.owner_costs([owner], cluster)
+
+    def owner_costs(self, owners: list[str], cluster: str | None = None) -> OwnerCost | None:
+        """What ``owners`` have cost the jobs (of ``cluster`` only, when given), read from the
         fleet's record by a follower this worker keeps (None, and a warning, if the record
         cannot be read: an activity never fails for its page's figures)."""
         follower = self.__dict__.setdefault("_cost_follower", RecordFollower())
         try:
-            return OwnerCost.model_validate(follower.owner_cost(self.fleet, [owner], cluster))
+            return OwnerCost.model_validate(follower.owner_cost(self.fleet, owners, cluster))
         except Exception as err:
             log.warning("maintenance cost not read from the record", error=str(err))
             return None
