@@ -22,8 +22,8 @@ from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.cost import PARTS
 from orchestrator.simulator import SimConfig
-from orchestrator.simulator.engine import Engine
 from orchestrator.telemetry.cost_ledger import replay
+from tests.sim_recording import RecordingEngine
 from tests.train_helpers import TARGETS, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -36,16 +36,6 @@ def parts_of(entries: list[RecordEntry]) -> tuple[dict[str, float], int]:
     reps = replay(((0, e, "c00") for e in entries), start=0.0)
     ledger = reps["c00"].ledger
     return ledger.parts(), ledger.stops
-
-
-class _Recording(Engine):
-    """The simulator, keeping its fleet's record (the engine drops it as it reads)."""
-
-    log: list[RecordEntry]
-
-    def _absorb(self) -> None:
-        self.__dict__.setdefault("log", []).extend(self.sim.events)
-        super()._absorb()
 
 
 async def test_live_train_and_simulator_agree_part_by_part_on_a_cycle_with_evictions(
@@ -65,7 +55,7 @@ async def test_live_train_and_simulator_agree_part_by_part_on_a_cycle_with_evict
         halt_after_failures=train_spec.halt_after_failures,
         halt_failure_rate=train_spec.halt_failure_rate,
     )
-    engine = _Recording(build_cluster(cfg.preset, cfg.seed, cfg.cluster), cfg)
+    engine = RecordingEngine(build_cluster(cfg.preset, cfg.seed, cfg.cluster), cfg)
     assert engine.run().complete
     sim, sim_stops = parts_of(engine.log)
 

@@ -25,7 +25,7 @@ from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.cost import RESTART_HOURS
 from orchestrator.simulator import SimConfig
 from orchestrator.telemetry.cost_ledger import replay
-from tests.test_cost_parity import _Recording
+from tests.sim_recording import RecordingEngine
 from tests.train_helpers import TARGETS, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -72,7 +72,7 @@ async def test_a_week_of_live_train_and_simulate_horizon_agree(
         cycle_target_hours=72.0,
         horizon_hours=HORIZON_HOURS,
     )
-    engine = _Recording(build_cluster(cfg.preset, cfg.seed, cfg.cluster), cfg)
+    engine = RecordingEngine(build_cluster(cfg.preset, cfg.seed, cfg.cluster), cfg)
     engine.run()
     sim = week(engine.log)
 
