@@ -137,7 +137,11 @@ class CampaignActivities(CampaignFailureActivities):
         change again, so they are the stage's evidence, not hosts still to change.
         """
         failed_before = await self._rollout_failures(req)
-        return await asyncio.to_thread(self._stage_progress, req, failed_before)
+        out = await asyncio.to_thread(self._stage_progress, req, failed_before)
+        if req.owners:
+            cost = await asyncio.to_thread(self.owner_costs, req.owners, req.cluster)
+            out = out.model_copy(update={"cost": cost})
+        return out
 
     async def _rollout_failures(self, req: ProgressRequest) -> frozenset[str]:
         """Hosts that failed on this campaign's rollout, as the cluster's train remembers."""

@@ -20,12 +20,18 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import patient_heartbeat
 from orchestrator.contracts.errors import PermanentError, UnknownCluster
 from orchestrator.contracts.liveness import beating
+from orchestrator.contracts.messages import OwnerCost
 from orchestrator.fleet import ClusterBackend, FleetBackend, open_backend
+from orchestrator.infra.logging import get_logger
+from orchestrator.telemetry.cost_ledger import RecordFollower
 
 
 def as_application_error(err: PermanentError) -> ApplicationError:
     """A permanent error as Temporal's non-retryable failure, typed by its kind."""
     return ApplicationError(str(err), type=err.kind, non_retryable=True)
+
+
+log = get_logger(__name__)
 
 
 class FleetAccess:
@@ -47,6 +53,21 @@ class FleetAccess:
                 raise as_application_error(err) from None
             self._local.fleet = fleet
         return fleet
+
+    def owner_cost(self, owner: str, cluster: str | None = None) -> OwnerCost | None:
+        """What ``owner`` has cost the jobs (``owner_costs``)."""
+        return self.owner_costs([owner], cluster)
+
+    def owner_costs(self, owners: list[str], cluster: str | None = None) -> OwnerCost | None:
+        """What ``owners`` have cost the jobs (of ``cluster`` only, when given), read from the
+        fleet's record by a follower this worker keeps (None, and a warning, if the record
+        cannot be read: an activity never fails for its page's figures)."""
+        follower = self.__dict__.setdefault("_cost_follower", RecordFollower())
+        try:
+            return OwnerCost.model_validate(follower.owner_cost(self.fleet, owners, cluster))
+        except Exception as err:
+            log.warning("maintenance cost not read from the record", error=str(err))
+            return None
 
     def require_cluster(self, name: str) -> None:
         if name not in self.fleet.cluster_names():

@@ -41,7 +41,7 @@ from orchestrator.contracts.train_types import (
 )
 from orchestrator.execution import drain, install, settle, switches
 from orchestrator.execution.cycle import cycle_counts
-from orchestrator.execution.take import Taken, take_domain
+from orchestrator.execution.take import AHEAD_OF_TARGET, Taken, take_domain
 from orchestrator.execution.target_checks import held_on_bad_version
 from orchestrator.fleet import ClusterBackend
 from orchestrator.infra.logging import get_logger
@@ -100,6 +100,7 @@ class FleetActivities(FleetAccess):
             taken = _take(b, req, scopes)
         _record_plan(req, taken)
         return PlanDomainResult(
+            cost=self.owner_cost(req.owner),
             hosts=taken.hosts,
             targets=None if taken.targets is None else {**req.targets, **taken.targets},
             waiting=taken.waiting,
@@ -285,6 +286,7 @@ def _take(b: ClusterBackend, req: PlanDomainRequest, scopes: list[RolloutScope])
         switch_target=req.targets.get("switch_firmware"),
         claim_until_hours=req.claim_until_hours,
         cycle_target_hours=req.cycle_target_hours,
+        ahead=AHEAD_OF_TARGET,
         rule=rule,
         resting=req.resting,
     )

@@ -96,9 +96,10 @@ class OpsActivities(FleetAccess):
     def take_wave(self, req: TakeWaveRequest) -> TakenWave:
         """Cut the next wave from the cluster as it is now and cordon it, atomically."""
         with self.cluster(req.cluster, req.wall) as b:
-            return ops_take.take_wave(
+            wave = ops_take.take_wave(
                 b, self.fleet, self.plans, req.owner, req.spec, req.max_hold, req.since_hours
             )
+        return wave.model_copy(update={"cost": self.owner_cost(req.owner, req.cluster)})
 
     @activity.defn(name="ops_verify")
     def verify(self, req: VerifyRequest) -> VerifyOutcome:

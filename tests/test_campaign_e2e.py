@@ -172,7 +172,9 @@ async def test_cuda_canary_runs_as_a_bulk_operation(dev_env, tmp_home, task_queu
     in the cluster's fleet time (a host failing its verification, as any may in a live run, is
     within the gate)."""
     from orchestrator.campaign.client import start_campaign
+    from orchestrator.campaign.ui import campaign_details
     from orchestrator.contracts.campaign_spec import CampaignSpec
+    from orchestrator.contracts.campaign_types import CampaignState
 
     # One fleet hour per wall second: an operation's wait for room (outages filling the
     # budget, up to 12 fleet hours) takes seconds, not the instant it would at 10 hours a second.
@@ -195,4 +197,8 @@ async def test_cuda_canary_runs_as_a_bulk_operation(dev_env, tmp_home, task_queu
     assert op_state == WorkflowExecutionStatus.COMPLETED
     new = [r for r in hosts(path) if all(r[3].get(c) == v for c, v in upper.items())]
     assert len(new) == 8 and {r[1] for r in new} == {"c00"}
+    # the campaign's page: what it and its operation cost c00's jobs, from the record
+    cost = status.stages[0].clusters["c00"].cost
+    assert cost is not None and cost.total_gpu_hours > 0
+    assert "Cost to jobs" in campaign_details(spec, CampaignState(status=status, plan=[]))
     assert audit_ok(path)

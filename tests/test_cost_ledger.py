@@ -12,8 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.app.cli import main
+from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.train_types import TrainInput
+from orchestrator.contracts.ui_text import cost_item
 from orchestrator.fleet import SqliteFleet
 from orchestrator.planning.cost import PARTS
 from orchestrator.telemetry.cost_metrics import METRIC, CostCollector
@@ -58,7 +60,11 @@ async def test_report_after_a_cycle_counts_the_work_each_stop_lost(
             task_queue=task_queue,
         )
     assert status.cycles_completed == 1
+    # the train's own figures (its page shows them), as its last plan read them from the record
+    assert status.cost is not None and status.cost.jobs_stopped > 0
     lost, stops = _lost_in_record(path)
+    assert 0 < status.cost.parts["lost_work"] <= lost + 0.01
+    assert "ETTR points lost" in cost_item(status.cost)[0]
     assert stops > 0 and lost > 0
 
     out = _report("--since", "7d")
@@ -78,6 +84,14 @@ async def test_report_after_a_cycle_counts_the_work_each_stop_lost(
     }
     assert exported["lost_work"] == pytest.approx(lost, abs=0.01)
     assert set(exported) == set(PARTS)
+
+    # What ``train status`` shows: the same parts, and the ETTR points the stopped jobs lost.
+    cost = cost_of(["train-c00"])
+    assert cost is not None
+    assert cost["parts"] == {p: pytest.approx(row[p], abs=0.01) for p in PARTS}
+    assert cost["jobs_stopped"] > 0
+    assert 0 < cost["ettr_points_lost"] < 100
+    assert "ETTR points" in cost_line(cost)
 
     assert _report("--since", "-3d", code=2)["field"] == "since"
     assert _report("--since", "soon", code=2)["field"] == "since"

@@ -1,7 +1,7 @@
 """What maintenance costs jobs: one cost model whose parts are disjoint, non-negative and add up
 to the total, and a restart and checkpoint model pinned to public figures.
 
-Small presets and short horizons; the Llama 3 calibration runs meta-24k with no train (seconds).
+Small presets and short horizons; the Llama 3 calibration is ``test_simulator_horizon``'s.
 """
 
 from __future__ import annotations

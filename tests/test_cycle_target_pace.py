@@ -99,11 +99,12 @@ def _meta_24k(seed: int, target: float | None) -> SimConfig:
     )
 
 
-def test_a_tight_target_buys_pace_with_interruptions_and_a_lax_one_changes_nothing() -> None:
+def test_a_tight_target_buys_pace_with_interruptions_and_a_lax_one_spares_every_job() -> None:
     """meta-24k seed 1 (the seed whose 2,048- and 1,024-host jobs make job-aware slowest): a
     63 h target (1.05x the bound) brings the cycle within 1.10x of the bound, paying for it in
-    interruptions, with the budget held and every host visited; a target it meets anyway
-    leaves the schedule exactly as without one."""
+    interruptions, with the budget held and every host visited; a target it meets with room
+    to spare lets it spare every job (as the live train does): no interruption, no work lost,
+    a longer cycle still within half the target."""
     free = simulate(_meta_24k(1, None))
     tight = simulate(_meta_24k(1, 63.0))
     lax = simulate(_meta_24k(1, 30 * 24.0))
@@ -117,11 +118,10 @@ def test_a_tight_target_buys_pace_with_interruptions_and_a_lax_one_changes_nothi
         assert res.budget_violations == 0
         assert res.hosts_visited + res.hosts_quarantined == res.hosts_total
     assert lax.behind_target_plans == 0 and lax.cycle_target_met is True
-    assert (lax.makespan_hours, lax.job_interruptions, lax.lost_gpu_hours) == (
-        free.makespan_hours,
-        free.job_interruptions,
-        free.lost_gpu_hours,
-    )
+    assert free.job_interruptions > 0 and lax.job_interruptions == 0
+    assert lax.lost_gpu_hours == 0.0
+    assert lax.makespan_hours is not None
+    assert free.makespan_hours < lax.makespan_hours <= 0.5 * 30 * 24.0
     assert free.cycle_target_hours is None and "cycle_target_met" not in free.to_json()
 
 

@@ -402,7 +402,7 @@ async def test_operation_watch_on_a_real_operation(dev_env, tmp_home):
     from orchestrator.contracts.ops_types import OperationInput
     from orchestrator.ops import parse_spec_text
     from orchestrator.ops.client import control_operation, final_status, operation_handle
-    from tests.test_ops_exec import op_spec
+    from tests.e2e import op_spec
     from workflows.bulk_operation import BulkOperation
 
     path = make_fleet(tmp_home, 36000.0)

@@ -25,6 +25,7 @@ from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
+from orchestrator.ops.ui import operation_details
 from tests.e2e import (
     CUDA,
     NEW,
@@ -61,6 +62,9 @@ async def test_failed_wave_is_rolled_back_whole(temporal_env, tmp_home, task_que
     c00 = status.clusters["c00"]
     assert c00.waves_done == 0 and c00.hosts_changed == 0
     assert c00.hosts_rolled_back + c00.hosts_quarantined >= 20
+    # its page's cost to jobs, read from the record at its wave: the wave held hosts
+    assert c00.cost is not None and c00.cost.total_gpu_hours >= 0
+    assert "Cost to jobs" in operation_details(status)
     states = host_states(path)
     assert all(upper(v) == OLD for _, _, v in states.values()), "a host kept the bad build"
     fleet = SqliteFleet(path)

@@ -356,6 +356,16 @@ class Campaign:
         finally:
             self.wake = True
 
+    def _owners(self, cluster: str) -> list[str]:
+        """Who holds hosts for this campaign in ``cluster``: itself and its operations there."""
+        assert self.inp is not None and self.st is not None
+        ops = [
+            s.clusters[cluster].operation_id
+            for s in self.st.status.stages
+            if cluster in s.clusters and s.clusters[cluster].operation_id
+        ]
+        return [self.inp.spec.workflow_id, *ops]
+
     async def _look(self, plan: StagePlanModel, ss: StageStatus) -> None:
         """Read every started cluster's progress; move clusters on to bake, then done."""
         assert self.inp is not None and self.st is not None
@@ -373,6 +383,7 @@ class Campaign:
                     baseline_out=cs.baseline_out,
                     targets=targets,
                     wall=workflow.now(),
+                    owners=self._owners(cs.cluster),
                 ),
             )
             progress.apply_progress(cs, prog)

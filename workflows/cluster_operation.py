@@ -322,6 +322,8 @@ class ClusterOperation:
             ),
             summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
         )
+        if wave.cost is not None:
+            self.p.cost = wave.cost
         if wave.hosts:
             self.idle = 0
             return await self._run_wave(wave)

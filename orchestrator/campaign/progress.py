@@ -94,6 +94,8 @@ def apply_progress(cs: ClusterStage, prog: Progress) -> None:
     cs.attempted = prog.attempted
     cs.in_flight, cs.failed, cs.fleet_hours = prog.in_flight, prog.failed, prog.fleet_hours
     cs.marked_bad = dict(prog.marked_bad)
+    if prog.cost is not None:
+        cs.cost = prog.cost
 
 
 def operation_ended(

@@ -8,7 +8,7 @@ Markdown; pure functions the workflow and the client call.
 from __future__ import annotations
 
 from orchestrator.contracts.campaign_spec import CampaignSpec
-from orchestrator.contracts.campaign_types import CampaignState
+from orchestrator.contracts.campaign_types import CampaignState, CampaignStatus
 from orchestrator.contracts.ui_text import duration, md_plain, no_html
 
 _STATE = {
@@ -88,6 +88,17 @@ def _rolled_back(st: CampaignState) -> list[str]:
     ]
 
 
+def _cost(status: CampaignStatus) -> list[str]:
+    """What the campaign and its operations have cost the jobs, per cluster as its latest
+    look there read the record, added up over the clusters."""
+    latest = {c: cs.cost for s in status.stages for c, cs in s.clusters.items() if cs.cost}
+    if not latest:
+        return []
+    total = sum(c.total_gpu_hours for c in latest.values())
+    stopped = sum(c.jobs_stopped for c in latest.values())
+    return [f"- **Cost to jobs:** {total:,.1f} GPU-h; {stopped:,} job(s) stopped"]
+
+
 def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
     """Current details: the state line, then one bullet per stage (``key: value`` parts: the
     UI draws tables without padding, so columns ran together)."""
@@ -98,6 +109,7 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
         "",
         f"- **Hosts:** {status.hosts_changed} changed, {status.hosts_quarantined} quarantined, "
         f"{status.hosts_rolled_back} rolled back",
+        *_cost(status),
         "",
         "**Stages:**",
         "",

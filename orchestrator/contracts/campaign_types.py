@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.contracts.approvals import ApprovalGate
 from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
+from orchestrator.contracts.messages import OwnerCost
 from orchestrator.contracts.schedule_window import Schedule
 
 #: Top-level states: succeeded | failed | held | rolling_back | rolled_back | running | paused |
@@ -65,6 +66,8 @@ class ClusterStage(BaseModel):
     started_train: bool = False
     operation_id: str = ""
     reason: str = ""
+    #: What the campaign and its operations have cost this cluster's jobs, at the last look.
+    cost: OwnerCost | None = None
 
 
 class StageStatus(BaseModel):
@@ -160,6 +163,9 @@ class ProgressRequest(BaseModel):
     baseline_out: list[str] = Field(default_factory=list)
     targets: dict[str, str]
     wall: datetime
+    #: the owners whose cost to this cluster's jobs the look reads from the record: the
+    #: campaign and the operations it ran there
+    owners: list[str] = Field(default_factory=list)
 
 
 class Progress(BaseModel):
@@ -174,6 +180,8 @@ class Progress(BaseModel):
     excused: int = 0
     #: The stage's targets marked bad fleet-wide (component -> version): it cannot pass.
     marked_bad: dict[str, str] = Field(default_factory=dict)
+    #: What the campaign and its operations have cost this cluster's jobs (None: not read).
+    cost: OwnerCost | None = None
 
     @property
     def complete(self) -> bool:

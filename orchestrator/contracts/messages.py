@@ -184,3 +184,13 @@ class VerifyOutcome(BaseModel):
 
     passed: list[str] = Field(default_factory=list)
     failed: dict[str, str] = Field(default_factory=dict)
+
+
+class OwnerCost(BaseModel):
+    """What one owner cost the jobs, read from the fleet's record (``telemetry.cost_ledger``)."""
+
+    parts: dict[str, float] = Field(default_factory=dict)
+    total_gpu_hours: float = 0.0
+    jobs_stopped: int = 0
+    #: what its stops cost the jobs it stopped, in points of their ETTR
+    ettr_points_lost: float = 0.0

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from orchestrator.contracts.approvals import ApprovalGate
 from orchestrator.contracts.errors import OPERATION_ABORTED as _OPERATION_ABORTED
 from orchestrator.contracts.errors import OPERATION_FAILED as _OPERATION_FAILED
-from orchestrator.contracts.messages import ClockInfo
+from orchestrator.contracts.messages import ClockInfo, OwnerCost
 from orchestrator.contracts.ops_spec import OperationSpec
 
 ControlAction = Literal["pause", "resume", "abort"]
@@ -103,6 +103,8 @@ class ClusterProgress(BaseModel):
     jobs_interrupted: int = 0
     waiting_for: list[str] = Field(default_factory=list)
     fleet_hours: float = 0.0
+    #: What the operation has cost this cluster's jobs, as its last wave read the record.
+    cost: OwnerCost | None = None
     #: Fleet hour it began (its first plan): what a reboot counts as done from.
     started_hours: float | None = None
     #: The bad-build rule (when ``max_failures`` is left out): the hosts it counts as changed
@@ -265,6 +267,8 @@ class TakenWave(BaseModel):
     limit: int = 1
     waiting: str = ""  # why nothing was taken
     waiting_for: list[str] = Field(default_factory=list)  # campaigns still holding hosts
+    #: what the operation has cost the jobs of this cluster, from the record (None: not read)
+    cost: OwnerCost | None = None
 
 
 class VerifyRequest(BaseModel):

@@ -15,6 +15,7 @@ from orchestrator.contracts.arbiter_types import AcquireRequest, Grant
 from orchestrator.contracts.messages import (
     ClockInfo,
     CycleCounts,
+    OwnerCost,
 )
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_spec import Rollout, TrainSpec
@@ -72,6 +73,8 @@ class PlanDomainResult(BaseModel):
     rest_until_hours: float | None = None
     #: a resting train's next cycle began at this fleet hour, in this plan
     cycle_started_hours: float | None = None
+    #: what the train has cost the jobs so far, from the fleet's record (None: not read)
+    cost: OwnerCost | None = None
 
 
 class PlanGrantedRequest(BaseModel):
@@ -164,6 +167,8 @@ class TrainState(BaseModel):
     rest_until_hours: float | None = None
     #: Hosts recorded as visited in place since this train started (nothing pending).
     checked_total: int = 0
+    #: What the train has cost the jobs, as its last plan read it from the fleet's record.
+    cost: OwnerCost | None = None
 
 
 #: Failures a train remembers for its status and page.
@@ -233,6 +238,9 @@ class TrainStatus(BaseModel):
     rest_until_hours: float | None = None
     #: Hosts recorded as visited without a drain since the train started (nothing pending).
     checked_total: int = 0
+    #: What the train has cost the jobs, as its last plan read it from the fleet's record
+    #: (``train status`` reads the record again when it can).
+    cost: OwnerCost | None = None
 
 
 class ControlRequest(BaseModel):

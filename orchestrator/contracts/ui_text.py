@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from orchestrator.contracts.messages import OwnerCost
+
 #: Longest one-line summary (the server's default cap on a summary payload is 400 bytes).
 SUMMARY_LIMIT = 200
 #: Longest current details, in UTF-8 bytes (well inside the server's and the UI's limits).
@@ -196,3 +198,15 @@ def tally(states: Iterable[str]) -> str:
     return ", ".join(
         f"{n:,} {s}" for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
+
+
+def cost_item(c: OwnerCost | None) -> list[str]:
+    """``- **Cost to jobs:** ...``: what an owner has cost the jobs, as it last read the
+    fleet's record (nothing before it first did)."""
+    if c is None:
+        return []
+    parts = ", ".join(f"{p} {v:,.1f}" for p, v in c.parts.items())
+    return [
+        f"- **Cost to jobs:** {c.total_gpu_hours:,.1f} GPU-h ({parts}); "
+        f"{c.jobs_stopped:,} job(s) stopped, {c.ettr_points_lost:.2f} ETTR points lost by them"
+    ]

@@ -35,8 +35,9 @@ QUEUE_DEPTH_EASY = 64
 class JobScheduler(SimCore):
     """Jobs of one cluster: drawn from the trace, placed, ended and interrupted.
 
-    Two modes only the simulator's fixed-horizon runs turn on (``simulate --horizon``; the live
-    fleet and every other run keep the defaults, so their schedules are unchanged):
+    Two modes the simulator's fixed-horizon runs turn on (``simulate --horizon``), and a live
+    fleet built with ``scheduler="easy"`` (``use_easy``; every other run keeps the defaults, so
+    their schedules are unchanged):
 
     - ``easy_backfill``: EASY backfill as Slurm's ``sched/backfill`` does it. The first job of
       the queue that does not fit gets a reservation at the earliest instant enough hosts come
@@ -52,6 +53,13 @@ class JobScheduler(SimCore):
     easy_backfill: bool = False
     restart_base_hours: float = 0.0
     restart_per_host_hours: float = 0.0
+
+    def use_easy(self, restart_base_hours: float, restart_per_host_hours: float = 0.0) -> None:
+        """The scheduler ``simulate --horizon`` judges: EASY backfill, and a requeued job
+        restarting for ``base + per_host x hosts`` hours."""
+        self.easy_backfill = True
+        self.restart_base_hours = restart_base_hours
+        self.restart_per_host_hours = restart_per_host_hours
 
     def restart_hours(self, job: JobRec) -> float:
         """The restart a requeued ``job`` pays before it makes progress again."""

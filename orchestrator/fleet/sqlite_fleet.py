@@ -94,6 +94,10 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     raise last
 
 
+#: Meta key of a fleet whose clusters schedule as ``simulate --horizon`` (its restart, hours).
+EASY_RESTART_KEY = "easy_restart_hours"
+
+
 class SqliteFleet(LedgerStore):
     """A simulated GPU fleet in one store, shared by every worker using it: a SQLite file
     (every process on the machine) or a PostgreSQL URL (workers on many machines).
@@ -170,6 +174,8 @@ class SqliteFleet(LedgerStore):
             self.preset: Preset = get_preset(meta_rows["preset"])
             self.speed = parse_speed(float(meta_rows["speed"]))
             self.anchor_wall = datetime.fromisoformat(meta_rows["anchor_wall"])
+            easy = meta_rows.get(EASY_RESTART_KEY)
+            self.easy_restart_hours = None if easy is None else float(easy)
             if self.anchor_wall.tzinfo is None:
                 raise ValueError("anchor_wall has no time zone")
         except (KeyError, ValueError, TypeError, OverflowError) as err:
@@ -192,11 +198,14 @@ class SqliteFleet(LedgerStore):
         speed: float,
         wall: datetime | None = None,
         force: bool = True,
+        easy_restart_hours: float | None = None,
     ) -> SqliteFleet:
         """Build a fleet from ``preset`` atomically at ``path`` (a SQLite file, or a
         PostgreSQL URL: one holding a fleet is replaced only with ``force``), then open it.
 
-        ValueError naming ``seed`` or ``speed`` for values no fleet can run with.
+        ValueError naming ``seed`` or ``speed`` for values no fleet can run with. With
+        ``easy_restart_hours`` its clusters schedule as ``simulate --horizon`` does: EASY
+        backfill, and a requeued job restarting for that long (``JobScheduler.use_easy``).
         """
         if not isinstance(preset, Preset):
             raise TypeError(f"preset: expected a Preset, got {type(preset).__name__}")
@@ -213,6 +222,8 @@ class SqliteFleet(LedgerStore):
             "schema_version": SCHEMA_VERSION,
             FLEET_ID_KEY: new_fleet_id(),
         }
+        if easy_restart_hours is not None:
+            meta_rows[EASY_RESTART_KEY] = float(easy_restart_hours)
 
         def fill(conn: Connection) -> None:
             conn.execute(meta.insert(), [{"key": k, "value": str(v)} for k, v in meta_rows.items()])
@@ -250,9 +261,9 @@ class SqliteFleet(LedgerStore):
         with self.db.tx(name) as conn:
             sim = KEPT.take(key, conn, name) if outer else None
             if sim is None:
-                sim = load_cluster(conn, name, self.seed, self.preset)
+                sim = self._load(conn, name)
             elif check_enabled():
-                check_same(sim, load_cluster(conn, name, self.seed, self.preset))
+                check_same(sim, self._load(conn, name))
             sim.advance(self.fleet_time(wall, name))
             yield sim
             save_cluster(conn, sim)
@@ -263,8 +274,15 @@ class SqliteFleet(LedgerStore):
     def peek(self, name: str, wall: datetime | None = None) -> ClusterSim:
         """The cluster advanced to the caller's fleet time, without writing anything back."""
         with self.db.snapshot() as conn:
-            sim = load_cluster(conn, name, self.seed, self.preset)
+            sim = self._load(conn, name)
             sim.advance(self.fleet_time(wall, name))
+        return sim
+
+    def _load(self, conn: Connection, name: str) -> ClusterSim:
+        """Cluster ``name`` from its rows, scheduling as the fleet was built to."""
+        sim = load_cluster(conn, name, self.seed, self.preset)
+        if self.easy_restart_hours is not None:
+            sim.use_easy(self.easy_restart_hours)
         return sim
 
     # ------------------------------------------------------------------ reads

@@ -15,6 +15,7 @@ from orchestrator.contracts.ops_spec import OperationSpec
 from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
 from orchestrator.contracts.ui_text import (
     bounded,
+    cost_item,
     explain_wait,
     host_list,
     item_list,
@@ -97,6 +98,7 @@ def cluster_details(
         f"{p.hosts_quarantined:,} quarantined, {p.hosts_deferred:,} deferred (in repair: "
         "they take the change before they return)",
         f"- **Jobs interrupted:** {p.jobs_interrupted}",
+        *cost_item(p.cost),
     ]
     if p.waiting_for:
         lines.append(f"- **Waiting for:** {names(p.waiting_for)} to hand the cluster over")
@@ -115,6 +117,16 @@ def cluster_details(
     return bounded("\n".join(lines))
 
 
+def _cost_total(st: OperationStatus) -> list[str]:
+    """The operation's cost to jobs over its clusters (each cluster's page has its parts)."""
+    costs = [c.cost for c in st.clusters.values() if c.cost is not None]
+    if not costs:
+        return []
+    total = sum(c.total_gpu_hours for c in costs)
+    stopped = sum(c.jobs_stopped for c in costs)
+    return [f"- **Cost to jobs:** {total:,.1f} GPU-h; {stopped:,} job(s) stopped"]
+
+
 def operation_details(st: OperationStatus) -> str:
     """The operation page's current details: totals, then one row per cluster."""
     change = f" to {versions(st.targets)}" if st.targets else ""
@@ -129,6 +141,7 @@ def operation_details(st: OperationStatus) -> str:
         f"- **Hosts:** {st.hosts_changed:,} changed, {st.hosts_rolled_back:,} rolled back, "
         f"{st.hosts_quarantined:,} quarantined, {st.hosts_deferred:,} deferred (in repair)",
         f"- **Jobs interrupted:** {st.jobs_interrupted}",
+        *_cost_total(st),
     ]
     if st.waiting_for:
         lines.append(f"- **Waiting for:** {names(st.waiting_for)} to hand clusters over")

@@ -5,8 +5,7 @@ One code for the simulator (``simulate --horizon``) and the live fleet's ledger
 
 - ``held_idle``: GPU-hours of hosts a maintenance owner holds installing or verifying while a
   queued job that fits could have used them: what a queued job lacks to start (``usable_hosts``);
-- ``drain_wait``: the same for hosts the owner holds idle while the rest of their domain drains
-  (or, lockstep, finishes);
+- ``drain_wait``: the same for hosts the owner holds idle while the rest of their domain drains;
 - ``lost_work``: at every stop a maintenance owner causes, the work the job had done since its
   last checkpoint, by all its GPUs;
 - ``restart``: after every such stop, the restart the job then pays (``RestartModel``) by all its

@@ -69,5 +69,5 @@ class SimConfig:
     """With a horizon, an experiment the live train has no field for: a cycle starts no sooner
     than this long after the previous one started (None: at once, as the live train does)."""
     pace: bool = True
-    """With a horizon and a cycle target: the train waits between cycles until hosts are due
-    (``pacing``); False (``--no-pace``) cycles back to back, as the live train does."""
+    """With a cycle target: the train spares jobs while well ahead of it (``pacing``), as the
+    live train does; False (``--no-pace``), an experiment the live train has no field for."""

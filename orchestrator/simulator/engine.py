@@ -14,9 +14,8 @@ model the SQLite backend persists. What it adds is a virtual clock and a heap of
   notice it.
 
 Between two instants it ``advance``s the cluster; it also stops at every failure and repair end
-of the cluster, to account outages and the budget. Baselines that work in lockstep batches
-(``PolicySpec.lockstep``) hold verified hosts until their whole domain is verified and take no
-new domain while one runs; the live train has no such mode (they model other tools).
+of the cluster, to account outages and the budget. Every policy runs the live train's pipeline
+(``policies``): ``simulate --policy P`` decides as ``train start`` with ``policy: P`` does.
 
 With a fixed horizon (``SimConfig.horizon_hours``, ``simulate --horizon``) the run lasts that
 long whatever happens: a completed cycle starts the next at once (``finish_cycle``), new targets
@@ -87,9 +86,7 @@ class Engine(DomainSteps):
         self.horizon: HorizonLog | None = None
         self.goodput: Goodput | None = None
         if cfg.horizon_hours is not None:
-            sim.easy_backfill = True
-            sim.restart_base_hours = cfg.restart_base_hours
-            sim.restart_per_host_hours = cfg.restart_per_host_hours
+            sim.use_easy(cfg.restart_base_hours, cfg.restart_per_host_hours)
             model = RestartModel(
                 cfg.restart_base_hours, cfg.checkpoint_write_hours, cfg.restart_per_host_hours
             )
@@ -183,7 +180,7 @@ class Engine(DomainSteps):
 
     def _in_flight(self) -> int:
         return sum(
-            len(d.pending) + len(d.held) + sum(len(b.hosts) for b in d.batches.values())
+            len(d.pending) + sum(len(b.hosts) for b in d.batches.values())
             for d in self.domains.values()
         )
 
@@ -195,7 +192,7 @@ class Engine(DomainSteps):
         return sum(
             1
             for d in self.domains.values()
-            for name in [*d.pending, *d.held, *(h for b in d.batches.values() for h in b.hosts)]
+            for name in [*d.pending, *(h for b in d.batches.values() for h in b.hosts)]
             if hosts[name].owner == ACTOR and hosts[name].state in HELD_STATES
         )
 
@@ -203,11 +200,10 @@ class Engine(DomainSteps):
         """Figures over ``dt`` fleet hours of no change. Maintenance budget is taken by hosts
         down for other reasons (repair, quarantine, awaiting hand-back) only past the failure
         buffer between the floor and the budget."""
-        held = sum(len(d.held) for d in self.domains.values())
         waiting = sum(len(d.pending) for d in self.domains.values())
-        self.tally.accrue(dt, held, waiting, self.floor - self.limit, self.limit)
+        self.tally.accrue(dt, waiting, self.floor - self.limit, self.limit)
         if self.goodput is not None and dt > 0 and self.domains:
-            self._accrue_goodput(dt, held)
+            self._accrue_goodput(dt)
 
     def _instant(self) -> None:
         now = self.sim.now
@@ -281,9 +277,6 @@ class Engine(DomainSteps):
         """``ClusterTrain._plan_more``: take hosts, start a domain, check the cycle."""
         self.wake = False
         if self.resume_at > self.sim.now:  # between cycles (``cycle_every_hours``)
-            return
-        if self.spec.lockstep and self.domains:
-            self._schedule_poll(None)
             return
         out_before = self.sim.out_of_service_count()
         taken = self._take()

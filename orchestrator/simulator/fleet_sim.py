@@ -39,7 +39,6 @@ SUMMED = (
     "job_interruptions",
     "lost_gpu_hours",
     "lost_work_gpu_hours",
-    "idle_held_gpu_hours",
     "budget_violations",
     "domains",
 )

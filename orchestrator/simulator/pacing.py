@@ -1,4 +1,4 @@
-"""Pacing a fixed horizon's train to its cycle target (``simulate --horizon --cycle-target``).
+"""Pacing a train to its cycle target (``simulate --cycle-target``), as the live train paces.
 
 Every train, live or simulated, rests between cycles (``planning.resting``): a completed cycle
 is followed by the next only once a host needs a drained visit (new versions, a host back from
@@ -13,14 +13,14 @@ target it evicts no job of more than 4 domains' hosts (368 on meta-24k: the 512-
 2,048-host jobs, whose every stop costs a restart on all their GPUs, for the 92 due hosts a
 domain takes of them); past that it evicts as before, and sooner once projected past the target.
 
-Only horizon runs with a cycle target pace (and not with ``--cycle-every``, the fixed-cadence
-experiment, nor ``--no-pace``). The live train does not spare jobs so: its cost to jobs is
-weighed on the yardstick's cost model first, so the rule is kept where it is measured.
+The rule (``execution.take.AHEAD_OF_TARGET``) is the live train's too (its ``plan_domain``
+activity passes it), so every run with a cycle target paces, except the experiments the live
+train has no field for (``--cycle-every``, ``--no-pace``).
 """
 
 from __future__ import annotations
 
-from orchestrator.execution.take import AheadRule
+from orchestrator.execution.take import AHEAD_OF_TARGET
 from orchestrator.simulator.config import SimConfig
 
 
@@ -28,7 +28,6 @@ def pacing_on(cfg: SimConfig) -> bool:
     """Whether this run's train spares jobs while ahead of its cycle target (``AHEAD``)."""
     return (
         cfg.pace
-        and cfg.horizon_hours is not None
         and cfg.cycle_target_hours is not None
         and cfg.cycle_every_hours is None
         and cfg.policy != "none"
@@ -36,4 +35,4 @@ def pacing_on(cfg: SimConfig) -> bool:
 
 
 #: How a paced train ahead of its target spares jobs (see the module docstring).
-AHEAD = AheadRule(no_eviction=0.5, spare_large=0.8, large_domains=4.0)
+AHEAD = AHEAD_OF_TARGET

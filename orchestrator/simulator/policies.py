@@ -2,10 +2,12 @@
 
 Every policy is the *same* planning code (``orchestrator.planning.train_plan``): the policy name
 selects the branch of ``choose_domain`` (which hosts next) and ``drain_step`` (how to drain a
-host's job). What differs outside the planner is how the engine paces the pipeline, which is the
-one per-policy parameter kept here (``lockstep``). For every policy, a host that repair hands
-back with updates pending is due (it waits cordoned for whatever maintains the fleet, as the
-train's ``plan_domain`` activity has it), and a quarantined host is due again once repaired.
+host's job). The engine paces every policy's pipeline as the live train does (whenever fewer
+than ``domain_size`` hosts are in flight, ask for more; a verified host goes back at once), so
+``simulate --policy P`` predicts ``train start`` with ``policy: P``. For every policy, a host
+that repair hands back with updates pending is due (it waits cordoned for whatever maintains
+the fleet, as the train's ``plan_domain`` activity has it), and a quarantined host is due again
+once repaired.
 
 ``job-aware`` (ours, the train's default)
     A continuous pipeline: whenever fewer than ``domain_size`` hosts are in flight, ask for more.
@@ -17,12 +19,12 @@ train's ``plan_domain`` activity has it), and a quarantined host is due again on
     within the drain deadline are waited for instead, and the planner asks to be woken when they
     come within minutes of their end.
 
-``rolling-serial`` (Ansible ``serial: N`` playbooks; kured with a concurrency of N)
-    Fixed batches of ``domain_size`` hosts in inventory order. Each host is cordoned and drained at
-    once (``kubectl drain`` evicts the pods, the job dies with the work since its last checkpoint).
-    Ansible's default ``linear`` strategy runs every task on all hosts of the batch before the next
-    task, so the batch is uncordoned together when its slowest host is done, and the next batch
-    starts only then. Hosts that finished early are held idle while they wait for the batch.
+``rolling-serial`` (kured with a concurrency of N; Ansible ``serial: N`` with the ``free`` strategy)
+    Hosts in inventory order, at most ``domain_size`` in flight. Each host is cordoned and drained
+    with no regard for its job's checkpoints (``kubectl drain`` evicts the pods, the job dies with
+    the work since its last checkpoint), and goes back as soon as it is verified. Ansible's default
+    ``linear`` strategy, which holds a finished host until its whole batch is done, is not
+    modelled: the live train has no such mode, and the simulator decides as the live train does.
 
 ``drain-wait`` (the NVIDIA GPU Operator's driver upgrade controller)
     ``maxParallelUpgrades`` = ``domain_size`` nodes in flight, new nodes picked in node order as
@@ -48,19 +50,17 @@ from orchestrator.contracts.train_spec import POLICIES
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """How the engine paces one policy's pipeline."""
+    """One drain policy and the tool it models."""
 
     name: str
     source: str
     """The tool and behaviour the policy models."""
-    lockstep: bool = False
-    """Ask for a new batch only when the whole batch is done, and return the batch together."""
 
 
 POLICY_SPECS: dict[str, PolicySpec] = {
     "job-aware": PolicySpec("job-aware", "trainctl maintenance train (this project)"),
     "rolling-serial": PolicySpec(
-        "rolling-serial", "Ansible serial / kured: fixed batches, evict at once", lockstep=True
+        "rolling-serial", "kured / Ansible serial (free): inventory order, evict at once"
     ),
     "drain-wait": PolicySpec(
         "drain-wait", "NVIDIA GPU Operator upgrade controller: parallel cap, drain timeout"

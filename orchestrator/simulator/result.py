@@ -71,8 +71,7 @@ class SimResult:
     left (see the functions of those names).
     ``job_interruptions`` counts ``job_interrupted`` events caused by maintenance (cause
     ``maintenance:...``); ``lost_gpu_hours`` = work those interruptions lost since the last
-    checkpoint (``lost_work_gpu_hours``) + GPU-hours of hosts held cordoned and idle while waiting
-    (``idle_held_gpu_hours``: a lockstep batch waiting for its slowest host). ``budget_violations``
+    checkpoint (``lost_work_gpu_hours``). ``budget_violations``
     counts instants at which the train held more hosts than the budget, or a cordon of the train
     left more hosts out of service than the budget allows (failures landing on hosts already out
     may push the total above it without the train's doing: ``max_out_of_service`` shows it).
@@ -100,7 +99,6 @@ class SimResult:
     """Work / (hosts the budget lets out at once - ``outage_budget_hosts_mean``)."""
     job_interruptions: int
     lost_work_gpu_hours: float
-    idle_held_gpu_hours: float
     drain_wait_host_hours: float
     budget_violations: int
     max_out_of_service: int
@@ -144,7 +142,7 @@ class SimResult:
 
     @property
     def lost_gpu_hours(self) -> float:
-        return self.lost_work_gpu_hours + self.idle_held_gpu_hours
+        return self.lost_work_gpu_hours
 
     @property
     def makespan_ratio(self) -> float | None:
@@ -202,7 +200,6 @@ class SimResult:
             "maintenance_work_host_hours",
             "outage_budget_hosts_mean",
             "lost_work_gpu_hours",
-            "idle_held_gpu_hours",
             "drain_wait_host_hours",
             "simulated_hours",
             "wall_seconds",

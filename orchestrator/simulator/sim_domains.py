@@ -24,7 +24,6 @@ from orchestrator.execution.install import install_hosts
 from orchestrator.execution.settle import (
     hand_back,
     quarantine_hosts,
-    return_hosts,
     settle_hosts,
     verify_hosts,
 )
@@ -56,13 +55,12 @@ class Batch:
 @dataclass
 class Domain:
     """One ``DomainMaintenance``: its drain (``seq``: the hosts still draining), batches in
-    maintenance, verified hosts held back (lockstep baselines only)."""
+    maintenance."""
 
     id: int
     hosts: list[str]
     seq: ds.DrainSequence
     batches: dict[int, Batch] = field(default_factory=dict)
-    held: list[str] = field(default_factory=list)
     wake_token: int = 0
     #: rack visits: drained hosts at the rack switch (``seq.drained``: waiting for the rack)
     drained: list[str] = field(default_factory=list)
@@ -196,19 +194,15 @@ class DomainSteps:
                 self._push(at, "done", d.id, token)
 
     def _batch_done(self, domain_id: int, token: int) -> None:
-        """Verify a batch whose install time passed; settle it (lockstep: hold the passed)."""
+        """Verify a batch whose install time passed; settle it."""
         d = self.domains.get(domain_id)
         if d is None or token not in d.batches:
             return
         batch = d.batches.pop(token)
         sim, cfg = self.sim, self.cfg
         ver = verify_hosts(self._tx(), ACTOR, batch.hosts, batch.targets or cfg.targets)
-        if self.spec.lockstep:
-            settled = settle_hosts(sim, ACTOR, [], ver.failed, visit=True)
-            d.held += ver.passed
-        else:
-            settled = settle_hosts(sim, ACTOR, ver.passed, ver.failed, visit=True)
-            self._returned(settled.returned)
+        settled = settle_hosts(sim, ACTOR, ver.passed, ver.failed, visit=True)
+        self._returned(settled.returned)
         self._quarantined(list(settled.quarantined))
         outcomes = [h in ver.passed for h in sorted([*ver.passed, *ver.failed])]
         self._count(outcomes)
@@ -217,21 +211,17 @@ class DomainSteps:
     def _end_if_done(self, d: Domain) -> None:
         if d.pending or d.batches or d.drained or d.seq.drained:
             return
-        if d.held:  # lockstep: the whole domain goes back together
-            back = return_hosts(self.sim, ACTOR, d.held, visit=True)
-            self._returned(back.passed)
-            d.held = []
         del self.domains[d.id]
         self.wake = True  # the child ended: the train looks again
         self.sim.advance(self.sim.now)  # the scheduler sees returned hosts before the train
         self._absorb()
 
-    def _accrue_goodput(self, dt: float, held: int) -> None:
+    def _accrue_goodput(self, dt: float) -> None:
         """The train's hosts over ``dt``: installing or verifying (the work; hidden in idle
         when no queued job could have used them), and held idle in a draining domain."""
         hosts = self.sim.hosts
         working = sum(len(b.hosts) for d in self.domains.values() for b in d.batches.values())
-        idle_waiting = held + sum(
+        idle_waiting = sum(
             1
             for d in self.domains.values()
             for name in d.waiting_hosts()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.contracts.models import GPUS_PER_HOST, HostState
+from orchestrator.contracts.models import HostState
 from orchestrator.fleet.cluster_sim import ClusterSim, Event
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.result import (
@@ -37,7 +37,6 @@ class Tally:
     interruptions: int = 0
     lost_work: float = 0.0
     violations: int = 0
-    idle_held: float = 0.0
     drain_wait: float = 0.0
     max_out: int = 0
     others_out: int = 0
@@ -80,12 +79,11 @@ class Tally:
             answer = str(e.detail.get("answer"))
             self.answers[answer] = self.answers.get(answer, 0) + 1
 
-    def accrue(self, dt: float, held: int, waiting: int, buffer: int, limit: int) -> None:
-        """``dt`` fleet hours with ``held`` verified hosts held back (lockstep) and ``waiting``
-        hosts draining; outages past the failure ``buffer`` (floor minus budget) take budget."""
+    def accrue(self, dt: float, waiting: int, buffer: int, limit: int) -> None:
+        """``dt`` fleet hours with ``waiting`` hosts draining; outages past the failure
+        ``buffer`` (floor minus budget) take budget."""
         if dt <= 0:
             return
-        self.idle_held += dt * held * GPUS_PER_HOST
         self.drain_wait += dt * waiting
         self.outage_area += dt * min(limit, max(0, self.others_out - buffer))
 
@@ -160,7 +158,6 @@ class Tally:
             ),
             job_interruptions=self.interruptions,
             lost_work_gpu_hours=self.lost_work,
-            idle_held_gpu_hours=self.idle_held,
             drain_wait_host_hours=self.drain_wait,
             budget_violations=self.violations,
             max_out_of_service=self.max_out,

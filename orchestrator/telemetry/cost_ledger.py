@@ -20,17 +20,32 @@ a hold open at the end counts up to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.contracts.backend import RecordEntry
+from orchestrator.contracts.backend import FleetBackend, RecordEntry
 from orchestrator.contracts.constants import HELD_STATES, NOT_MAINTENANCE_OWNERS
-from orchestrator.contracts.models import HostState
+from orchestrator.contracts.models import GPUS_PER_HOST, HostState
 from orchestrator.planning.cost import PARTS, CostLedger, RestartModel, owner_kind
 
 _WORKING = frozenset({HostState.IN_MAINTENANCE, HostState.VERIFYING})
 _JOB_KINDS = frozenset({"job_start", "job_end", "job_interrupted"})
+
+
+@dataclass
+class JobSpan:
+    """A job as the record shows it: its hosts, first start and last end (None: running)."""
+
+    hosts: int
+    started: float
+    ended: float | None = None
+
+    def gpu_hours(self, now: float) -> float:
+        """GPU-hours of wall time from its first start to its end (or ``now``)."""
+        end = now if self.ended is None else self.ended
+        return max(0.0, end - self.started) * self.hosts * GPUS_PER_HOST
 
 
 @dataclass
@@ -46,6 +61,10 @@ class ClusterReplay:
     since: dict[str, float] = field(default_factory=dict)
     """Host -> when its current charged hold began (only hosts being charged)."""
     last_t: float = 0.0
+    jobs: dict[int, JobSpan] = field(default_factory=dict)
+    """Job -> its size and span in the record (for the ETTR its stops cost it)."""
+    touched: dict[str, dict[int, float]] = field(default_factory=dict)
+    """Owner -> job -> the GPU-hours its stops cost that job (lost work and restart)."""
 
     def apply(self, e: RecordEntry) -> None:
         self.last_t = max(self.last_t, e.t)
@@ -71,14 +90,26 @@ class ClusterReplay:
         if e.kind == "job_start":
             hosts = [str(h) for h in d.get("hosts") or []]
             self.job_hosts[job] = hosts
+            span = self.jobs.setdefault(job, JobSpan(len(hosts), e.t))
+            span.ended = None
         else:
             hosts = self.job_hosts.pop(job, [])
+            if job in self.jobs:
+                self.jobs[job].ended = e.t
             if e.kind == "job_interrupted" and e.t >= self.start:
-                self.ledger.stop(d)
+                self._stop(job, d)
         for name in hosts:
             self._settle(name, e.t)
             (self.busy.add if e.kind == "job_start" else self.busy.discard)(name)
             self._charge_from(name, e.t)
+
+    def _stop(self, job: int, detail: Mapping[str, Any]) -> None:
+        """A stop into the ledger, and what it cost the job into its owner's ``touched``."""
+        before = self.ledger.total()
+        owner = self.ledger.stop(detail)
+        if owner is not None:
+            jobs = self.touched.setdefault(owner, {})
+            jobs[job] = jobs.get(job, 0.0) + self.ledger.total() - before
 
     def _charged_part(self, host: str) -> tuple[str, bool] | None:
         """(owner, working) when ``host`` is held idle by a maintenance owner, else None."""
@@ -168,3 +199,58 @@ def totals_by_kind(replays: dict[str, ClusterReplay]) -> dict[tuple[str, str, st
                 key = (cluster, owner_kind(owner), part)
                 out[key] = out.get(key, 0.0) + v
     return out
+
+
+def owner_cost(
+    replays: dict[str, ClusterReplay], owners: Collection[str], cluster: str | None = None
+) -> dict[str, Any]:
+    """What ``owners`` (a train, an operation, a campaign and the operations it ran) cost the
+    jobs over the replayed record: parts, total, stops and, for the jobs they stopped, the ETTR
+    points lost: 100 x what those stops cost the jobs (lost work and restarts) over the jobs'
+    GPU-hours from their first start to their end (or the record's last entry). Only
+    ``cluster``'s when given."""
+    parts = dict.fromkeys(PARTS, 0.0)
+    cost_to_jobs = 0.0
+    spans: dict[tuple[str, int], float] = {}
+    for name, rep in replays.items():
+        if cluster is not None and name != cluster:
+            continue
+        ledger = rep.with_open()
+        for owner in owners:
+            for part, v in ledger.by_owner.get(owner, {}).items():
+                parts[part] += v
+            for job, cost in rep.touched.get(owner, {}).items():
+                span = rep.jobs.get(job)
+                cost_to_jobs += cost
+                spans[name, job] = span.gpu_hours(rep.last_t) if span is not None else 0.0
+    wall = sum(spans.values())
+    return {
+        "parts": {p: round(v, 3) for p, v in parts.items()},
+        "total_gpu_hours": round(sum(parts.values()), 3),
+        "jobs_stopped": len(spans),
+        "ettr_points_lost": round(100.0 * cost_to_jobs / wall, 3) if wall > 0 else 0.0,
+    }
+
+
+class RecordFollower:
+    """The record replayed as it grows, for a worker's activities: each read replays only the
+    entries after the last one read (threads share it under a lock)."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.replays: dict[str, ClusterReplay] = {}
+        self._lock = threading.Lock()
+
+    def owner_cost(
+        self, fleet: FleetBackend, owners: Collection[str], cluster: str | None = None
+    ) -> dict[str, Any]:
+        """``owner_cost`` of ``owners`` (in ``cluster`` only, when given) over the fleet's
+        record up to its last entry."""
+        with self._lock:
+            for seq, e, cluster in fleet.records(since=self.seq):
+                rep = self.replays.get(cluster)
+                if rep is None:
+                    rep = self.replays[cluster] = ClusterReplay()
+                rep.apply(e)
+                self.seq = seq
+            return owner_cost(self.replays, owners, cluster)

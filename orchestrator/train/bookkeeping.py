@@ -84,6 +84,8 @@ def note_plan(st: TrainState, res: PlanDomainResult, now: datetime) -> None:
     """What a plan under the visit rule tells the train: hosts checked in place, its rest and
     when a health visit ends it, or the next cycle begun (something needs a visit)."""
     st.checked_total += len(res.checked)
+    if res.cost is not None:
+        st.cost = res.cost
     if res.cycle_started_hours is not None:
         begin_cycle(st, res.cycle_started_hours, now)
     elif res.resting:

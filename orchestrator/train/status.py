@@ -60,6 +60,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         resting=st.resting and not ended,
         rest_until_hours=st.rest_until_hours if st.resting and not ended else None,
         checked_total=st.checked_total,
+        cost=st.cost,
         window_state=st.window_state,
         next_window_start=st.next_window_start if st.window_state != "open" else None,
         window_closes_at=st.window_closes_at if st.window_state == "open" else None,

@@ -16,6 +16,7 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainState
 from orchestrator.contracts.ui_text import (
     bounded,
+    cost_item,
     duration,
     explain_wait,
     host_list,
@@ -166,6 +167,7 @@ def train_details(
         f"- **Targets:** {versions(spec.targets)}",
         *rollout_lines(spec),
         _since_start_line(st),
+        *cost_item(st.cost),
     ]
     if in_flight:
         lines += ["", f"**Domains in maintenance** ({len(in_flight)}):", ""]

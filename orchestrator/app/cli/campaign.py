@@ -31,6 +31,7 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
+from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.campaign.client import (
     campaign_status,
     control_campaign,
@@ -179,6 +180,8 @@ def _print_status(obj: dict[str, Any]) -> None:
             f" by {g['approver']} (client identity {g['identity'] or '-'})" if g["approver"] else ""
         )
         click.echo(f"  approval {g['stage']}/{g['gate']}: {g['state']}{who}; {g['command']}")
+    if line := cost_line(obj.get("cost")):
+        click.echo(line)
 
 
 def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec | None, str]:
@@ -304,7 +307,11 @@ def status(
         return await campaign_status(client, cid)  # no such campaign: exit 2 naming id
 
     st = asyncio.run(go())
-    emit(st.model_dump(mode="json"), as_json, _print_status)
+    out = st.model_dump(mode="json")
+    # What it cost the jobs, from the fleet's record: its own holds and its operations'.
+    ops = [cs.operation_id for s in st.stages for cs in s.clusters.values() if cs.operation_id]
+    out["cost"] = cost_of([cid, *ops])
+    emit(out, as_json, _print_status)
 
 
 def _control(action: str) -> click.Command:

@@ -39,6 +39,7 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
+from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.contracts.backend import FleetBackend
 from orchestrator.contracts.ops_spec import (
     OperationSpec,
@@ -232,6 +233,8 @@ def print_status(o: dict[str, Any]) -> None:
             f"{plan.get('deferred', 0):,} deferred until repaired, "
             f"~{duration(plan['estimated_duration_hours'])} of fleet time"
         )
+    if line := cost_line(o.get("cost")):
+        click.echo(line)
     if o.get("already_running"):
         click.echo("  already running: the same request was started before")
     if o.get("started") and o["state"] == "running":
@@ -402,7 +405,10 @@ def _control(name: str, doc: str) -> click.Command:
                 return await operation_status(client, op_id)
             return await control_operation(client, op_id, cast(ControlAction, name), reason)
 
-        emit(asyncio.run(go()).model_dump(mode="json"), as_json, print_status)
+        out = asyncio.run(go()).model_dump(mode="json")
+        if name == "status":  # what it cost the jobs, from the fleet's record
+            out["cost"] = cost_of([out["operation_id"]])
+        emit(out, as_json, print_status)
 
     if name == "status":  # a query changes nothing, so there is no reason to give
         cmd.params = [p for p in cmd.params if p.name != "reason"]

@@ -6,6 +6,7 @@ the simulator's cost code: ``--since 7d`` is the last 7 days of fleet time.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import click
@@ -19,9 +20,10 @@ from orchestrator.app.cli.common import (
     json_option,
     open_fleet_or_fail,
 )
+from orchestrator.contracts.errors import NoFleet
 from orchestrator.contracts.models import parse_duration_hours
 from orchestrator.planning.cost import PARTS, RestartModel
-from orchestrator.telemetry.cost_ledger import replay, rows
+from orchestrator.telemetry.cost_ledger import owner_cost, replay, rows
 
 HELD_NOTE = (
     "held_idle and drain_wait count every hour an owner held a host with no job on it (the "
@@ -98,6 +100,35 @@ def report(since: str, cluster: str | None, as_json: bool) -> None:
         "note": HELD_NOTE,
     }
     emit(out, as_json, _print)
+
+
+def cost_of(owners: Collection[str]) -> dict[str, Any] | None:
+    """What ``owners`` cost the jobs over the whole record of the fleet (``owner_cost``), for
+    the status commands; None without a fleet to read."""
+    from orchestrator.fleet import open_fleet
+
+    try:
+        fleet = open_fleet(read_only=True)
+    except (FileNotFoundError, NoFleet):
+        return None
+    try:
+        now = fleet.fleet_time()
+        replays = replay(fleet.records(), 0.0, {c: now for c in fleet.cluster_names()})
+    finally:
+        fleet.close()
+    return owner_cost(replays, owners)
+
+
+def cost_line(cost: dict[str, Any] | None) -> str:
+    """``  cost to jobs: 12.3 GPU-h (held_idle 1.0, ...); 2 jobs stopped, 0.4 ETTR points``."""
+    if cost is None:
+        return ""
+    parts = ", ".join(f"{p} {v:,.1f}" for p, v in cost["parts"].items())
+    return (
+        f"  cost to jobs: {cost['total_gpu_hours']:,.1f} GPU-h ({parts}); "
+        f"{cost['jobs_stopped']} job(s) stopped, {cost['ettr_points_lost']:.2f} ETTR points "
+        "lost by them"
+    )
 
 
 COMMANDS = [report]

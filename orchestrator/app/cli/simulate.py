@@ -92,7 +92,8 @@ from orchestrator.simulator.yardstick import simulate_judged
     "--cycle-target",
     default=None,
     help="Visit-cycle target, as a train spec's cycle_target (e.g. 3d): while the cycle is "
-    "projected past it the train evicts sooner, trading interruptions for pace. Default: none.",
+    "projected past it the train evicts sooner, trading interruptions for pace; well ahead of "
+    "it, it spares jobs, as a live train does. Default: none.",
 )
 @click.option(
     "--cluster",
@@ -121,9 +122,8 @@ from orchestrator.simulator.yardstick import simulate_judged
     "--pace/--no-pace",
     default=True,
     show_default=True,
-    help="With --horizon and --cycle-target: the train waits between cycles until hosts are "
-    "due (last visit older than the target less the next cycle's expected makespan); "
-    "--no-pace cycles back to back, as a live train.",
+    help="With --cycle-target: the train spares jobs while well ahead of its target, as a "
+    "live train does; --no-pace, an experiment, never spares them.",
 )
 @click.option(
     "--restart-base",

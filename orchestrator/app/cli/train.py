@@ -30,6 +30,7 @@ from orchestrator.app.cli.common import (
 )
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
+from orchestrator.app.cli.report import cost_line, cost_of
 from orchestrator.app.cli.train_checks import (
     check_change_against_fleet,
     check_cluster_in_fleet,
@@ -40,7 +41,7 @@ from orchestrator.app.cli.train_checks import (
     parse_target_options,
     supersedes_options,
 )
-from orchestrator.contracts.train_spec import load_train_spec
+from orchestrator.contracts.train_spec import load_train_spec, train_workflow_id
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.contracts.ui_text import duration, explain_wait, versions
 from orchestrator.execution.target_checks import target_refusal
@@ -102,6 +103,8 @@ def print_status(o: dict[str, Any]) -> None:
         f"{_window(o)}"
         f"{'  waiting: ' + explain_wait(o['waiting']) if o['waiting'] else ''}".rstrip("\n")
     )
+    if line := cost_line(o.get("cost")):
+        click.echo(line)
 
 
 def _progress(o: dict[str, Any]) -> str:
@@ -219,7 +222,10 @@ def _control(name: str, doc: str) -> click.Command:
                 return await _steer(train_status(client, cluster))
             return await _steer(control_train(client, cluster, cast(TrainAction, name), reason))
 
-        emit(run(go()).model_dump(mode="json"), as_json, print_status)
+        out = run(go()).model_dump(mode="json")
+        if name == "status":  # what it cost the jobs, from the fleet's record as it is now
+            out["cost"] = cost_of([train_workflow_id(cluster)]) or out.get("cost")
+        emit(out, as_json, print_status)
 
     if name == "status":  # a query changes nothing, so there is no reason to give
         cmd.params = [p for p in cmd.params if p.name != "reason"]
