@@ -3,14 +3,17 @@ right, and a cluster glob on a page shown as written rather than as a link."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from orchestrator.app.cli import main
 from orchestrator.app.cli.train import print_status
+from orchestrator.arbiter.ui import arbiter_details
 from orchestrator.campaign.progress import finish_status, new_status
 from orchestrator.campaign.ui import campaign_details, campaign_summary
+from orchestrator.contracts.arbiter_types import ArbiterState, HolderEntry
 from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
 from orchestrator.contracts.campaign_types import CampaignState, ClusterStage, StagePlanModel
 from orchestrator.contracts.models import CapacityBudget
@@ -71,7 +74,7 @@ def test_campaign_plan_prints_a_short_bake_in_minutes(tmp_home: Path) -> None:
     res = CliRunner().invoke(main, ["campaign", "plan", "--spec", str(spec)])
     assert res.exit_code == 0, res.output
     assert "bake 2 min" in res.output and "0.0333" not in res.output
-    assert "(4 hosts, 1 cluster(s) at a time)" in res.output
+    assert "(4 hosts, 1 cluster at a time)" in res.output and "(s)" not in res.output
 
 
 def test_one_of_a_thing_is_singular() -> None:
@@ -137,3 +140,25 @@ def test_a_rolled_back_campaign_says_what_it_took_back_and_what_next() -> None:
     c00 = st.status.stages[0].clusters["c00"]
     assert (c00.state, c00.marked_bad) == ("rolled_back", {"os": "6.12.0-bad"})
     assert st.status.stages[0].bake_remaining_hours is None
+
+
+def test_counts_of_one_read_in_the_singular(tmp_home: Path) -> None:
+    """``fleet init`` of one cluster and an arbiter with one holder say so without ``(s)``."""
+    res = CliRunner().invoke(main, ["fleet", "init", "--preset", "small"])
+    assert res.exit_code == 0, res.output
+    assert "fleet small: 1 cluster, 128 hosts" in res.output and "(s)" not in res.output
+    since = datetime(2026, 1, 1, tzinfo=UTC)
+    one = HolderEntry(
+        holder="train-c00",
+        workflow_id="train-c00",
+        kind="train",
+        exclusive=False,
+        want=1,
+        holding=1,
+        granted=1,
+        limit=1,
+        since=since,
+    )
+    page = arbiter_details(ArbiterState(cluster="c00", holders={"train-c00": one}))
+    assert "**Shared** · 1 holder holds c00's budget" in page
+    assert "**Maintenance budget:** 1 host held" in page and "(s)" not in page

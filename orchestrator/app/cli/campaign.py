@@ -39,7 +39,7 @@ from orchestrator.campaign.client import (
 )
 from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
 from orchestrator.contracts.campaign_types import CampaignStatus
-from orchestrator.contracts.ui_text import duration
+from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 from orchestrator.planning.spec_fit import fit_train
@@ -125,11 +125,12 @@ def _print_plan(obj: dict[str, Any]) -> None:
     click.echo(f"{obj['campaign_id']}: " + ", ".join(f"{c} {v}" for c, v in obj["targets"].items()))
     for s in obj["stages"]:
         gate = "base-rate rule" if s["max_failures"] is None else f"<= {s['max_failures']} failed"
+        bake = f"bake {duration(s['bake_hours'])}" if s["bake_hours"] else "no bake"
         click.echo(
             f"  {s['name']}: {', '.join(s['clusters']) or 'nothing left'} "
-            f"({s['hosts']} hosts, {s['parallel']} cluster(s) at a time), "
-            f"bake {duration(s['bake_hours'])}, "
-            f"gate {gate}" + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
+            f"({plural(s['hosts'], 'host')}, {plural(s['parallel'], 'cluster')} at a time), "
+            f"{bake}, gate {gate}"
+            + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
         )
 
 
