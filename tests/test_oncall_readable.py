@@ -9,14 +9,17 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from orchestrator.app.cli import main
+from orchestrator.app.cli.campaign import _print_status
 from orchestrator.app.cli.train import print_status
 from orchestrator.arbiter.ui import arbiter_details
 from orchestrator.campaign.progress import finish_status, new_status
+from orchestrator.campaign.rollback import note_rollback_operation
 from orchestrator.campaign.ui import campaign_details, campaign_summary
 from orchestrator.contracts.arbiter_types import ArbiterState, HolderEntry
 from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
 from orchestrator.contracts.campaign_types import CampaignState, ClusterStage, StagePlanModel
 from orchestrator.contracts.models import CapacityBudget
+from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.contracts.ui_text import at_hour, duration, item_list
 from orchestrator.ops.ui import operation_summary
@@ -162,3 +165,50 @@ def test_counts_of_one_read_in_the_singular(tmp_home: Path) -> None:
     page = arbiter_details(ArbiterState(cluster="c00", holders={"train-c00": one}))
     assert "**Shared** · 1 holder holds c00's budget" in page
     assert "**Maintenance budget:** 1 host held" in page and "(s)" not in page
+
+
+def test_a_rollback_counts_its_hosts_per_cluster_on_the_page_and_in_status(capsys) -> None:
+    """A campaign rolled back on two clusters counts the hosts put back on each, on its page and
+    in ``campaign status``, which also says the next commands and shows no live stage data."""
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "k",
+            "targets": {"os": "6.12.0-bad"},
+            "stages": [{"name": "all", "clusters": ["c00", "c01"], "bake": "2h"}],
+        }
+    )
+    plan = [
+        StagePlanModel(
+            name="all",
+            clusters=["c00", "c01"],
+            hosts_per_cluster={"c00": 64, "c01": 64},
+            partial=False,
+            bake_hours=2.0,
+            parallel=2,
+            gates=Gates(),
+        )
+    ]
+    st = CampaignState(status=new_status(spec, plan), plan=plan, blamed={"os": "6.12.0-bad"})
+    stage = st.status.stages[0]
+    stage.state, stage.bake_remaining_hours = "baking", 2.0
+    for cluster, back in (("c00", 3), ("c01", 1)):
+        stage.clusters[cluster] = ClusterStage(cluster=cluster, state="rolling")
+        done = OperationStatus(
+            operation_id=f"op-{cluster}",
+            kind="rollback",
+            targets={},
+            consistency="host",
+            state="succeeded",
+            hosts_changed=back,
+        )
+        assert note_rollback_operation(st.status, cluster, done) == ""
+    finish_status(st, "rolled_back")
+    assert "**Rolled back:** 4 hosts (c00 3, c01 1) to their previous versions" in (
+        campaign_details(spec, st)
+    )
+    _print_status(st.status.model_dump(mode="json"))
+    out = capsys.readouterr().out
+    assert "rolled back: 4 hosts (c00 3, c01 1) to their previous versions; os 6.12.0-bad" in out
+    assert "next: trainctl versions list shows what is marked bad" in out
+    assert "trainctl versions clear os=6.12.0-bad --reason ..." in out
+    assert "rolling" not in out and "bake" not in out

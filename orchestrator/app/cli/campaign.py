@@ -37,6 +37,7 @@ from orchestrator.campaign.client import (
     resolve_id,
     start_campaign,
 )
+from orchestrator.campaign.ui import next_command, rolled_back_hosts
 from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
 from orchestrator.contracts.campaign_types import CampaignStatus
 from orchestrator.contracts.ui_text import duration, plural
@@ -180,6 +181,24 @@ def _print_status(obj: dict[str, Any]) -> None:
             f" by {g['approver']} (client identity {g['identity'] or '-'})" if g["approver"] else ""
         )
         click.echo(f"  approval {g['stage']}/{g['gate']}: {g['state']}{who}; {g['command']}")
+    for line in _closing_lines(CampaignStatus.model_validate(obj)):
+        click.echo(line)
+
+
+def _closing_lines(st: CampaignStatus) -> list[str]:
+    """What a rollback put back and the command that moves the campaign on, as on its page."""
+    bad = {c: v for s in st.stages for cs in s.clusters.values() for c, v in cs.marked_bad.items()}
+    lines = []
+    if st.state == "rolled_back":
+        marked = ", ".join(f"{c} {v}" for c, v in sorted(bad.items())) or "the blamed version"
+        lines.append(
+            f"  rolled back: {rolled_back_hosts(st)} to their previous versions; "
+            f"{marked} marked bad fleet-wide"
+        )
+    step = next_command(st.name, st.state, st.held_on_blame, bad)
+    if step:
+        lines.append(f"  next: {step.replace('`', '')}")
+    return lines
 
 
 def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec | None, str]:
