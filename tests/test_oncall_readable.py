@@ -20,10 +20,11 @@ from orchestrator.contracts.campaign_spec import CampaignSpec, Gates
 from orchestrator.contracts.campaign_types import CampaignState, ClusterStage, StagePlanModel
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_types import OperationStatus
-from orchestrator.contracts.train_types import TrainStatus
+from orchestrator.contracts.train_types import TrainState, TrainStatus
 from orchestrator.contracts.ui_text import at_hour, duration, item_list
-from orchestrator.ops.ui import operation_summary
+from orchestrator.ops.ui import operation_details, operation_summary
 from orchestrator.planning.ops_plan import _split_warning
+from orchestrator.train.ui import failure_lines
 from tests.train_helpers import make_fleet
 
 
@@ -212,3 +213,21 @@ def test_a_rollback_counts_its_hosts_per_cluster_on_the_page_and_in_status(capsy
     assert "next: trainctl versions list shows what is marked bad" in out
     assert "trainctl versions clear os=6.12.0-bad --reason ..." in out
     assert "rolling" not in out and "bake" not in out
+
+
+def test_reasons_on_pages_keep_their_brackets_and_angle_brackets() -> None:
+    """A reason naming a hostlist or carrying an error in angle brackets reaches the operation
+    and train pages as written, not as a link or a dropped HTML tag."""
+    why = "site drained c00-h[01-03]: <urlopen error [Errno 111] Connection refused>"
+    escaped = "c00-h\\[01-03\\]: \\<urlopen error \\[Errno 111\\] Connection refused\\>"
+    op = OperationStatus(
+        operation_id="op",
+        kind="reboot",
+        targets={},
+        consistency="host",
+        state="failed",
+        reason=why,
+    )
+    assert escaped in operation_details(op)
+    failures = failure_lines(TrainState(recent_failures=[("c00-h01", why)]))
+    assert failures == [f"- **Latest failures:** `c00-h01`: site drained {escaped}"]
