@@ -188,3 +188,45 @@ def test_the_demos_last_line_and_summary_agree(capsys) -> None:
     seen = capsys.readouterr()
     assert "cycle: 126/128 hosts visited, 0 in maintenance, 2 quarantined or in repair" in seen.err
     assert "small: 126/128 hosts visited, 2 quarantined or in repair" in seen.out
+
+
+def test_the_demos_summary_gives_the_cycle_as_a_duration(capsys) -> None:
+    """The demo's summary says how long the cycle took as people read it, one of a thing in
+    the singular, and ``fleet status`` says ``1 job``."""
+    from orchestrator.app.cli.demo import _print
+    from orchestrator.app.cli.fleet import _print_status as print_fleet
+
+    _print(
+        {
+            "preset": "small",
+            "hosts_visited": 128,
+            "hosts_total": 128,
+            "hosts_quarantined": 0,
+            "hosts_lost": 1,
+            "budget_violations": 1,
+            "job_interruptions": 1,
+            "lost_gpu_hours": 8.0,
+            "cycle_fleet_hours": 59.8,
+            "cycle_wall_seconds": 21.627,
+            "audit_ok": True,
+            "fleet": "fleet.db",
+        }
+    )
+    print_fleet(
+        {
+            "preset": "small",
+            "fleet_hours": 70.0,
+            "hosts_total": 128,
+            "gpus_total": 1024,
+            "jobs_running": 1,
+            "utilisation": 0.5,
+            "states": {"in_service": 128},
+            "versions": {},
+        }
+    )
+    out = capsys.readouterr().out
+    assert (
+        "1 host lost (out of service with no owner), 1 budget violation, 1 job interruption" in out
+    )
+    assert "cycle took 2 d 12 h of fleet time in 22 s." in out and "59.8" not in out
+    assert "128 hosts, 1,024 GPUs, 1 job, utilisation" in out

@@ -192,7 +192,8 @@ def _print_status(o: dict[str, Any]) -> None:
     con = Console()
     con.print(
         f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
-        f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}"
+        f"{o['gpus_total']:,} GPUs, {plural(o['jobs_running'], 'job')}, "
+        f"utilisation {o['utilisation']:.1%}"
     )
     con.print(_clock_line(o), soft_wrap=True)
     t = Table("state", "hosts")
