@@ -20,7 +20,7 @@ from orchestrator.app.cli.ops import print_status, start_answer
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_spec import load_spec
-from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
 from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.ops.client import OperationStart
 from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
@@ -127,6 +127,28 @@ def test_a_repeated_ops_start_tells_the_plans_story(capsys) -> None:
     text = capsys.readouterr().out
     assert "plan: 6 hosts to change in 2 waves, 2 deferred until repaired, ~3 h" in text
     assert "8 hosts to change" not in text
+
+
+def test_a_repeated_ops_start_after_planning_answers_the_operations_waves(capsys) -> None:
+    """Asked again once its workflow planned, ``ops start`` answers the operation's own waves,
+    not a plan made now that counts only what is left (``3 waves`` beside ``0/4 waves``)."""
+    spec = load_spec(EXAMPLES / "cuda.yaml")
+    live = OperationStatus(
+        operation_id="ops-cuda-12-6-c00",
+        kind="cuda-upgrade",
+        targets={},
+        consistency="job",
+        waves_total=4,
+        clusters={"c00": ClusterProgress(cluster="c00", state="verifying", waves_total=4)},
+    )
+    again = OperationStart(
+        operation_id=live.operation_id, run_id="r", started=False, already_running=True, status=live
+    )
+    out = start_answer(spec, _plan(), again)
+    assert out["waves_total"] == 4 and "plan" not in out
+    print_status(out)
+    text = capsys.readouterr().out
+    assert "0/4 waves" in text and "2 waves" not in text and "plan:" not in text
 
 
 @pytest.mark.asyncio(loop_scope="session")
