@@ -23,6 +23,7 @@ from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.contracts.train_types import TrainState, TrainStatus
 from orchestrator.contracts.ui_text import at_hour, duration, item_list
 from orchestrator.ops.ui import operation_details, operation_summary
+from orchestrator.planning.failure_gate import judge
 from orchestrator.planning.ops_plan import _split_warning
 from orchestrator.train.ui import failure_lines
 from tests.train_helpers import make_fleet
@@ -231,3 +232,27 @@ def test_reasons_on_pages_keep_their_brackets_and_angle_brackets() -> None:
     assert escaped in operation_details(op)
     failures = failure_lines(TrainState(recent_failures=[("c00-h01", why)]))
     assert failures == [f"- **Latest failures:** `c00-h01`: site drained {escaped}"]
+
+
+def test_a_bad_builds_verdict_and_a_pending_stage_read_right(capsys) -> None:
+    """The gate's verdict says ``the 1 bad host alone explains``; a stage not yet begun has no
+    limit yet in ``campaign status`` (never ``at most -``)."""
+    verdict = judge(4, 4, 0.004)
+    assert "more than the 1 bad host alone explains (base rate" in verdict.reason
+    spec = CampaignSpec.model_validate(
+        {"name": "k", "targets": {"os": "6.8.0-50"}, "stages": [{"name": "a", "clusters": ["c00"]}]}
+    )
+    plan = [
+        StagePlanModel(
+            name="a",
+            clusters=["c00"],
+            hosts_per_cluster={"c00": 64},
+            partial=False,
+            bake_hours=0.0,
+            parallel=1,
+            gates=Gates(),
+        )
+    ]
+    _print_status(new_status(spec, plan).model_dump(mode="json"))
+    out = capsys.readouterr().out
+    assert "a: pending, 0/64 changed, 0 failed (no limit yet)" in out and "at most -" not in out

@@ -168,11 +168,12 @@ def _print_status(obj: dict[str, Any]) -> None:
         f"{obj['hosts_rolled_back']} rolled back"
     )
     for s in obj["stages"]:
-        limit = "-" if s["failure_limit"] is None else s["failure_limit"]
+        limit = s["failure_limit"]
+        gate = "no limit yet" if limit is None else f"the gate allows at most {limit}"
         bake = s["bake_remaining_hours"]
         click.echo(
             f"  {s['name']}: {s['state']}, {s['hosts_changed']}/{s['hosts_planned']} changed, "
-            f"{s['failures']} failed (the gate allows at most {limit})"
+            f"{s['failures']} failed ({gate})"
             + (f", bake {duration(bake)} left" if bake else "")
             + (f" ({s['reason']})" if s["reason"] else "")
         )
