@@ -252,3 +252,29 @@ def test_the_demos_summary_gives_the_cycle_as_a_duration(capsys) -> None:
     )
     assert "cycle took 2 d 12 h of fleet time in 22 s." in out and "59.8" not in out
     assert "128 hosts, 1,024 GPUs, 1 job, utilisation" in out
+
+
+def test_the_campaign_demos_summary_reads_right(capsys) -> None:
+    """The campaign demo's summary: wall time as a duration, a stage with no limit says so
+    (never ``at most None``), one host in the singular."""
+    from orchestrator.app.cli.demo_campaign import _print as print_campaign_demo
+
+    stage = {"name": "rest", "state": "pending", "clusters": ["c01"], "hosts_changed": 0}
+    print_campaign_demo(
+        {
+            "campaign_id": "campaign-k",
+            "preset": "multi",
+            "state": "succeeded",
+            "reason": "every stage passed (1)",
+            "hosts_changed": 1,
+            "hosts_quarantined": 0,
+            "hosts_rolled_back": 0,
+            "audit_ok": True,
+            "wall_seconds": 41.237,
+            "stages": [{**stage, "failures": 0, "failure_limit": None}],
+            "clusters": {},
+        }
+    )
+    out = capsys.readouterr().out
+    assert "1 host changed" in out and "41 s of wall time." in out
+    assert "rest: pending on c01: 0 changed, 0 failed (no limit yet)" in out and "None" not in out
