@@ -278,3 +278,21 @@ def test_the_campaign_demos_summary_reads_right(capsys) -> None:
     out = capsys.readouterr().out
     assert "1 host changed" in out and "41 s of wall time." in out
     assert "rest: pending on c01: 0 changed, 0 failed (no limit yet)" in out and "None" not in out
+
+
+def test_fleet_host_behind_counts_one_host_in_the_singular(capsys) -> None:
+    """``fleet host --behind`` says ``repair: 1 host``, never ``1 hosts``."""
+    from orchestrator.app.cli.fleet_host import _print_behind
+
+    host = {"host": "c02-h04", "waiting_since_hours": 149.2, "detail": "in repair (gpu_hbm3)"}
+    _print_behind(
+        {
+            "behind": 1,
+            "clusters": ["c02"],
+            "groups": [{"kind": "repair", "count": 1, "hosts": [host]}],
+            "trains_asked": True,
+        }
+    )
+    out = capsys.readouterr().out
+    assert "1 host not on their targets" in out and "repair: 1 host, longest" in out
+    assert "1 hosts" not in out
