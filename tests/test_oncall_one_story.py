@@ -296,3 +296,28 @@ def test_fleet_host_behind_counts_one_host_in_the_singular(capsys) -> None:
     out = capsys.readouterr().out
     assert "1 host not on their targets" in out and "repair: 1 host, longest" in out
     assert "1 hosts" not in out
+
+
+def test_a_canary_hosts_targets_name_the_campaigns_version() -> None:
+    """``fleet host`` of a canary host names the campaign's os as its target, covered by the
+    train it rides; a host outside the canary gets no such target."""
+    from orchestrator.planning.host_explain import Coverage, HostFacts, TrainFacts, explain_host
+
+    canary = frozenset({"c03-h00"})
+    train = TrainFacts(phase="running", cluster="c03", rollouts=(({"os": "6.8.0-50"}, canary),))
+
+    def targets(name: str) -> list[tuple[str, str, str | None]]:
+        host = HostFacts(
+            name=name,
+            cluster="c03",
+            state="in_service",
+            owner="",
+            reason="",
+            versions={"os": "6.8.0-45"},
+            now=10.0,
+        )
+        answers = explain_host(host, Coverage(), {}, {"train-c03": train})
+        return [(a.component, a.want, a.covered_by) for a in answers]
+
+    assert targets("c03-h00") == [("os", "6.8.0-50", "train-c03")]
+    assert targets("c03-h01") == []

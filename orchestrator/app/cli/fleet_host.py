@@ -102,6 +102,10 @@ async def _ask_trains(
             reason=st.reason,
             cluster=st.cluster,
             targets=dict(st.targets),
+            rollouts=tuple(
+                (dict(r.targets), None if r.hosts is None else frozenset(r.hosts))
+                for r in (st.rollouts or ([st.rollout] if st.rollout else []))
+            ),
             window_state=st.window_state,
             next_window_hours=_fleet_hours(st.next_window_start, anchor),
             cycle_end_hours=st.cycle_projected_end_hours,
