@@ -256,3 +256,20 @@ def test_a_bad_builds_verdict_and_a_pending_stage_read_right(capsys) -> None:
     _print_status(new_status(spec, plan).model_dump(mode="json"))
     out = capsys.readouterr().out
     assert "a: pending, 0/64 changed, 0 failed (no limit yet)" in out and "at most -" not in out
+
+
+def test_breaker_status_gives_its_window_as_a_duration(capsys) -> None:
+    """``breaker status`` says ``1 failure within 1 d of fleet time``, not ``24 fleet hours``."""
+    from orchestrator.app.cli.breaker import _print as print_breaker
+
+    print_breaker(
+        {
+            "cluster": "c00",
+            "state": "closed",
+            "failures_in_window": 1,
+            "window_hours": 24.0,
+            "max_failures": 3,
+        }
+    )
+    out = capsys.readouterr().out
+    assert "c00: breaker closed; 1 failure within 1 d of fleet time (at most 3 tolerated)" in out

@@ -105,7 +105,8 @@ def _print(o: dict[str, Any]) -> None:
         click.echo(
             f"  {name}: {c['hosts_visited']}/{c['hosts_total']} visited, "
             f"{c['hosts_quarantined']} quarantined or in repair, "
-            f"{c['job_interruptions']} job interruptions, {c['lost_gpu_hours']} GPU-h lost; "
+            f"{plural(c['job_interruptions'], 'job interruption')}, "
+            f"{c['lost_gpu_hours']} GPU-h lost; "
             f"its clock at fleet hour {c['fleet_hours']}"
         )
 
