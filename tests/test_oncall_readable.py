@@ -21,7 +21,7 @@ from orchestrator.contracts.campaign_types import CampaignState, ClusterStage, S
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_types import OperationStatus
 from orchestrator.contracts.train_types import TrainState, TrainStatus
-from orchestrator.contracts.ui_text import at_hour, duration, item_list
+from orchestrator.contracts.ui_text import at_hour, duration, explain_wait, item_list
 from orchestrator.ops.ui import operation_details, operation_summary
 from orchestrator.planning.failure_gate import judge
 from orchestrator.planning.ops_plan import _split_warning
@@ -273,3 +273,15 @@ def test_breaker_status_gives_its_window_as_a_duration(capsys) -> None:
     )
     out = capsys.readouterr().out
     assert "c00: breaker closed; 1 failure within 1 d of fleet time (at most 3 tolerated)" in out
+
+
+def test_an_operations_wait_for_room_reads_in_durations() -> None:
+    """An operation waiting for room says ``at most 11 h 54 min more (max_wait_for_room
+    12 h)``, not ``11.9 h``, on its pages and in ``ops status``."""
+    why = (
+        "c00: 2 hosts out of service; waits for room, at most 11.9 h more (max_wait_for_room 12 h)"
+    )
+    assert explain_wait(why) == (
+        "c00: 2 hosts out of service; waits for room, at most 11 h 54 min more "
+        "(max_wait_for_room 12 h)"
+    )

@@ -51,7 +51,7 @@ from orchestrator.contracts.ops_types import (
     ControlAction,
     OperationStatus,
 )
-from orchestrator.contracts.ui_text import duration, plural
+from orchestrator.contracts.ui_text import duration, explain_wait, plural
 from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution.ops_take import plan_scope
 from orchestrator.execution.target_checks import target_refusal
@@ -219,9 +219,10 @@ def print_status(o: dict[str, Any]) -> None:
         )
     for c in o.get("clusters", {}).values():
         wait = f", waiting for {', '.join(c['waiting_for'])}" if c["waiting_for"] else ""
+        why = f" - {explain_wait(c['reason'])}" if c["reason"] else ""
         click.echo(
             f"  {c['cluster']}: {c['state']}, {c['waves_done']}/{c['waves_total']} waves, "
-            f"{c['hosts_changed']} changed{wait}{' - ' + c['reason'] if c['reason'] else ''}"
+            f"{c['hosts_changed']} changed{wait}{why}"
         )
         if c.get("plan_note"):
             click.echo(f"    {c['plan_note']}")
