@@ -321,3 +321,15 @@ def test_a_canary_hosts_targets_name_the_campaigns_version() -> None:
 
     assert targets("c03-h00") == [("os", "6.8.0-50", "train-c03")]
     assert targets("c03-h01") == []
+
+
+def test_ops_plan_says_a_first_wave_starts_at_once() -> None:
+    """``ops plan``: the first wave starts at once (not ``after 0 s``), the next after the
+    first's estimate; a cap of one host is ``1 host``."""
+    plan = _plan()
+    plan.waves[0].est_hours, plan.waves[1].est_start_hours = 1.5, 1.5
+    plan.clusters[0].wave_cap = 1
+    text = plan.summary()
+    assert "wave 1 of c00: 3 hosts, 0 jobs (0 interrupted), starts at once, ~1 h 30 min" in text
+    assert "wave 2 of c00: 3 hosts, 0 jobs (0 interrupted), starts after 1 h 30 min" in text
+    assert "of up to 1 host (budget" in text and "after 0 s" not in text
