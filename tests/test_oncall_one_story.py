@@ -20,7 +20,7 @@ from orchestrator.app.cli.ops import print_status, start_answer
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_spec import load_spec
-from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
 from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.ops.client import OperationStart
 from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
@@ -129,6 +129,28 @@ def test_a_repeated_ops_start_tells_the_plans_story(capsys) -> None:
     assert "8 hosts to change" not in text
 
 
+def test_a_repeated_ops_start_after_planning_answers_the_operations_waves(capsys) -> None:
+    """Asked again once its workflow planned, ``ops start`` answers the operation's own waves,
+    not a plan made now that counts only what is left (``3 waves`` beside ``0/4 waves``)."""
+    spec = load_spec(EXAMPLES / "cuda.yaml")
+    live = OperationStatus(
+        operation_id="ops-cuda-12-6-c00",
+        kind="cuda-upgrade",
+        targets={},
+        consistency="job",
+        waves_total=4,
+        clusters={"c00": ClusterProgress(cluster="c00", state="verifying", waves_total=4)},
+    )
+    again = OperationStart(
+        operation_id=live.operation_id, run_id="r", started=False, already_running=True, status=live
+    )
+    out = start_answer(spec, _plan(), again)
+    assert out["waves_total"] == 4 and "plan" not in out
+    print_status(out)
+    text = capsys.readouterr().out
+    assert "0/4 waves" in text and "2 waves" not in text and "plan:" not in text
+
+
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_domain_page_names_the_versions_its_hosts_get(
     dev_env, tmp_home, task_queue
@@ -188,3 +210,126 @@ def test_the_demos_last_line_and_summary_agree(capsys) -> None:
     seen = capsys.readouterr()
     assert "cycle: 126/128 hosts visited, 0 in maintenance, 2 quarantined or in repair" in seen.err
     assert "small: 126/128 hosts visited, 2 quarantined or in repair" in seen.out
+
+
+def test_the_demos_summary_gives_the_cycle_as_a_duration(capsys) -> None:
+    """The demo's summary says how long the cycle took as people read it, one of a thing in
+    the singular, and ``fleet status`` says ``1 job``."""
+    from orchestrator.app.cli.demo import _print
+    from orchestrator.app.cli.fleet import _print_status as print_fleet
+
+    _print(
+        {
+            "preset": "small",
+            "hosts_visited": 128,
+            "hosts_total": 128,
+            "hosts_quarantined": 0,
+            "hosts_lost": 1,
+            "budget_violations": 1,
+            "job_interruptions": 1,
+            "lost_gpu_hours": 8.0,
+            "cycle_fleet_hours": 59.8,
+            "cycle_wall_seconds": 21.627,
+            "audit_ok": True,
+            "fleet": "fleet.db",
+        }
+    )
+    print_fleet(
+        {
+            "preset": "small",
+            "fleet_hours": 70.0,
+            "hosts_total": 128,
+            "gpus_total": 1024,
+            "jobs_running": 1,
+            "utilisation": 0.5,
+            "states": {"in_service": 128},
+            "versions": {},
+        }
+    )
+    out = capsys.readouterr().out
+    assert (
+        "1 host lost (out of service with no owner), 1 budget violation, 1 job interruption" in out
+    )
+    assert "cycle took 2 d 12 h of fleet time in 22 s." in out and "59.8" not in out
+    assert "128 hosts, 1,024 GPUs, 1 job, utilisation" in out
+
+
+def test_the_campaign_demos_summary_reads_right(capsys) -> None:
+    """The campaign demo's summary: wall time as a duration, a stage with no limit says so
+    (never ``at most None``), one host in the singular."""
+    from orchestrator.app.cli.demo_campaign import _print as print_campaign_demo
+
+    stage = {"name": "rest", "state": "pending", "clusters": ["c01"], "hosts_changed": 0}
+    print_campaign_demo(
+        {
+            "campaign_id": "campaign-k",
+            "preset": "multi",
+            "state": "succeeded",
+            "reason": "every stage passed (1)",
+            "hosts_changed": 1,
+            "hosts_quarantined": 0,
+            "hosts_rolled_back": 0,
+            "audit_ok": True,
+            "wall_seconds": 41.237,
+            "stages": [{**stage, "failures": 0, "failure_limit": None}],
+            "clusters": {},
+        }
+    )
+    out = capsys.readouterr().out
+    assert "1 host changed" in out and "41 s of wall time." in out
+    assert "rest: pending on c01: 0 changed, 0 failed (no limit yet)" in out and "None" not in out
+
+
+def test_fleet_host_behind_counts_one_host_in_the_singular(capsys) -> None:
+    """``fleet host --behind`` says ``repair: 1 host``, never ``1 hosts``."""
+    from orchestrator.app.cli.fleet_host import _print_behind
+
+    host = {"host": "c02-h04", "waiting_since_hours": 149.2, "detail": "in repair (gpu_hbm3)"}
+    _print_behind(
+        {
+            "behind": 1,
+            "clusters": ["c02"],
+            "groups": [{"kind": "repair", "count": 1, "hosts": [host]}],
+            "trains_asked": True,
+        }
+    )
+    out = capsys.readouterr().out
+    assert "1 host not on their targets" in out and "repair: 1 host, longest" in out
+    assert "1 hosts" not in out
+
+
+def test_a_canary_hosts_targets_name_the_campaigns_version() -> None:
+    """``fleet host`` of a canary host names the campaign's os as its target, covered by the
+    train it rides; a host outside the canary gets no such target."""
+    from orchestrator.planning.host_explain import Coverage, HostFacts, TrainFacts, explain_host
+
+    canary = frozenset({"c03-h00"})
+    train = TrainFacts(phase="running", cluster="c03", rollouts=(({"os": "6.8.0-50"}, canary),))
+
+    def targets(name: str) -> list[tuple[str, str, str | None]]:
+        host = HostFacts(
+            name=name,
+            cluster="c03",
+            state="in_service",
+            owner="",
+            reason="",
+            versions={"os": "6.8.0-45"},
+            now=10.0,
+        )
+        answers = explain_host(host, Coverage(), {}, {"train-c03": train})
+        return [(a.component, a.want, a.covered_by) for a in answers]
+
+    assert targets("c03-h00") == [("os", "6.8.0-50", "train-c03")]
+    assert targets("c03-h01") == []
+
+
+def test_ops_plan_says_a_first_wave_starts_at_once() -> None:
+    """``ops plan``: the first wave starts at once (not ``after 0 s``), the next after the
+    first's estimate; a cap of one host is ``1 host``."""
+    plan = _plan()
+    plan.waves[0].est_hours, plan.waves[1].est_start_hours = 1.5, 1.5
+    plan.clusters[0].wave_cap = 1
+    text = plan.summary()
+    assert "wave 1 of c00: 3 hosts, 0 jobs (0 interrupted), starts at once, ~1 h 30 min" in text
+    assert "wave 2 of c00: 3 hosts, 0 jobs (0 interrupted), starts after 1 h 30 min" in text
+    assert "of up to 1 host (budget" in text and "after 0 s" not in text

@@ -7,7 +7,7 @@ Pure: the workflow calls it whenever its ledger changes (markdown from
 from __future__ import annotations
 
 from orchestrator.contracts.arbiter_types import ArbiterState
-from orchestrator.contracts.ui_text import bounded, item_list, names
+from orchestrator.contracts.ui_text import bounded, item_list, names, plural
 
 #: Recent ledger lines shown under the table (the ``ledger`` query has the rest).
 LOG_SHOWN = 8
@@ -19,7 +19,9 @@ def arbiter_details(st: ArbiterState) -> str:
     if st.queue:
         head = f"**Handing over** · {st.queue[0]} waits to run alone on {st.cluster}"
     elif st.holders:
-        head = f"**Shared** · {len(st.holders)} holder(s) share {st.cluster}'s budget"
+        n = len(st.holders)
+        verb = "holds" if n == 1 else "share"
+        head = f"**Shared** · {plural(n, 'holder')} {verb} {st.cluster}'s budget"
     else:
         head = f"**Idle** · nobody holds hosts of {st.cluster}"
     # What the arbiter splits is the maintenance budget (planned work of every owner), the
@@ -27,8 +29,9 @@ def arbiter_details(st: ArbiterState) -> str:
     lines = [
         head,
         "",
-        f"- **Maintenance budget:** {budget:,} hosts held for planned work at most, shared by "
-        "every owner (the floor, max_unavailable, is checked by the fleet at each cordon)",
+        f"- **Maintenance budget:** {plural(budget, 'host')} held for planned work at most, "
+        "shared by every owner (the floor, max_unavailable, is checked by the fleet at each "
+        "cordon)",
     ]
     if st.queue:
         lines.append(f"- **Queue (run alone, in order):** {names(st.queue)}")

@@ -103,8 +103,10 @@ def operation_ended(
 ) -> None:
     """A cluster's bulk operation came back (its status, or why it failed): the cluster bakes
     from ``fleet_hours``, or fails; the hosts it rolled back count for the campaign."""
-    if not isinstance(result, str):  # its failed waves it rolled back itself
+    if not isinstance(result, str) and result.hosts_rolled_back:  # waves it rolled back itself
         status.hosts_rolled_back += result.hosts_rolled_back
+        per = status.rolled_back_per_cluster
+        per[cs.cluster] = per.get(cs.cluster, 0) + result.hosts_rolled_back
     if isinstance(result, str) or result.state != "succeeded":
         cs.state = "failed"
         cs.reason = result if isinstance(result, str) else result.reason

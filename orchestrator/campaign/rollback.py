@@ -101,6 +101,14 @@ def is_rollback_operation(op_id: str, parent_id: str | None) -> bool:
     return bool(parent_id and parent_id.startswith("campaign-")) and "-rollback-" in op_id
 
 
+def _count_rolled_back(status: CampaignStatus, cluster: str, hosts: int) -> None:
+    """Count ``hosts`` put back on ``cluster``, in the campaign's total and per cluster."""
+    status.hosts_rolled_back += hosts
+    if hosts:
+        per = status.rolled_back_per_cluster
+        per[cluster] = per.get(cluster, 0) + hosts
+
+
 def note_rollback_operation(
     status: CampaignStatus, cluster: str, result: OperationStatus | str
 ) -> str:
@@ -108,7 +116,7 @@ def note_rollback_operation(
     ``result`` is the operation's final status, or why it failed."""
     if isinstance(result, str):
         return f"{cluster}: rollback operation failed: {result}"
-    status.hosts_rolled_back += result.hosts_changed
+    _count_rolled_back(status, cluster, result.hosts_changed)
     if result.state != "succeeded":
         return f"{cluster}: rollback operation {result.state}: {result.reason}"
     return ""
@@ -157,7 +165,7 @@ def note_reclaim(
     status: CampaignStatus, cr: ClusterRollback, res: ReclaimResult, back: VerifyOutcome
 ) -> list[str]:
     """Count the reclaimed hosts that verified; what the reclaim left undone, in words."""
-    status.hosts_rolled_back += len(back.passed)
+    _count_rolled_back(status, cr.cluster, len(back.passed))
     left = []
     if res.left:
         left.append(f"{cr.cluster}: {len(res.left)} hosts out of service left to repair")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import CampaignState, CampaignStatus
-from orchestrator.contracts.ui_text import duration, md_plain, no_html
+from orchestrator.contracts.ui_text import duration, md_plain, no_html, plural
 
 _STATE = {
     "running": "Running",
@@ -75,16 +75,26 @@ def _text(spec: CampaignSpec, text: str) -> str:
     return f"`{prom.query}`".join(no_html(part) for part in text.split(prom.query))
 
 
+def rolled_back_hosts(status: CampaignStatus) -> str:
+    """``5 hosts (c00 3, c01 2)``: the hosts a rollback put back, counted per cluster (a
+    status without the per-cluster counts names the clusters its stages touched)."""
+    per = status.rolled_back_per_cluster
+    if per:
+        where = ", ".join(f"{c} {n:,}" for c, n in sorted(per.items()))
+        return f"{plural(status.hosts_rolled_back, 'host')} ({where})"
+    touched = sorted(
+        {c for s in status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
+    )
+    return f"{plural(status.hosts_rolled_back, 'host')} of {', '.join(touched) or '-'}"
+
+
 def _rolled_back(st: CampaignState) -> list[str]:
     """What a rollback took back: the hosts, per cluster, and the versions marked bad."""
-    touched = sorted(
-        {c for s in st.status.stages for c, cs in s.clusters.items() if cs.state != "pending"}
-    )
     bad = ", ".join(f"{c} {v}" for c, v in sorted(st.blamed.items())) or "the blamed version"
     return [
         "",
-        f"- **Rolled back:** {st.status.hosts_rolled_back} hosts of {', '.join(touched) or '-'}"
-        f" to their previous versions; {bad} marked bad fleet-wide",
+        f"- **Rolled back:** {rolled_back_hosts(st.status)} to their previous versions; "
+        f"{bad} marked bad fleet-wide",
     ]
 
 

@@ -97,6 +97,8 @@ class CampaignStatus(BaseModel):
     hosts_changed: int = 0
     hosts_quarantined: int = 0
     hosts_rolled_back: int = 0
+    #: The hosts rolled back, per cluster (cluster -> count; they add up to hosts_rolled_back).
+    rolled_back_per_cluster: dict[str, int] = Field(default_factory=dict)
     #: When a stage failed: the component=version pairs that best explain its failures, best
     #: first (``planning.blame``); the top one, if it is this campaign's, is marked bad.
     blame: list[Blame] = Field(default_factory=list)

@@ -120,8 +120,21 @@ def versions(targets: Mapping[str, str | None]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(targets.items())) or "no version change"
 
 
+#: An operation's wait for room as its workflow words it, hours as decimals.
+_ROOM_WAIT = re.compile(
+    r"waits for room, at most (\d+(?:\.\d+)?) h more \(max_wait_for_room (\d+(?:\.\d+)?) h\)"
+)
+
+
+def _room_wait(m: re.Match[str]) -> str:
+    left, most = float(m.group(1)), float(m.group(2))
+    return f"waits for room, at most {duration(left)} more (max_wait_for_room {duration(most)})"
+
+
 def explain_wait(reason: str) -> str:
-    """A planner's or arbiter's reason in plain words (unknown ones pass through)."""
+    """A planner's or arbiter's reason in plain words (unknown ones pass through; an
+    operation's wait for room gives its hours as durations)."""
+    reason = _ROOM_WAIT.sub(_room_wait, reason)
     if reason in _WAITS:
         return _WAITS[reason]
     if reason.startswith(f"{BUDGET_EXHAUSTED}: "):

@@ -87,7 +87,7 @@ def cluster_details(
     """A cluster page's current details: where the cluster stands, then the wave's hosts."""
     head = f"**{state_word(p.state)}** · {operation_summary(spec.kind, spec.targets, p.cluster)}"
     if p.reason:
-        head += f" — {explain_wait(p.reason)}"
+        head += f" — {md_plain(explain_wait(p.reason))}"
     lines = [
         head,
         "",
@@ -132,7 +132,7 @@ def operation_details(st: OperationStatus) -> str:
     change = f" to {versions(st.targets)}" if st.targets else ""
     head = f"**{state_word(st.state)}** · {st.kind}{change}"
     if st.reason:
-        head += f" — {st.reason}"
+        head += f" — {md_plain(st.reason)}"
     lines = [
         head,
         "",

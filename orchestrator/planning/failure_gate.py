@@ -46,6 +46,8 @@ from functools import lru_cache
 
 from pydantic import BaseModel
 
+from orchestrator.contracts.ui_text import plural
+
 #: Chance, at one look, that a good build is judged bad. 1 in 2,000 keeps a five-stage campaign
 #: of 33 looks (waves) at ~0.3% false alarms, under the 1% goal with room for a misestimated
 #: base rate, while a 4-host canary still stops at 2 failures and a 64-host cluster stops a
@@ -183,7 +185,8 @@ def judge(
     if bad:
         reason = (
             f"bad build: {failures} of {changed} changed hosts failed, more than the "
-            f"{threshold} bad hosts alone explain (base rate {rate:.2%}, {expected:.1f} "
+            f"{plural(threshold, 'bad host')} alone {'explains' if threshold == 1 else 'explain'}"
+            f" (base rate {rate:.2%}, {expected:.1f} "
             f"expected; a good build fails this often with chance {chance:.1e}, "
             f"under {false_alarm:.1e})"
         )

@@ -139,6 +139,9 @@ class TrainFacts:
     targets: Mapping[str, str] = field(default_factory=dict)
     """Its own targets: it covers them even before it records them (one waiting for its
     window has taken no host yet)."""
+    rollouts: tuple[tuple[Mapping[str, str], frozenset[str] | None], ...] = ()
+    """The campaigns' rollouts riding it, in arrival order: (targets, hosts; None: every host).
+    A canary's targets are never the cluster's recorded ones, so only these name them."""
     window_state: str = ""
     next_window_hours: float | None = None
     cycle_end_hours: float | None = None
@@ -216,6 +219,9 @@ def wanted(
             for c, v in sorted(train.targets.items()):
                 if out.get(c, ("",))[0] != v:
                     out[c] = (v, owner, None)
+            for targets, hosts in train.rollouts:  # a later rollout wins, as the train's does
+                if hosts is None or host.name in hosts:
+                    out.update({c: (v, owner, None) for c, v in targets.items()})
     out.pop("switch_firmware", None)  # the rack switch's, never a host's
     for owner, (targets, hosts, t) in sorted(cov.scopes.items()):
         if host.name in hosts:

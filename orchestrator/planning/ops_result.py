@@ -112,17 +112,18 @@ class OperationPlan(BaseModel):
         for c in self.clusters:
             grant = "" if c.granted_hosts is None else f", the arbiter grants {c.granted_hosts}"
             lines.append(
-                f"  {c.cluster}: {_n(c.waves, 'wave')} of up to {c.wave_cap} hosts (budget "
+                f"  {c.cluster}: {_n(c.waves, 'wave')} of up to {_n(c.wave_cap, 'host')} (budget "
                 f"{c.budget_limit}, {c.out_of_service} out of service{grant}), "
                 f"~{duration(c.est_hours)}"
             )
             if c.waiting_for_room:
                 lines.append(f"    waits for room: {c.waiting_for_room}")
         for w in self.waves[:max_waves]:
+            start = f"after {duration(w.est_start_hours)}" if w.est_start_hours else "at once"
             lines.append(
                 f"  wave {w.number} of {w.cluster}: {_n(len(w.hosts), 'host')}, "
                 f"{_n(len(w.jobs_affected), 'job')} ({len(w.jobs_interrupted)} interrupted), "
-                f"starts after {duration(w.est_start_hours)}, ~{duration(w.est_hours)}"
+                f"starts {start}, ~{duration(w.est_hours)}"
             )
         if len(self.waves) > max_waves:
             lines.append(f"  ... {len(self.waves) - max_waves} more waves")

@@ -21,6 +21,7 @@ from orchestrator.contracts.ui_text import (
     explain_wait,
     host_list,
     item_list,
+    md_plain,
     names,
     one_line,
     plural,
@@ -121,7 +122,9 @@ def failure_lines(st: TrainState) -> list[str]:
         why[host] = reason
     order = list(dict.fromkeys(h for h, _ in reversed(st.recent_failures)))
     items = [
-        f"`{h}`" + (f" ({count[h]} times)" if count[h] > 1 else "") + f": {one_line(why[h], 160)}"
+        f"`{h}`"
+        + (f" ({count[h]} times)" if count[h] > 1 else "")
+        + f": {md_plain(one_line(why[h], 160))}"
         for h in order[:5]
     ]
     return [f"- **Latest failures:** {'; '.join(items)}"]
@@ -158,7 +161,7 @@ def train_details(
         lines.append(f"- **Resting:** {rest_line(st)}")
     elif st.phase == "running":
         why = explain_wait(st.waiting) if st.waiting else "nothing: taking hosts as room frees up"
-        lines.append(f"- **Waiting for:** {why}")
+        lines.append(f"- **Waiting for:** {md_plain(why)}")
     lines += failure_lines(st)
     lines += [
         f"- **Budget:** {c.out_of_service:,} of {limit:,} hosts out of service (the floor, "
@@ -188,7 +191,7 @@ def _headline(spec: TrainSpec, st: TrainState) -> str:
     if st.phase == "running" and st.resting:
         head = f"**Resting** · after cycle {st.cycle + 1} of {spec.cluster}"
     if st.reason and st.phase != "running":
-        head += f" — {st.reason}"
+        head += f" — {md_plain(st.reason)}"
     return head
 
 

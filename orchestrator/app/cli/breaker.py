@@ -27,6 +27,7 @@ from orchestrator.app.cli.common import (
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import connect_or_fail
 from orchestrator.contracts.breaker_types import BreakerView
+from orchestrator.contracts.ui_text import duration, plural
 
 cluster_option = click.option("--cluster", required=True, help="The cluster.")
 
@@ -52,8 +53,9 @@ def _cluster(cluster: str) -> Any:
 
 def _print(obj: dict[str, Any]) -> None:
     click.echo(
-        f"{obj['cluster']}: breaker {obj['state']}; {obj['failures_in_window']} failures within "
-        f"{obj['window_hours']:g} fleet hours (at most {obj['max_failures']} tolerated)"
+        f"{obj['cluster']}: breaker {obj['state']}; "
+        f"{plural(obj['failures_in_window'], 'failure')} within "
+        f"{duration(obj['window_hours'])} of fleet time (at most {obj['max_failures']} tolerated)"
     )
     if obj["state"] == "open":
         click.echo(f"  opened {obj['opened_at']}: {obj['reason']}")

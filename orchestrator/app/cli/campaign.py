@@ -38,9 +38,10 @@ from orchestrator.campaign.client import (
     resolve_id,
     start_campaign,
 )
+from orchestrator.campaign.ui import next_command, rolled_back_hosts
 from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
 from orchestrator.contracts.campaign_types import CampaignStatus
-from orchestrator.contracts.ui_text import duration
+from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 from orchestrator.planning.spec_fit import fit_train
@@ -126,11 +127,12 @@ def _print_plan(obj: dict[str, Any]) -> None:
     click.echo(f"{obj['campaign_id']}: " + ", ".join(f"{c} {v}" for c, v in obj["targets"].items()))
     for s in obj["stages"]:
         gate = "base-rate rule" if s["max_failures"] is None else f"<= {s['max_failures']} failed"
+        bake = f"bake {duration(s['bake_hours'])}" if s["bake_hours"] else "no bake"
         click.echo(
             f"  {s['name']}: {', '.join(s['clusters']) or 'nothing left'} "
-            f"({s['hosts']} hosts, {s['parallel']} cluster(s) at a time), "
-            f"bake {duration(s['bake_hours'])}, "
-            f"gate {gate}" + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
+            f"({plural(s['hosts'], 'host')}, {plural(s['parallel'], 'cluster')} at a time), "
+            f"{bake}, gate {gate}"
+            + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
         )
 
 
@@ -167,11 +169,12 @@ def _print_status(obj: dict[str, Any]) -> None:
         f"{obj['hosts_rolled_back']} rolled back"
     )
     for s in obj["stages"]:
-        limit = "-" if s["failure_limit"] is None else s["failure_limit"]
+        limit = s["failure_limit"]
+        gate = "no limit yet" if limit is None else f"the gate allows at most {limit}"
         bake = s["bake_remaining_hours"]
         click.echo(
             f"  {s['name']}: {s['state']}, {s['hosts_changed']}/{s['hosts_planned']} changed, "
-            f"{s['failures']} failed (the gate allows at most {limit})"
+            f"{s['failures']} failed ({gate})"
             + (f", bake {duration(bake)} left" if bake else "")
             + (f" ({s['reason']})" if s["reason"] else "")
         )
@@ -182,6 +185,24 @@ def _print_status(obj: dict[str, Any]) -> None:
         click.echo(f"  approval {g['stage']}/{g['gate']}: {g['state']}{who}; {g['command']}")
     if line := cost_line(obj.get("cost")):
         click.echo(line)
+    for line in _closing_lines(CampaignStatus.model_validate(obj)):
+        click.echo(line)
+
+
+def _closing_lines(st: CampaignStatus) -> list[str]:
+    """What a rollback put back and the command that moves the campaign on, as on its page."""
+    bad = {c: v for s in st.stages for cs in s.clusters.values() for c, v in cs.marked_bad.items()}
+    lines = []
+    if st.state == "rolled_back":
+        marked = ", ".join(f"{c} {v}" for c, v in sorted(bad.items())) or "the blamed version"
+        lines.append(
+            f"  rolled back: {rolled_back_hosts(st)} to their previous versions; "
+            f"{marked} marked bad fleet-wide"
+        )
+    step = next_command(st.name, st.state, st.held_on_blame, bad)
+    if step:
+        lines.append(f"  next: {step.replace('`', '')}")
+    return lines
 
 
 def _load(spec_path: Path | None, campaign_id: str | None) -> tuple[CampaignSpec | None, str]:

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from orchestrator.app.cli.common import emit, fail, handle_errors, json_option
 from orchestrator.app.cli.fleet_replace import make_room
 from orchestrator.contracts.train_types import TrainStatus
-from orchestrator.contracts.ui_text import explain_wait
+from orchestrator.contracts.ui_text import duration, explain_wait, plural
 from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.fleet.settings import parse_speed
 from orchestrator.train.status import visit_figures
@@ -90,10 +90,12 @@ def _print(o: dict[str, Any]) -> None:
     click.echo(
         f"{o['preset']}: {o['hosts_visited']}/{o['hosts_total']} hosts visited, "
         f"{o['hosts_quarantined']} quarantined or in repair, "
-        f"{o['hosts_lost']} hosts lost (out of service with no owner), "
-        f"{o['budget_violations']} budget violations, {o['job_interruptions']} job interruptions "
+        f"{plural(o['hosts_lost'], 'host')} lost (out of service with no owner), "
+        f"{plural(o['budget_violations'], 'budget violation')}, "
+        f"{plural(o['job_interruptions'], 'job interruption')} "
         f"({o['lost_gpu_hours']:,.1f} GPU-hours of work lost); "
-        f"cycle took {o['cycle_fleet_hours']} fleet hours in {o['cycle_wall_seconds']} s. "
+        f"cycle took {duration(o['cycle_fleet_hours'])} of fleet time in "
+        f"{duration(o['cycle_wall_seconds'] / 3600)}. "
         f"Audit {'ok' if o['audit_ok'] else 'FAILED'}. Fleet kept at {o['fleet']}."
     )
     if o.get("interrupted"):
@@ -103,7 +105,8 @@ def _print(o: dict[str, Any]) -> None:
         click.echo(
             f"  {name}: {c['hosts_visited']}/{c['hosts_total']} visited, "
             f"{c['hosts_quarantined']} quarantined or in repair, "
-            f"{c['job_interruptions']} job interruptions, {c['lost_gpu_hours']} GPU-h lost; "
+            f"{plural(c['job_interruptions'], 'job interruption')}, "
+            f"{c['lost_gpu_hours']} GPU-h lost; "
             f"its clock at fleet hour {c['fleet_hours']}"
         )
 

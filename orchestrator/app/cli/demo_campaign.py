@@ -15,7 +15,7 @@ from rich.console import Console
 
 from orchestrator.app.cli.common import emit, fail
 from orchestrator.contracts.campaign_types import CampaignStatus
-from orchestrator.contracts.ui_text import duration
+from orchestrator.contracts.ui_text import duration, plural
 
 
 class _Stages:
@@ -48,14 +48,16 @@ class _Stages:
 def _print(o: dict[str, Any]) -> None:
     click.echo(
         f"{o['campaign_id']} on {o['preset']}: {o['state']} ({o['reason']}); "
-        f"{o['hosts_changed']} hosts changed, {o['hosts_quarantined']} quarantined, "
+        f"{plural(o['hosts_changed'], 'host')} changed, {o['hosts_quarantined']} quarantined, "
         f"{o['hosts_rolled_back']} rolled back; audit {'ok' if o['audit_ok'] else 'FAILED'}; "
-        f"{o['wall_seconds']} s."
+        f"{duration(o['wall_seconds'] / 3600)} of wall time."
     )
     for s in o["stages"]:
+        limit = s["failure_limit"]
         click.echo(
             f"  {s['name']}: {s['state']} on {', '.join(s['clusters'])}: "
-            f"{s['hosts_changed']} changed, {s['failures']} failed of at most {s['failure_limit']}"
+            f"{s['hosts_changed']} changed, {s['failures']} failed"
+            + (" (no limit yet)" if limit is None else f" of at most {limit}")
         )
     for name, c in o["clusters"].items():
         click.echo(

@@ -22,7 +22,7 @@ from orchestrator.app.cli.fleet_host import host
 from orchestrator.app.cli.fleet_replace import make_room
 from orchestrator.contracts.breaker_types import DEFAULT_MAX_FAILURES, BreakerSettings
 from orchestrator.contracts.paths import trainctl_home
-from orchestrator.contracts.ui_text import duration
+from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.fleet import create_fleet, fleet_store
 from orchestrator.fleet.presets import PRESETS, get_preset
 from orchestrator.fleet.settings import MAX_SEED, MAX_SPEED_FACTOR, parse_speed
@@ -142,7 +142,7 @@ def init(
         out,
         as_json,
         lambda o: click.echo(
-            f"fleet {o['preset']}: {o['clusters']} cluster(s), {o['hosts_total']:,} hosts, "
+            f"fleet {o['preset']}: {plural(o['clusters'], 'cluster')}, {o['hosts_total']:,} hosts, "
             f"{o['gpus_total']:,} GPUs at {o['path']}"
             + (f" (the replaced fleet kept at {o['backup']})" if o["backup"] else "")
         ),
@@ -192,7 +192,8 @@ def _print_status(o: dict[str, Any]) -> None:
     con = Console()
     con.print(
         f"[bold]{o['preset']}[/] at fleet hour {o['fleet_hours']}: {o['hosts_total']:,} hosts, "
-        f"{o['gpus_total']:,} GPUs, {o['jobs_running']} jobs, utilisation {o['utilisation']:.1%}"
+        f"{o['gpus_total']:,} GPUs, {plural(o['jobs_running'], 'job')}, "
+        f"utilisation {o['utilisation']:.1%}"
     )
     con.print(_clock_line(o), soft_wrap=True)
     t = Table("state", "hosts")

@@ -27,6 +27,7 @@ from orchestrator.app.cli.common import (
 from orchestrator.app.cli.connection import connection_options
 from orchestrator.app.cli.reach import try_connect
 from orchestrator.contracts.backend import ClusterBackend, FleetBackend
+from orchestrator.contracts.ui_text import plural
 from orchestrator.fleet.ledger_rules import holds_planned_work
 from orchestrator.planning.host_explain import (
     KINDS,
@@ -101,6 +102,10 @@ async def _ask_trains(
             reason=st.reason,
             cluster=st.cluster,
             targets=dict(st.targets),
+            rollouts=tuple(
+                (dict(r.targets), None if r.hosts is None else frozenset(r.hosts))
+                for r in (st.rollouts or ([st.rollout] if st.rollout else []))
+            ),
             window_state=st.window_state,
             next_window_hours=_fleet_hours(st.next_window_start, anchor),
             cycle_end_hours=st.cycle_projected_end_hours,
@@ -257,9 +262,10 @@ def _print_host(o: dict[str, Any]) -> None:
 
 def _print_behind(o: dict[str, Any]) -> None:
     con = Console(soft_wrap=True)
-    con.print(f"[bold]{o['behind']:,} hosts[/] not on their targets ({', '.join(o['clusters'])})")
+    where = ", ".join(o["clusters"])
+    con.print(f"[bold]{plural(o['behind'], 'host')}[/] not on their targets ({where})")
     for g in o["groups"]:
-        con.print(f"[bold]{g['kind']}[/]: {g['count']:,} hosts, longest waiting first")
+        con.print(f"[bold]{g['kind']}[/]: {plural(g['count'], 'host')}, longest waiting first")
         for h in g["hosts"][:BEHIND_SHOWN]:
             since = h["waiting_since_hours"]
             waited = f"since fleet hour {since:.1f}" if since is not None else "since unknown"

@@ -52,7 +52,7 @@ from orchestrator.contracts.ops_types import (
     ControlAction,
     OperationStatus,
 )
-from orchestrator.contracts.ui_text import duration, plural
+from orchestrator.contracts.ui_text import duration, explain_wait, plural
 from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution.ops_take import plan_scope
 from orchestrator.execution.target_checks import target_refusal
@@ -220,9 +220,10 @@ def print_status(o: dict[str, Any]) -> None:
         )
     for c in o.get("clusters", {}).values():
         wait = f", waiting for {', '.join(c['waiting_for'])}" if c["waiting_for"] else ""
+        why = f" - {explain_wait(c['reason'])}" if c["reason"] else ""
         click.echo(
             f"  {c['cluster']}: {c['state']}, {c['waves_done']}/{c['waves_total']} waves, "
-            f"{c['hosts_changed']} changed{wait}{' - ' + c['reason'] if c['reason'] else ''}"
+            f"{c['hosts_changed']} changed{wait}{why}"
         )
         if c.get("plan_note"):
             click.echo(f"    {c['plan_note']}")
@@ -305,27 +306,27 @@ def start_answer(
     """What ``ops start`` answers: always the operation's status (the same fields, first start
     or repeat), the live or final one, or, until its workflow has planned its clusters, the one
     it begins with (a repeat asked early answered ``waves_total: 0``), and the plan's figures
-    as ``ops plan`` gives them (hosts in waves, deferred ones apart)."""
+    as ``ops plan`` gives them (hosts in waves, deferred ones apart). A repeat of an operation
+    that has planned answers its own waves alone: a plan made now counts only what is left
+    (``48 hosts in 3 waves`` beside the operation's ``0/4 waves``)."""
     status = result.status
-    if status is None or (not status.clusters and status.state not in FINAL_STATES):
+    planned = status is not None and (bool(status.clusters) or status.state in FINAL_STATES)
+    if status is None or not planned:
         live = status
         status = _starting_status(spec, plan)
         if live is not None:  # paused or aborting before it planned: say so
             status.state, status.reason = live.state, live.reason
     out: dict[str, Any] = status.model_dump(mode="json")
-    out.update(
-        run_id=result.run_id,
-        started=result.started,
-        already_running=result.already_running,
-        plan={
+    out.update(run_id=result.run_id, started=result.started, already_running=result.already_running)
+    if not (planned and not result.started):
+        out["plan"] = {
             "waves": len(plan.waves),
             "hosts_to_change": plan.hosts_to_change,
             "hosts_in_waves": sum(len(w.hosts) for w in plan.waves),
             "deferred": len(plan.deferred),
             "estimated_duration_hours": plan.estimated_duration_hours,
             "conflicts": plan.conflicts,
-        },
-    )
+        }
     return out
 
 

@@ -43,7 +43,7 @@ from orchestrator.app.cli.train_checks import (
 )
 from orchestrator.contracts.train_spec import load_train_spec, train_workflow_id
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
-from orchestrator.contracts.ui_text import duration, explain_wait, versions
+from orchestrator.contracts.ui_text import duration, explain_wait, plural, versions
 from orchestrator.execution.target_checks import target_refusal
 from orchestrator.train.client import (
     TrainAction,
@@ -129,7 +129,7 @@ def _rollouts(o: dict[str, Any]) -> str:
     """``  rollout campaign-x (stage s): bios 3.3 on every host``, one line per campaign riding."""
     lines = []
     for r in o.get("rollouts") or ([o["rollout"]] if o.get("rollout") else []):
-        where = "every host" if r.get("hosts") is None else f"{len(r['hosts'])} host(s)"
+        where = "every host" if r.get("hosts") is None else plural(len(r["hosts"]), "host")
         lines.append(
             f"  rollout {r['campaign']} (stage {r['stage']}): {versions(r['targets'])} on {where}\n"
         )
