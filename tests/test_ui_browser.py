@@ -628,3 +628,59 @@ async def _wind_down(
             await handle.terminate("test done")
     print(f"wind down: still running: {left}")
     return left
+
+
+async def test_a_rolled_back_campaign_page_says_what_it_put_back_and_what_next(
+    ui_env, tmp_path, task_queue
+):
+    """A kernel breaking every host of its canary: the campaign rolls back, and its page in a
+    real Chromium says so, names how many hosts of which cluster went back to their previous
+    kernel, that the kernel is marked bad, and the commands that move on from there, the same
+    figures its status query gives; no stage still reads as rolling or baking."""
+    env, ui = ui_env
+    client = env.client
+    path = make_fleet(tmp_path, 36_000.0, preset="multi")
+    fleet = SqliteFleet(path)
+    try:
+        with fleet.cluster("c00") as sim:
+            sim.inject_fault("os", "6.12.0-bad", 1.0, "test")
+    finally:
+        fleet.close()
+    spec = CampaignSpec.model_validate(
+        {
+            "name": f"kernel-bad-{uuid.uuid4().hex[:6]}",
+            "targets": {"os": "6.12.0-bad"},
+            "stages": [
+                {"name": "canary", "clusters": ["c00"], "hosts": 4, "bake": "2h"},
+                {"name": "rest", "clusters": "*"},
+            ],
+            "gates": {"max_failures": "5%"},
+        }
+    )
+    async with build_worker(client, path, task_queue):
+        done = await start_campaign(client, spec, task_queue=task_queue, wait=True)
+        status = done.status
+        assert status is not None and status.state == "rolled_back", status
+        assert status.hosts_rolled_back > 0, status
+        back = status.rolled_back_per_cluster
+        assert set(back) == {"c00"} and sum(back.values()) == status.hosts_rolled_back, back
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+            )
+            page = await browser.new_page(viewport={"width": 1400, "height": 1600})
+            hosts = plural(status.hosts_rolled_back, "host")
+            text = await _open(
+                page,
+                await _metadata_url(client, ui, spec.workflow_id),
+                [
+                    r"Rolled back",
+                    re.escape(f"Rolled back: {hosts} (c00 {back['c00']})"),
+                    r"trainctl versions list",
+                    r"trainctl versions clear os=6\.12\.0-bad",
+                ],
+                tmp_path / "campaign-rolled-back.png",
+            )
+            await browser.close()
+    assert not re.search(r"\brolling\b|bake [^\n]* left", text), text[:3000]
+    assert "No summary available" not in text
