@@ -550,7 +550,7 @@ class ClusterOperation:
                 return
             if self.in_arbiter:
                 await self._release("outside its maintenance window")
-            await self._phase("waiting", waiting_text(ws))
+            await self._phase("waiting", waiting_text(ws, schedule.zone))
             target = now + 24.0 if edge is None else max(now, edge + 1e-6)
             await self._wait_fleet(target, now)  # an abort cuts it short
 

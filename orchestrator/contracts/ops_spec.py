@@ -330,6 +330,8 @@ def operation_id(spec: OperationSpec) -> str:
     dump = spec.model_dump(mode="json", exclude={"request_id"})
     if dump.get("schedule") is None:  # specs from before schedules keep their ids
         dump.pop("schedule", None)
+    elif dump["schedule"].get("time_zone") == "UTC":  # and those from before time zones
+        dump["schedule"].pop("time_zone")
     for name in ("skew", "supersedes"):  # and those from before the skew window
         if not dump.get(name):
             dump.pop(name, None)

@@ -218,6 +218,8 @@ class TrainStatus(BaseModel):
     """While waiting: when (fleet time) the next window opens."""
     window_closes_at: datetime | None = None
     """While open: when (fleet time) this window closes."""
+    time_zone: str = ""
+    """The schedule's IANA time zone its windows are read in ("" without a schedule)."""
     rollout: Rollout | None = None
     #: Every campaign's rollout riding the train, in arrival order (``rollout``: the first).
     rollouts: list[Rollout] = Field(default_factory=list)

@@ -63,6 +63,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         window_state=st.window_state,
         next_window_start=st.next_window_start if st.window_state != "open" else None,
         window_closes_at=st.window_closes_at if st.window_state == "open" else None,
+        time_zone=spec.schedule.time_zone if spec.schedule else "",
     )
 
 
