@@ -35,4 +35,9 @@ class Patch:
 
 
 #: patch id -> its lifecycle; one entry per id, whichever module (or constant) carries it
-PATCHES: dict[str, Patch] = {}
+PATCHES: dict[str, Patch] = {
+    # a train with ``soak`` takes no new domain within it of its latest return
+    "train-soak": Patch(deprecated_in="0.3.0"),
+    # an operation with ``soak`` starts no wave within it of its latest return
+    "ops-soak": Patch(deprecated_in="0.3.0"),
+}

@@ -223,6 +223,13 @@ class OperationSpec(BaseModel):
     #: ``window`` above, a larger budget for a bounded time
     # (``orchestrator.contracts.schedule_window``).
     schedule: Schedule | None = None
+    #: No wave starts within this long (``30m``) of the latest wave's return to service
+    #: (``orchestrator.execution.soak``); None: the next wave starts at once.
+    soak_hours: DurationHours | None = Field(
+        default=None,
+        alias="soak",
+        description="no wave starts within this long (e.g. 30m) of the latest wave's return",
+    )
     #: How long a wave waits for room when outages (failures, repair) fill the budget, in fleet
     #: time; then the operation fails naming the budget, so a nightly run never eats the next.
     max_wait_for_room_hours: DurationHours = Field(
@@ -270,6 +277,11 @@ class OperationSpec(BaseModel):
         if "targets" in info.data:  # else the targets' own error is the one to show
             check_supersedes_targets(out, info.data["targets"])
         return out
+
+    @field_validator("soak_hours", mode="before")
+    @classmethod
+    def _soak(cls, v: object) -> float | None:
+        return None if v is None else parse_duration_hours(v, "soak")
 
     @field_validator("schedule")
     @classmethod
@@ -332,6 +344,8 @@ def operation_id(spec: OperationSpec) -> str:
         dump.pop("schedule", None)
     elif dump["schedule"].get("time_zone") == "UTC":  # and those from before time zones
         dump["schedule"].pop("time_zone")
+    if dump.get("soak_hours") is None:  # and those from before soaks
+        dump.pop("soak_hours", None)
     for name in ("skew", "supersedes"):  # and those from before the skew window
         if not dump.get(name):
             dump.pop(name, None)

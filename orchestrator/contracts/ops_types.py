@@ -102,6 +102,8 @@ class ClusterProgress(BaseModel):
     jobs_interrupted: int = 0
     waiting_for: list[str] = Field(default_factory=list)
     fleet_hours: float = 0.0
+    #: The fleet hour a wave last returned hosts to service (for the spec's ``soak``).
+    last_return_hours: float | None = None
     #: Fleet hour it began (its first plan): what a reboot counts as done from.
     started_hours: float | None = None
     #: The bad-build rule (when ``max_failures`` is left out): the hosts it counts as changed

@@ -107,6 +107,9 @@ class TrainSpec(BaseModel):
     #: (``30d``) even with nothing pending; None (the default): hosts on their targets are only
     #: checked in place, never drained, and the train rests until something is pending.
     verify_every_hours: DurationHours | None = Field(default=None, alias="verify_every")
+    #: No new domain within this long (``30m``) of the latest host the train returned to
+    #: service (``orchestrator.execution.soak`` says what is exempt); None: no soak.
+    soak_hours: DurationHours | None = Field(default=None, alias="soak")
     #: A campaign's stage riding this train (see ``Rollout``): the one field of trains from
     #: before several campaigns could ride at once (``rollouts``); still read, and still what
     #: a train a campaign starts is given.
@@ -147,6 +150,11 @@ class TrainSpec(BaseModel):
         if hours <= 0:
             raise ValueError("cycle_target: must be above 0 (e.g. 7d)")
         return hours
+
+    @field_validator("soak_hours", mode="before")
+    @classmethod
+    def _soak(cls, v: object) -> float | None:
+        return None if v is None else parse_duration_hours(v, "soak")
 
     @field_validator("verify_every_hours", mode="before")
     @classmethod

@@ -164,6 +164,8 @@ class TrainState(BaseModel):
     rest_until_hours: float | None = None
     #: Hosts recorded as visited in place since this train started (nothing pending).
     checked_total: int = 0
+    #: The fleet hour the train last saw hosts it maintained come back (for ``soak``).
+    last_return_hours: float | None = None
 
 
 #: Failures a train remembers for its status and page.
