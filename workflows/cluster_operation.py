@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.ui_text import names, plural
+    from orchestrator.execution.batches import batch_of
     from orchestrator.execution.drain_sequence import Ask, Evict, Look, Release, WaitUntil
     from orchestrator.execution.soak import Soak, wave_hold
     from orchestrator.execution.wave_pacing import follow_plan
@@ -319,6 +320,7 @@ class ClusterOperation:
                 wall=workflow.now(),
                 max_hold=grant,
                 since_hours=self.p.started_hours,
+                batch=batch_of(self.inp.spec.batch, self.p.batch_size, grant),
             ),
             summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
         )

@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from orchestrator.contracts.batch_policy import BatchPolicy
 from orchestrator.contracts.hostlist import expand_hostlist
 from orchestrator.contracts.models import (
     UPPER_LAYER,
@@ -230,6 +231,9 @@ class OperationSpec(BaseModel):
         alias="soak",
         description="no wave starts within this long (e.g. 30m) of the latest wave's return",
     )
+    #: Waves that grow while they succeed (``orchestrator.contracts.batch_policy``); None:
+    #: every wave as large as the budget allows.
+    batch: BatchPolicy | None = None
     #: How long a wave waits for room when outages (failures, repair) fill the budget, in fleet
     #: time; then the operation fails naming the budget, so a nightly run never eats the next.
     max_wait_for_room_hours: DurationHours = Field(
@@ -344,8 +348,9 @@ def operation_id(spec: OperationSpec) -> str:
         dump.pop("schedule", None)
     elif dump["schedule"].get("time_zone") == "UTC":  # and those from before time zones
         dump["schedule"].pop("time_zone")
-    if dump.get("soak_hours") is None:  # and those from before soaks
-        dump.pop("soak_hours", None)
+    for name in ("soak_hours", "batch"):  # and those from before soaks and growing batches
+        if dump.get(name) is None:
+            dump.pop(name, None)
     for name in ("skew", "supersedes"):  # and those from before the skew window
         if not dump.get(name):
             dump.pop(name, None)
