@@ -4,6 +4,7 @@ operation whose waves go 2, 4, 8, 16, ... up to the budget, checked from the fle
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,14 @@ import pytest
 from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.app.cli.train_checks import fit_spec_to_cluster
 from orchestrator.contracts.batch_policy import BatchPolicy
+from orchestrator.contracts.train_spec import load_train_spec
 from orchestrator.execution.batches import judge_batch, next_batch, round_up_to_groups
+from orchestrator.fleet.presets import get_preset
 from orchestrator.ops import parse_spec_text
+from orchestrator.planning.windows import window_state
+from tests.test_hardening_input import EXAMPLES, offline, run  # noqa: F401
 from tests.test_ops_exec import audit_ok, op_spec, outcome, start_op, worker
 from tests.test_train_windows import _fleet_log
 from tests.train_helpers import make_fleet
@@ -104,3 +110,20 @@ async def test_a_lower_layer_operation_grows_its_waves_up_to_the_budget(
     assert all(w >= asked for w, asked in zip(waves, [2, 4, 8, 16], strict=False)), waves
     assert waves[0] < waves[2] < 24 and sum(waves) >= 100, waves
     audit_ok(path)
+
+
+def test_the_examples_load_and_plan(tmp_home: Path, offline: None) -> None:  # noqa: F811
+    """examples/train-pacific.yaml loads with its Pacific window and soak and fits `small`;
+    examples/lower-layer-batches.yaml plans on `small` (`ops plan`)."""
+    train = load_train_spec(EXAMPLES / "train-pacific.yaml")
+    assert train.soak_hours == 0.5 and train.schedule and train.schedule.time_zone
+    fitted, warnings = fit_spec_to_cluster(train, get_preset("small").hosts_per_cluster)
+    assert warnings == [] and fitted.domain_size == 8
+    winter = window_state(train.schedule, datetime(2026, 1, 15, 9, 30, tzinfo=UTC))
+    summer = window_state(train.schedule, datetime(2026, 7, 15, 8, 30, tzinfo=UTC))
+    assert winter.open and summer.open  # 01:30 Pacific both
+    assert run("fleet", "init", "--preset", "small").exit_code == 0
+    spec = str(EXAMPLES / "lower-layer-batches.yaml")
+    plan = run("ops", "plan", "--spec", spec, "--json")
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.stdout)["clusters"][0]["hosts_to_change"] > 0

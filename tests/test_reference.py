@@ -26,6 +26,8 @@ EXAMPLE_KINDS = {
     "campaign.yaml": "campaign",
     "bad-campaign.yaml": "campaign",
     "slurm-config.yaml": "slurm-config",
+    "train-pacific.yaml": "train",
+    "lower-layer-batches.yaml": "operation",
 }
 
 
