@@ -4,6 +4,7 @@ operation whose waves go 2, 4, 8, 16, ... up to the budget, checked from the fle
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.app.cli.train_checks import fit_spec_to_cluster
+from orchestrator.app.worker import build_worker
 from orchestrator.contracts.batch_policy import BatchPolicy
 from orchestrator.contracts.train_spec import load_train_spec
+from orchestrator.contracts.train_types import TrainInput, TrainStatus
 from orchestrator.execution.batches import judge_batch, next_batch, round_up_to_groups
 from orchestrator.fleet.presets import get_preset
 from orchestrator.ops import parse_spec_text
@@ -22,7 +25,8 @@ from orchestrator.planning.windows import window_state
 from tests.test_hardening_input import EXAMPLES, offline, run  # noqa: F401
 from tests.test_ops_exec import audit_ok, op_spec, outcome, start_op, worker
 from tests.test_train_windows import _fleet_log
-from tests.train_helpers import make_fleet
+from tests.train_helpers import make_fleet, spec
+from workflows.cluster_train import ClusterTrain
 
 EXP = BatchPolicy(start=2, growth="exponential", max=32, failure_threshold=2, safety_limit=0.8)
 
@@ -71,6 +75,11 @@ def test_bad_batches_are_refused_naming_the_field(batch: dict[str, Any], field: 
         parse_spec_text(json.dumps(op_spec(batch=batch)))
     with pytest.raises(ValidationError):
         BatchPolicy.model_validate(batch)
+
+
+def test_a_train_spec_with_batch_and_domain_size_is_refused() -> None:
+    with pytest.raises(ValidationError, match="batch: give batch or domain_size, not both"):
+        spec(domain_size=8, batch={"start": 2, "max": 16})
 
 
 def _waves_from_record(path: Path, owner: str) -> list[int]:
@@ -127,3 +136,52 @@ def test_the_examples_load_and_plan(tmp_home: Path, offline: None) -> None:  # n
     plan = run("ops", "plan", "--spec", spec, "--json")
     assert plan.exit_code == 0, plan.output
     assert json.loads(plan.stdout)["clusters"][0]["hosts_to_change"] > 0
+
+
+def _held_peaks(path: Path, owner: str) -> list[int]:
+    """The most hosts the train held at once between each two of its takes, from the record."""
+    _, events = _fleet_log(path)
+    held: set[str] = set()
+    peaks: list[int] = []
+    for ev in events:
+        if ev.kind != "host_state" or not ev.host:
+            continue
+        after = ev.detail.get("after")
+        if after == "cordoned" and ev.detail.get("owner") == owner:
+            if ev.host not in held:
+                held.add(ev.host)
+                peaks.append(len(held))
+        elif after in ("in_service", "quarantined", "in_repair"):
+            held.discard(ev.host)
+    return peaks
+
+
+async def test_a_train_grows_its_domains_while_they_succeed(
+    temporal_env: WorkflowEnvironment, tmp_home: Path, task_queue: str
+) -> None:
+    """A train with batch {start: 2, max: 16} on `small` holds at most 2 hosts, then 4, then 8
+    as its first domains succeed, and never more than 16 (from the record); it ends its cycle."""
+    start = await temporal_env.get_current_time()
+    path = make_fleet(tmp_home, 1.0, start)
+    train_spec = spec(
+        domain_size=16,  # the batch's max: any other domain_size beside a batch is refused
+        budget={"max_unavailable": 24, "maintenance": 20},
+        batch={"start": 2, "growth": "exponential", "max": 16},
+        stop_after_cycles=1,
+        halt_after_failures=50,
+    )
+    assert train_spec.domain_size == 16
+    async with build_worker(temporal_env.client, path, task_queue):
+        status: TrainStatus = await temporal_env.client.execute_workflow(
+            ClusterTrain.run,
+            TrainInput(spec=train_spec),
+            id=f"train-c00-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
+    assert status.cycles_completed == 1
+    peaks = _held_peaks(path, train_spec.workflow_id)
+    # Between two drops of what it holds, the most it held: 2, then 4, then 8 as the first
+    # domains succeed, and 16 (the batch's max) at most, ever.
+    maxima = [p for i, p in enumerate(peaks) if i + 1 == len(peaks) or peaks[i + 1] <= p]
+    assert maxima[:3] == [2, 4, 8] and max(peaks) == 16, peaks
+    audit_ok(path)

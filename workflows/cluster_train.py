@@ -41,11 +41,13 @@ with workflow.unsafe.imports_passed_through():
         TrainStatus,
     )
     from orchestrator.contracts.ui_text import plural
+    from orchestrator.execution.batches import domain_size_now
     from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
     from orchestrator.execution.soak import SOAK_WAIT, Soak, soak_text, soak_timer
     from orchestrator.execution.train_waits import TrainWindows, idle_timer, train_windows
     from orchestrator.train.bookkeeping import (
+        fold_batch,
         held_hosts,
         note_plan,
         record_domain,
@@ -320,7 +322,7 @@ class ClusterTrain:
         st.retry_at_hours = res.retry_at_hours
         # Holding all it may (its domains' hosts), nothing to retry: only a domain's progress
         # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
-        full = res.counts.in_flight >= min(spec.domain_size, grant.granted)
+        full = res.counts.in_flight >= min(self._domain_size(), grant.granted)
         self.capped = not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
         if not res.hosts:
             self._show()
@@ -360,6 +362,10 @@ class ClusterTrain:
                 static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
             )
             record_domain(self.inp.state, result)
+            if (why := fold_batch(spec, self.inp.state, result)) and workflow.patched(
+                "train-batch"
+            ):
+                self._halt(why)
             if result.returned:
                 self._note_return()
             if result.untold and domain_id not in self.rollout_domains:
@@ -420,6 +426,11 @@ class ClusterTrain:
         rest(st, workflow.now())
 
     # ------------------------------------------------------------- asking for hosts
+    def _domain_size(self) -> int:
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        return domain_size_now(spec.domain_size, spec.batch, st.batch_size)
+
     def _plan_request(self, max_held: int) -> PlanDomainRequest:
         assert self.inp is not None
         claim_until = self.windows.closes_hours() if self.windows else None
@@ -451,8 +462,8 @@ class ClusterTrain:
         ask = acquire_request(spec, st, workflow.info().workflow_id, clock.hosts_total)
         res: PlanDomainResult = await fleet_call(
             FleetActivities.plan_granted_domain,
-            PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
-            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
+            PlanGrantedRequest(acquire=ask, plan=self._plan_request(self._domain_size())),
+            summary=f"ask {spec.cluster}'s capacity arbiter for up to {self._domain_size()} "
             "hosts, then choose and cordon that many due hosts within the budget",
         )
         assert res.grant is not None

@@ -40,4 +40,6 @@ PATCHES: dict[str, Patch] = {
     "train-soak": Patch(deprecated_in="0.3.0"),
     # an operation with ``soak`` starts no wave within it of its latest return
     "ops-soak": Patch(deprecated_in="0.3.0"),
+    # a train whose ``batch`` policy sees failed domains in a row halts
+    "train-batch": Patch(deprecated_in="0.3.0"),
 }

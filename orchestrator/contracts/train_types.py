@@ -166,6 +166,10 @@ class TrainState(BaseModel):
     checked_total: int = 0
     #: The fleet hour the train last saw hosts it maintained come back (for ``soak``).
     last_return_hours: float | None = None
+    #: With a ``batch`` policy: hosts in maintenance at once now (None: ``start``), and failed
+    #: domains in a row.
+    batch_size: int | None = None
+    batch_failures_in_row: int = 0
 
 
 #: Failures a train remembers for its status and page.

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from orchestrator.contracts.batch_policy import BatchPolicy
 
-__all__ = ["BatchVerdict", "batch_of", "judge_batch", "next_batch", "round_up_to_groups"]
+__all__ = [
+    "BatchVerdict",
+    "batch_of",
+    "domain_size_now",
+    "judge_batch",
+    "next_batch",
+    "round_up_to_groups",
+]
 
 
 def next_batch(policy: BatchPolicy, current: int | None, budget: int) -> int:
@@ -27,6 +34,12 @@ def next_batch(policy: BatchPolicy, current: int | None, budget: int) -> int:
 def batch_of(policy: BatchPolicy | None, current: int | None, budget: int) -> int | None:
     """The next wave's batch under ``policy`` (None: no policy, the wave fills the budget)."""
     return None if policy is None else next_batch(policy, current, budget)
+
+
+def domain_size_now(domain_size: int, policy: BatchPolicy | None, current: int | None) -> int:
+    """The hosts a train keeps in maintenance at once: its ``domain_size``, or under a ``batch``
+    policy the current batch (the arbiter's grant caps either)."""
+    return domain_size if policy is None else next_batch(policy, current, policy.max)
 
 
 @dataclass(frozen=True)
