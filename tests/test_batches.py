@@ -114,7 +114,8 @@ async def test_a_lower_layer_operation_grows_its_waves_up_to_the_budget(
     assert status.state == "succeeded", status.reason
     owner = parse_spec_text(json.dumps(spec)).operation_id
     waves = _waves_from_record(path, owner)
-    assert waves == status.clusters["c00"].batch_sizes, waves
+    asked = status.clusters["c00"].batch_sizes
+    assert asked[:6] == [2, 4, 8, 16, 32, 64] and len(asked) == len(waves), (asked, waves)
     assert len(waves) >= 5 and all(w <= 24 for w in waves), waves
     assert all(w >= asked for w, asked in zip(waves, [2, 4, 8, 16], strict=False)), waves
     assert waves[0] < waves[2] < 24 and sum(waves) >= 100, waves

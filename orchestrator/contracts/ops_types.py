@@ -105,7 +105,7 @@ class ClusterProgress(BaseModel):
     #: The fleet hour a wave last returned hosts to service (for the spec's ``soak``).
     last_return_hours: float | None = None
     #: With a ``batch`` policy: the next wave's size (None: ``start``), failed batches in a row,
-    #: and the size of every wave so far.
+    #: and the size each wave so far was asked to be (before rounding up to whole jobs).
     batch_size: int | None = None
     batch_failures_in_row: int = 0
     batch_sizes: list[int] = Field(default_factory=list)

@@ -421,11 +421,11 @@ class WaveSequence:
         policy, p = self.spec.batch, self.p
         if policy is None:
             return ""
-        p.batch_sizes = [*p.batch_sizes, len(self.wave.hosts)]
         done = (p.already_done + p.hosts_changed) / max(1, p.hosts_in_scope)
         # It grows from the size asked, not the wave's (rounded up to whole jobs, or cut down
         # to the budget), so the sizes asked go 2, 4, 8, ... whatever the jobs.
         asked = p.batch_size or policy.start
+        p.batch_sizes = [*p.batch_sizes, asked]
         verdict = judge_batch(policy, asked, verified, failed, p.batch_failures_in_row, done)
         p.batch_size, p.batch_failures_in_row = verdict.next_size, verdict.failures_in_row
         return verdict.stop
