@@ -97,7 +97,14 @@ class OpsActivities(FleetAccess):
         """Cut the next wave from the cluster as it is now and cordon it, atomically."""
         with self.cluster(req.cluster, req.wall) as b:
             wave = ops_take.take_wave(
-                b, self.fleet, self.plans, req.owner, req.spec, req.max_hold, req.since_hours
+                b,
+                self.fleet,
+                self.plans,
+                req.owner,
+                req.spec,
+                req.max_hold,
+                req.since_hours,
+                req.batch,
             )
         return wave.model_copy(update={"cost": self.owner_cost(req.owner, req.cluster)})
 

@@ -27,6 +27,8 @@ EXAMPLE_KINDS = {
     "bad-campaign.yaml": "campaign",
     "approved-campaign.yaml": "campaign",
     "slurm-config.yaml": "slurm-config",
+    "train-pacific.yaml": "train",
+    "lower-layer-batches.yaml": "operation",
 }
 
 

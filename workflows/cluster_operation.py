@@ -55,7 +55,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.search_attributes import TRAIN_CAMPAIGN, TRAIN_CLUSTER, TRAIN_PHASE
     from orchestrator.contracts.ui_text import names, plural
+    from orchestrator.execution.batches import batch_of
     from orchestrator.execution.drain_sequence import Ask, Evict, Look, Release, WaitUntil
+    from orchestrator.execution.soak import Soak, wave_hold
     from orchestrator.execution.wave_pacing import follow_plan
     from orchestrator.execution.wave_sequence import (
         AwaitInstall,
@@ -74,7 +76,6 @@ with workflow.unsafe.imports_passed_through():
         WaveSequence,
     )
     from orchestrator.ops.ui import cluster_details
-    from orchestrator.planning.windows import at_fleet_hour, waiting_text
     from workflows.fleet_timing import (
         capped_poll_seconds,
         fleet_call,
@@ -319,6 +320,7 @@ class ClusterOperation:
                 wall=workflow.now(),
                 max_hold=grant,
                 since_hours=self.p.started_hours,
+                batch=batch_of(self.inp.spec.batch, self.p.batch_size, grant),
             ),
             summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
         )
@@ -415,7 +417,7 @@ class ClusterOperation:
         """Drain, change, verify and return (or roll back) one wave (``WaveSequence``); '' or
         why to stop. An abort while it drains hands it back untouched."""
         seq = WaveSequence(wave, self.inp.spec, self.inp.operation_id, self.p)
-        self.wave_view = seq.view
+        self.wave_view, changed = seq.view, self.p.hosts_changed
         while not isinstance(cmd := seq.next(), WaveDone):
             if isinstance(cmd, Look) and self.abort:
                 seq.abort()
@@ -425,6 +427,8 @@ class ClusterOperation:
             else:
                 seq.feed(await self._wave_step(cmd))
             self._show()
+        if self.p.hosts_changed > changed:  # hosts back in service: a ``soak`` starts over
+            self.p.last_return_hours = fleet_hours_now(self.inp.clock)
         return cmd.stop
 
     async def _drain_step(self, cmd: DrainStep) -> Any:
@@ -535,26 +539,23 @@ class ClusterOperation:
             await workflow.wait_condition(lambda: not self.paused or bool(self.abort))
             if not self.abort:
                 await self._phase("planning", "resumed")
-        if not self.abort and self.inp.spec.schedule is not None:
+        if not self.abort and (self.inp.spec.schedule or self.inp.spec.soak_hours):
             await self._await_window()
         return bool(self.abort)
 
     async def _await_window(self) -> None:
-        """Outside the spec's windows (or in a blackout) start no wave: hand the budget back
-        and wait, in this cluster's fleet time, for the next window to open."""
-        schedule, clock = self.inp.spec.schedule, self.inp.clock
-        if schedule is None:
-            return
+        """Outside the spec's windows (or in a blackout), or within its ``soak`` of the latest
+        return (ops-soak), start no wave: hand the budget back and wait, in fleet time."""
+        spec, clock = self.inp.spec, self.inp.clock
         while not self.abort:
-            now = fleet_hours_now(clock)
-            ws, edge = at_fleet_hour(schedule, clock.anchor_wall, now)
-            if ws.open:
+            now, soak = fleet_hours_now(clock), Soak(spec.soak_hours)
+            hold = wave_hold(spec.schedule, soak, clock.anchor_wall, now, self.p.last_return_hours)
+            if hold is None or (hold.soak and not workflow.patched("ops-soak")):
                 return
             if self.in_arbiter:
-                await self._release("outside its maintenance window")
-            await self._phase("waiting", waiting_text(ws))
-            target = now + 24.0 if edge is None else max(now, edge + 1e-6)
-            await self._wait_fleet(target, now)  # an abort cuts it short
+                await self._release(hold.release_reason)
+            await self._phase("waiting", hold.text)
+            await self._wait_fleet(hold.until, now)  # an abort cuts it short
 
     async def _acquire(self, want: int, limit: int) -> int:
         """Wait, visibly, until the arbiter lets this operation run alone; 0 if told to stop.

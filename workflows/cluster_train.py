@@ -41,10 +41,13 @@ with workflow.unsafe.imports_passed_through():
         TrainStatus,
     )
     from orchestrator.contracts.ui_text import plural
+    from orchestrator.execution.batches import domain_size_now
     from orchestrator.execution.cycle import cycle_complete
     from orchestrator.execution.halting import HaltRule
+    from orchestrator.execution.soak import SOAK_WAIT, Soak, soak_text, soak_timer
     from orchestrator.execution.train_waits import TrainWindows, idle_timer, train_windows
     from orchestrator.train.bookkeeping import (
+        fold_batch,
         held_hosts,
         note_plan,
         record_domain,
@@ -98,6 +101,9 @@ class ClusterTrain:
         self.claim_withdrawn = False
         #: domains cancelled as a window closed with ``hard_stop`` (each cancelled once)
         self.cancelled_at_close: set[asyncio.Task[None]] = set()
+        self.clock: ClockInfo | None = None  # the fleet's clock, once read
+        #: with a ``soak``: the fleet hour the soak after the latest return ends, while it holds
+        self.soak_until: float | None = None
 
     # ----------------------------------------------------------------- queries
     @workflow.query(name="status")
@@ -135,6 +141,8 @@ class ClusterTrain:
             self.inp.state.negotiations[progress.domain_id] = progress.negotiations
             return
         release_hosts(self.in_flight, progress.domain_id, progress.released)
+        if any(progress.outcomes) or progress.visited:
+            self._note_return()
         if progress.visited and self.inp is not None:  # a domain ending without a result
             record_hand_back(self.inp.state, progress)
         if progress.domain_id in self.rollout_domains:
@@ -258,6 +266,7 @@ class ClusterTrain:
         if st.cycle_started_wall is None:
             st.cycle_started_wall = workflow.now()
         self.windows = train_windows(spec.schedule, clock.anchor_wall, st)
+        self.clock = clock
         return clock
 
     async def _turn(self, clock: ClockInfo, tasks: set[asyncio.Task[None]]) -> Turn:
@@ -270,6 +279,9 @@ class ClusterTrain:
                 return "end"
         elif st.phase == "running" and self.windows and not self._inside_window(clock):
             self._window_closed(clock, tasks)  # no new hosts; with hard_stop, hand back
+            self._show()
+        elif st.phase == "running" and self._soaking(clock):
+            await self._withdraw_claim()  # piggyback takes are not exempt from the soak
             self._show()
         elif st.phase == "running":
             await self._plan_more(clock, tasks)
@@ -287,7 +299,7 @@ class ClusterTrain:
         st = self.inp.state
         if st.phase in ("halted", "paused") or st.resting:
             await self._withdraw_claim()
-        else:
+        elif self.soak_until is None:
             self.claim_withdrawn = False
         self.wake = False
         self._show()
@@ -310,7 +322,7 @@ class ClusterTrain:
         st.retry_at_hours = res.retry_at_hours
         # Holding all it may (its domains' hosts), nothing to retry: only a domain's progress
         # can let it take more, and that wakes it (``_idle`` polls only to keep its claim).
-        full = res.counts.in_flight >= min(spec.domain_size, grant.granted)
+        full = res.counts.in_flight >= min(self._domain_size(), grant.granted)
         self.capped = not res.hosts and bool(self.in_flight) and res.retry_at_hours is None and full
         if not res.hosts:
             self._show()
@@ -350,6 +362,12 @@ class ClusterTrain:
                 static_summary=domain_summary(inp.cluster, inp.hosts, inp.targets),
             )
             record_domain(self.inp.state, result)
+            if (why := fold_batch(spec, self.inp.state, result)) and workflow.patched(
+                "train-batch"
+            ):
+                self._halt(why)
+            if result.returned:
+                self._note_return()
             if result.untold and domain_id not in self.rollout_domains:
                 # its last batch, told here: as ``domain_progress`` counts
                 self._count_outcomes(result.untold)
@@ -408,6 +426,11 @@ class ClusterTrain:
         rest(st, workflow.now())
 
     # ------------------------------------------------------------- asking for hosts
+    def _domain_size(self) -> int:
+        assert self.inp is not None
+        spec, st = self.inp.spec, self.inp.state
+        return domain_size_now(spec.domain_size, spec.batch, st.batch_size)
+
     def _plan_request(self, max_held: int) -> PlanDomainRequest:
         assert self.inp is not None
         claim_until = self.windows.closes_hours() if self.windows else None
@@ -439,8 +462,8 @@ class ClusterTrain:
         ask = acquire_request(spec, st, workflow.info().workflow_id, clock.hosts_total)
         res: PlanDomainResult = await fleet_call(
             FleetActivities.plan_granted_domain,
-            PlanGrantedRequest(acquire=ask, plan=self._plan_request(spec.domain_size)),
-            summary=f"ask {spec.cluster}'s capacity arbiter for up to {spec.domain_size} "
+            PlanGrantedRequest(acquire=ask, plan=self._plan_request(self._domain_size())),
+            summary=f"ask {spec.cluster}'s capacity arbiter for up to {self._domain_size()} "
             "hosts, then choose and cordon that many due hosts within the budget",
         )
         assert res.grant is not None
@@ -458,7 +481,30 @@ class ClusterTrain:
             summary=f"hand back {plural(len(hosts), 'host')} planned as the train stopped",
         )
 
-    # ---------------------------------------------------------- windows and waits
+    # ---------------------------------------------------------- windows, soak and waits
+    def _note_return(self) -> None:
+        """Hosts this train maintained came back to service now: a ``soak`` starts over."""
+        if self.inp is not None and self.clock is not None and self.inp.spec.soak_hours:
+            self.inp.state.last_return_hours = fleet_hours_now(self.clock)
+
+    def _soaking(self, clock: ClockInfo) -> bool:
+        """Whether the train's ``soak`` after its latest return holds new domains back now
+        (train-soak); says so in ``waiting`` while it does."""
+        assert self.inp is not None
+        st = self.inp.state
+        soak = Soak(self.inp.spec.soak_hours)
+        until = soak.until(st.last_return_hours)
+        if until is None or not soak.holds(fleet_hours_now(clock), st.last_return_hours):
+            self.soak_until = None
+            if st.waiting.startswith(SOAK_WAIT):
+                st.waiting = ""
+            return False
+        if not workflow.patched("train-soak"):
+            return False
+        self.soak_until = until
+        st.waiting = soak_text(until)
+        return True
+
     def _inside_window(self, clock: ClockInfo) -> bool:
         assert self.windows is not None
         return self.windows.allows(fleet_hours_now(clock))
@@ -491,6 +537,8 @@ class ClusterTrain:
         timer = idle_timer(st.counts.fleet_hours, st.retry_at_hours, self.capped)
         if self.windows is not None:  # a window edge may come first
             timer = self.windows.timer(fleet_hours_now(clock), timer)
+        if self.soak_until is not None:  # or the soak's end
+            timer = soak_timer(fleet_hours_now(clock), self.soak_until, timer)
         if self.wake:
             return
         seconds = max(timer.floor_seconds(), wall_seconds(clock, timer.target - timer.now))

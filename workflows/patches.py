@@ -38,4 +38,10 @@ class Patch:
 PATCHES: dict[str, Patch] = {
     # Campaign stages and operations may wait at approval gates (``fleet_timing.ApprovalGates``).
     "approval-gates": Patch(deprecated_in="0.3.0"),
+    # a train with ``soak`` takes no new domain within it of its latest return
+    "train-soak": Patch(deprecated_in="0.3.0"),
+    # an operation with ``soak`` starts no wave within it of its latest return
+    "ops-soak": Patch(deprecated_in="0.3.0"),
+    # a train whose ``batch`` policy sees failed domains in a row halts
+    "train-batch": Patch(deprecated_in="0.3.0"),
 }

@@ -40,4 +40,5 @@ async def schedule_campaign(
             [SearchAttributePair(TRAIN_CAMPAIGN, spec.workflow_id)]
         ),
         id_field="name",
+        time_zone=spec.schedule.time_zone if spec.schedule else "UTC",
     )

@@ -2,9 +2,15 @@
 
 Maintenance windows start at the instants a cron names (``0 22 * * 1-5``: 22:00 on weekdays),
 in fleet time. Workflows compute their window timers from it, so the evaluation must be
-deterministic and free of I/O, time zones and the wall clock: this module is plain arithmetic
-over the datetimes it is given (UTC, minute resolution), and small enough to sit at the bottom
-of the layering next to the models that validate a spec's ``cron`` with it.
+deterministic and free of I/O and the wall clock: this module is plain arithmetic over the
+datetimes it is given (minute resolution), and small enough to sit at the bottom of the layering
+next to the models that validate a spec's ``cron`` with it.
+
+An expression reads in UTC unless a ``zone`` (an IANA ``ZoneInfo``) names the calendar its
+fields are in. Across a daylight-saving change a local time the clocks skip (02:30 on the
+spring-forward night) fires at the same instant as the wall time one offset earlier would
+(03:30 local); a local time the clocks pass twice (01:30 on the fall-back night) fires once, at
+its first pass. Both are ``fold=0``, the standard library's reading.
 
 Fields: minute (0-59), hour (0-23), day of month (1-31), month (1-12 or jan-dec), day of week
 (0-7, 0 and 7 both Sunday, or sun-sat); each ``*``, a value, a range ``a-b``, a step ``*/n`` or
@@ -16,7 +22,7 @@ are accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 __all__ = ["Cron", "next_fire", "parse_cron", "prev_fire"]
 
@@ -133,9 +139,16 @@ def _utc(at: datetime) -> datetime:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
-def next_fire(cron: Cron, at: datetime) -> datetime | None:
-    """The first instant ``>= at`` that ``cron`` names, or None within the horizon."""
+def _is_utc(zone: tzinfo | None) -> bool:
+    return zone is None or zone is UTC or str(zone) in ("UTC", "Etc/UTC")
+
+
+def next_fire(cron: Cron, at: datetime, zone: tzinfo | None = None) -> datetime | None:
+    """The first instant ``>= at`` that ``cron`` names (read in ``zone``), in UTC, or None within
+    the horizon."""
     at = _utc(at)
+    if not _is_utc(zone):
+        return _next_zoned(cron, at, zone)
     day = at.replace(hour=0, minute=0, second=0, microsecond=0)
     for _ in range(HORIZON_DAYS):
         if cron.day_matches(day):
@@ -148,9 +161,12 @@ def next_fire(cron: Cron, at: datetime) -> datetime | None:
     return None
 
 
-def prev_fire(cron: Cron, at: datetime) -> datetime | None:
-    """The last instant ``<= at`` that ``cron`` names, or None within the horizon."""
+def prev_fire(cron: Cron, at: datetime, zone: tzinfo | None = None) -> datetime | None:
+    """The last instant ``<= at`` that ``cron`` names (read in ``zone``), in UTC, or None within
+    the horizon."""
     at = _utc(at)
+    if not _is_utc(zone):
+        return _prev_zoned(cron, at, zone)
     day = at.replace(hour=0, minute=0, second=0, microsecond=0)
     for _ in range(HORIZON_DAYS):
         if cron.day_matches(day):
@@ -159,5 +175,40 @@ def prev_fire(cron: Cron, at: datetime) -> datetime | None:
                     t = day.replace(hour=h, minute=m)
                     if t <= at:
                         return t
+        day -= timedelta(days=1)
+    return None
+
+
+def _fires_on(cron: Cron, local_day: datetime, zone: tzinfo | None) -> list[datetime]:
+    """The UTC instants ``cron`` names on one local calendar day (skipped times shift forward, so
+    the list is not always in order)."""
+    if not cron.day_matches(local_day):
+        return []
+    return [
+        local_day.replace(hour=h, minute=m, tzinfo=zone).astimezone(UTC)
+        for h in cron.hours
+        for m in cron.minutes
+    ]
+
+
+def _next_zoned(cron: Cron, at: datetime, zone: tzinfo | None) -> datetime | None:
+    # Naive local days; the day before is looked at too, as a skipped time may land after ``at``.
+    day = at.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=None)
+    day -= timedelta(days=1)
+    for _ in range(HORIZON_DAYS + 1):
+        later = [t for t in _fires_on(cron, day, zone) if t >= at]
+        if later:
+            return min(later)
+        day += timedelta(days=1)
+    return None
+
+
+def _prev_zoned(cron: Cron, at: datetime, zone: tzinfo | None) -> datetime | None:
+    day = at.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=None)
+    day += timedelta(days=1)
+    for _ in range(HORIZON_DAYS + 1):
+        earlier = [t for t in _fires_on(cron, day, zone) if t <= at]
+        if earlier:
+            return max(earlier)
         day -= timedelta(days=1)
     return None

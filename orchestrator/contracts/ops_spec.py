@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from orchestrator.contracts.approvals import ApprovalSpec
+from orchestrator.contracts.batch_policy import BatchPolicy
 from orchestrator.contracts.hostlist import expand_hostlist
 from orchestrator.contracts.models import (
     UPPER_LAYER,
@@ -224,6 +225,16 @@ class OperationSpec(BaseModel):
     #: ``window`` above, a larger budget for a bounded time
     # (``orchestrator.contracts.schedule_window``).
     schedule: Schedule | None = None
+    #: No wave starts within this long (``30m``) of the latest wave's return to service
+    #: (``orchestrator.execution.soak``); None: the next wave starts at once.
+    soak_hours: DurationHours | None = Field(
+        default=None,
+        alias="soak",
+        description="no wave starts within this long (e.g. 30m) of the latest wave's return",
+    )
+    #: Waves that grow while they succeed (``orchestrator.contracts.batch_policy``); None:
+    #: every wave as large as the budget allows.
+    batch: BatchPolicy | None = None
     #: How long a wave waits for room when outages (failures, repair) fill the budget, in fleet
     #: time; then the operation fails naming the budget, so a nightly run never eats the next.
     max_wait_for_room_hours: DurationHours = Field(
@@ -280,6 +291,11 @@ class OperationSpec(BaseModel):
         if "targets" in info.data:  # else the targets' own error is the one to show
             check_supersedes_targets(out, info.data["targets"])
         return out
+
+    @field_validator("soak_hours", mode="before")
+    @classmethod
+    def _soak(cls, v: object) -> float | None:
+        return None if v is None else parse_duration_hours(v, "soak")
 
     @field_validator("schedule")
     @classmethod
@@ -338,7 +354,12 @@ def operation_id(spec: OperationSpec) -> str:
     if spec.request_id:
         return f"ops-{spec.request_id}"
     dump = spec.model_dump(mode="json", exclude={"request_id"})
-    for name in ("schedule", "approval"):  # specs from before these fields keep their ids
+    if dump.get("schedule") is None:  # specs from before schedules keep their ids
+        dump.pop("schedule", None)
+    elif dump["schedule"].get("time_zone") == "UTC":  # and those from before time zones
+        dump["schedule"].pop("time_zone")
+    for name in ("soak_hours", "batch", "approval"):  # and those from before soaks, growing
+        # batches and approval gates
         if dump.get(name) is None:
             dump.pop(name, None)
     for name in ("skew", "supersedes"):  # and those from before the skew window

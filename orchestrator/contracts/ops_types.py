@@ -105,6 +105,13 @@ class ClusterProgress(BaseModel):
     fleet_hours: float = 0.0
     #: What the operation has cost this cluster's jobs, as its last wave read the record.
     cost: OwnerCost | None = None
+    #: The fleet hour a wave last returned hosts to service (for the spec's ``soak``).
+    last_return_hours: float | None = None
+    #: With a ``batch`` policy: the next wave's size (None: ``start``), failed batches in a row,
+    #: and the size each wave so far was asked to be (before rounding up to whole jobs).
+    batch_size: int | None = None
+    batch_failures_in_row: int = 0
+    batch_sizes: list[int] = Field(default_factory=list)
     #: Fleet hour it began (its first plan): what a reboot counts as done from.
     started_hours: float | None = None
     #: The bad-build rule (when ``max_failures`` is left out): the hosts it counts as changed
@@ -255,6 +262,8 @@ class TakeWaveRequest(BaseModel):
     wall: datetime
     max_hold: int = Field(ge=1)  # the arbiter's grant
     since_hours: float | None = None  # as in ``OpsRequest``
+    #: With a ``batch`` policy: the wave's size, rounded up to whole consistency groups
+    batch: int | None = None
 
 
 class TakenWave(BaseModel):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.contracts.batch_policy import BatchPolicy
 from orchestrator.contracts.models import (
     CapacityBudget,
     Count,
@@ -107,6 +108,12 @@ class TrainSpec(BaseModel):
     #: (``30d``) even with nothing pending; None (the default): hosts on their targets are only
     #: checked in place, never drained, and the train rests until something is pending.
     verify_every_hours: DurationHours | None = Field(default=None, alias="verify_every")
+    #: No new domain within this long (``30m``) of the latest host the train returned to
+    #: service (``orchestrator.execution.soak`` says what is exempt); None: no soak.
+    soak_hours: DurationHours | None = Field(default=None, alias="soak")
+    #: Domains that grow while they succeed (``orchestrator.contracts.batch_policy``), in place
+    #: of a fixed ``domain_size`` (which then reads as the batch's ``max``).
+    batch: BatchPolicy | None = None
     #: A campaign's stage riding this train (see ``Rollout``): the one field of trains from
     #: before several campaigns could ride at once (``rollouts``); still read, and still what
     #: a train a campaign starts is given.
@@ -147,6 +154,23 @@ class TrainSpec(BaseModel):
         if hours <= 0:
             raise ValueError("cycle_target: must be above 0 (e.g. 7d)")
         return hours
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batch_or_domain_size(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("batch"), dict):
+            size, most = data.get("domain_size"), data["batch"].get("max", BatchPolicy().max)
+            if size is not None and size != most:
+                raise ValueError(
+                    "batch: give batch or domain_size, not both (batch replaces domain_size)"
+                )
+            data = {**data, "domain_size": most}
+        return data
+
+    @field_validator("soak_hours", mode="before")
+    @classmethod
+    def _soak(cls, v: object) -> float | None:
+        return None if v is None else parse_duration_hours(v, "soak")
 
     @field_validator("verify_every_hours", mode="before")
     @classmethod

@@ -169,6 +169,12 @@ class TrainState(BaseModel):
     checked_total: int = 0
     #: What the train has cost the jobs, as its last plan read it from the fleet's record.
     cost: OwnerCost | None = None
+    #: The fleet hour the train last saw hosts it maintained come back (for ``soak``).
+    last_return_hours: float | None = None
+    #: With a ``batch`` policy: hosts in maintenance at once now (None: ``start``), and failed
+    #: domains in a row.
+    batch_size: int | None = None
+    batch_failures_in_row: int = 0
 
 
 #: Failures a train remembers for its status and page.
@@ -223,6 +229,8 @@ class TrainStatus(BaseModel):
     """While waiting: when (fleet time) the next window opens."""
     window_closes_at: datetime | None = None
     """While open: when (fleet time) this window closes."""
+    time_zone: str = ""
+    """The schedule's IANA time zone its windows are read in ("" without a schedule)."""
     rollout: Rollout | None = None
     #: Every campaign's rollout riding the train, in arrival order (``rollout``: the first).
     rollouts: list[Rollout] = Field(default_factory=list)

@@ -30,6 +30,7 @@ from orchestrator.contracts.models import HostState
 from orchestrator.contracts.ops_spec import OperationSpec, resolve_clusters
 from orchestrator.contracts.ops_types import ClusterPlanView, PrestageResult, TakenWave
 from orchestrator.contracts.views import ClusterSnapshot
+from orchestrator.execution.batches import round_up_to_groups
 from orchestrator.execution.drain import refusing_hosts
 from orchestrator.execution.target_checks import held_on_bad_version
 from orchestrator.planning.ops_plan import (
@@ -237,6 +238,7 @@ def take_wave(
     spec: OperationSpec,
     max_hold: int,
     since: float | None,
+    batch: int | None = None,
 ) -> TakenWave:
     """Cut the next wave from the cluster as it is now and cordon it (inside ``b``'s
     transaction, so every cordon re-checks the budget)."""
@@ -270,6 +272,9 @@ def take_wave(
     wave = next((hs for w in plan.waves if (hs := [h for h in w.hosts if h not in later])), [])
     if later and not wave:
         out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"
+    if batch is not None and spec.consistency == "job":  # a cluster's cut-over is one group
+        jobs = {h.name: h.job_id for h in snap.hosts}
+        wave = round_up_to_groups(wave, batch, lambda h: h if jobs.get(h) is None else jobs[h])
     # Planned work of every owner together stays within the maintenance budget, when the
     # spec names one (a window is an explicit grant of its own).
     maint = None

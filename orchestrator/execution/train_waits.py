@@ -85,7 +85,7 @@ class TrainWindows:
         st.next_window_start = ws.next_start
         st.window_closes_at = ws.closes_at
         if not ws.open:
-            st.waiting = waiting_text(ws)
+            st.waiting = waiting_text(ws, self.schedule.zone)
         elif st.waiting.startswith(WINDOW_WAITS):
             st.waiting = ""
         return ws

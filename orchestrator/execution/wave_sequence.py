@@ -41,6 +41,7 @@ from orchestrator.contracts.ops_spec import OperationSpec
 from orchestrator.contracts.ops_types import ClusterProgress, TakenWave
 from orchestrator.contracts.ui_text import at_hour, job_wait, names, plural, versions
 from orchestrator.execution.baseline import HealthBaseline
+from orchestrator.execution.batches import judge_batch
 from orchestrator.execution.drain import DrainTracker
 from orchestrator.execution.drain_sequence import (
     Ask,
@@ -360,7 +361,7 @@ class WaveSequence:
         yield from self._quarantine({**failed, **back.failed}, why)
         p.hosts_changed += len(back.passed)
         p.waves_done, p.wave_hosts = p.waves_done + 1, 0
-        return ""
+        return self._fold_batch(len(back.passed), len({**failed, **back.failed}))
 
     def _roll_back(self, upd: UpdateResult, failed: dict[str, str], over: str) -> _Steps:
         """Put every changed host of the wave back on its previous versions; why we stop."""
@@ -413,6 +414,21 @@ class WaveSequence:
         if self.p.failures > limit:
             return f"{self.p.failures} failures above max_failures {limit}"
         return ""
+
+    def _fold_batch(self, verified: int, failed: int) -> str:
+        """With a ``batch`` policy: the next wave's size after this one, and '' or why failed
+        batches in a row stop the rollout (``orchestrator.execution.batches``)."""
+        policy, p = self.spec.batch, self.p
+        if policy is None:
+            return ""
+        done = (p.already_done + p.hosts_changed) / max(1, p.hosts_in_scope)
+        # It grows from the size asked, not the wave's (rounded up to whole jobs, or cut down
+        # to the budget), so the sizes asked go 2, 4, 8, ... whatever the jobs.
+        asked = p.batch_size or policy.start
+        p.batch_sizes = [*p.batch_sizes, asked]
+        verdict = judge_batch(policy, asked, verified, failed, p.batch_failures_in_row, done)
+        p.batch_size, p.batch_failures_in_row = verdict.next_size, verdict.failures_in_row
+        return verdict.stop
 
     def _judge(self, changed: int) -> str:
         """The bad-build rule over the cluster's changed hosts so far: '' or why stop."""

@@ -8,8 +8,9 @@ tells the workflow so (``scheduled``), which takes that id as its own name, so r
 children and records apart. trainctl marks its schedules with a memo (``trainctl_kind``) and
 lists only those.
 
-The cron of a Schedule is the Temporal server's clock (UTC), which is wall time: a schedule
-says when to start work; a spec's ``schedule:`` windows (fleet time) say when work may proceed.
+The cron of a Schedule is read on the Temporal server's clock, which is wall time, in the spec's
+``schedule.time_zone`` (UTC without one; the server applies daylight saving): a schedule says
+when to start work; a spec's ``schedule:`` windows (fleet time) say when work may proceed.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class ScheduleView(BaseModel):
     kind: str
     workflow_type: str
     cron: list[str]
+    #: The IANA time zone the cron is read in.
+    time_zone: str = "UTC"
     overlap: str
     paused: bool
     note: str = ""
@@ -114,8 +117,10 @@ async def create_schedule(
     summary: str = "",
     search_attributes: TypedSearchAttributes | None = None,
     id_field: str = "request_id",
+    time_zone: str = "UTC",
 ) -> ScheduleView:
-    """A Schedule starting ``workflow(arg)`` at each instant of ``cron`` (UTC), overlap SKIP.
+    """A Schedule starting ``workflow(arg)`` at each instant of ``cron`` (read in ``time_zone``,
+    an IANA name), overlap SKIP.
 
     ``id_field`` is the spec field the schedule's id comes from (named when the id is taken).
     """
@@ -129,7 +134,7 @@ async def create_schedule(
             typed_search_attributes=search_attributes or TypedSearchAttributes.empty,
             static_summary=summary or None,
         ),
-        spec=ScheduleSpec(cron_expressions=[cron]),
+        spec=ScheduleSpec(cron_expressions=[cron], time_zone_name=time_zone),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
         state=ScheduleState(note=f"trainctl {kind}: {summary}"[:200]),
     )
@@ -175,6 +180,7 @@ async def _view(handle: ScheduleHandle, desc: ScheduleDescription | None = None)
         cron=[str(memo[CRON_MEMO])]
         if CRON_MEMO in memo
         else list(desc.schedule.spec.cron_expressions),
+        time_zone=desc.schedule.spec.time_zone_name or "UTC",
         overlap=_overlap_name(desc.schedule.policy.overlap),
         paused=desc.schedule.state.paused,
         note=desc.schedule.state.note or "",

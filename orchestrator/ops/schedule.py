@@ -40,4 +40,5 @@ async def schedule_operation(
         cron=cron,
         summary=operation_summary(spec.kind, spec.targets, spec.scope.cluster),
         search_attributes=TypedSearchAttributes(pairs),
+        time_zone=spec.schedule.time_zone if spec.schedule else "UTC",
     )

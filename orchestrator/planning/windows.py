@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from orchestrator.contracts.cron import Cron, next_fire, parse_cron, prev_fire
 from orchestrator.contracts.schedule_window import Schedule
@@ -23,6 +23,7 @@ from orchestrator.contracts.schedule_window import Schedule
 __all__ = [
     "WindowState",
     "at_fleet_hour",
+    "edge_text",
     "fleet_datetime",
     "fleet_hours_at",
     "waiting_text",
@@ -70,7 +71,7 @@ def _in_window(schedule: Schedule, at: datetime) -> datetime | None:
         return at + HORIZON
     best: datetime | None = None
     for w in schedule.windows:
-        start = prev_fire(_cron(w.cron), at)
+        start = prev_fire(_cron(w.cron), at, schedule.zone)
         if start is not None:
             end = start + timedelta(hours=w.duration_hours)
             if end > at and (best is None or end > best):
@@ -87,7 +88,7 @@ def _window_end(schedule: Schedule, at: datetime, end: datetime) -> datetime | N
             return None
         extended = end
         for w in schedule.windows:
-            start = prev_fire(_cron(w.cron), end)
+            start = prev_fire(_cron(w.cron), end, schedule.zone)
             if start is not None:
                 extended = max(extended, start + timedelta(hours=w.duration_hours))
         if extended <= end:
@@ -120,7 +121,8 @@ def _next_start(schedule: Schedule, at: datetime) -> datetime | None:
             continue
         if _in_window(schedule, probe) is not None:
             return probe
-        starts = [s for w in schedule.windows if (s := next_fire(_cron(w.cron), probe)) is not None]
+        zone = schedule.zone
+        starts = [s for w in schedule.windows if (s := next_fire(_cron(w.cron), probe, zone))]
         if not starts:
             return None
         probe = min(starts)
@@ -162,8 +164,19 @@ OUTSIDE_WAIT = "outside its maintenance window"
 WINDOW_WAITS = (BLACKOUT_WAIT, OUTSIDE_WAIT)
 
 
-def waiting_text(ws: WindowState) -> str:
-    """``outside its maintenance window until 2026-12-01 22:00 fleet time``, or the blackout's."""
+def edge_text(at: datetime, zone: tzinfo | None = None) -> str:
+    """``2026-12-01 22:00`` (UTC), or ``2026-12-01 22:00 PST (2026-12-02 06:00 UTC)`` in a zone:
+    a window edge in the schedule's own calendar and in UTC."""
+    utc = f"{at.astimezone(UTC):%Y-%m-%d %H:%M}"
+    if zone is None or str(zone) in ("UTC", "Etc/UTC"):
+        return utc
+    local = at.astimezone(zone)
+    return f"{local:%Y-%m-%d %H:%M} {local.tzname()} ({utc} UTC)"
+
+
+def waiting_text(ws: WindowState, zone: tzinfo | None = None) -> str:
+    """``outside its maintenance window until 2026-12-01 22:00 fleet time``, or the blackout's;
+    in a schedule's ``zone``, the local time first and UTC beside it."""
     what = BLACKOUT_WAIT if ws.state == BLACKOUT else OUTSIDE_WAIT
-    when = f" until {ws.next_start:%Y-%m-%d %H:%M} fleet time" if ws.next_start else ""
+    when = f" until {edge_text(ws.next_start, zone)} fleet time" if ws.next_start else ""
     return what + (when or " (none opens within 400 days)")

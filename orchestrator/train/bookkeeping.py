@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import (
     RECENT_FAILURES,
     DomainProgress,
@@ -18,6 +19,7 @@ from orchestrator.contracts.train_types import (
     PlanDomainResult,
     TrainState,
 )
+from orchestrator.execution.batches import domain_size_now, judge_batch
 
 
 def held_hosts(in_flight: Mapping[str, Sequence[str]]) -> list[str]:
@@ -90,3 +92,18 @@ def note_plan(st: TrainState, res: PlanDomainResult, now: datetime) -> None:
         begin_cycle(st, res.cycle_started_hours, now)
     elif res.resting:
         st.rest_until_hours = res.rest_until_hours
+
+
+def fold_batch(spec: TrainSpec, st: TrainState, result: DomainResult) -> str:
+    """With a ``batch`` policy: the next domain's size after this one, and '' or why failed
+    domains in a row stop the train (``orchestrator.execution.batches``)."""
+    if spec.batch is None:
+        return ""
+    failed = len(result.quarantined) + len(result.lost_to_repair)
+    done = st.counts.visited / max(1, st.counts.hosts_total)
+    asked = domain_size_now(spec.domain_size, spec.batch, st.batch_size)
+    verdict = judge_batch(
+        spec.batch, asked, len(result.returned), failed, st.batch_failures_in_row, done
+    )
+    st.batch_size, st.batch_failures_in_row = verdict.next_size, verdict.failures_in_row
+    return verdict.stop

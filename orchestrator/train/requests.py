@@ -12,6 +12,7 @@ from orchestrator.contracts.arbiter_types import AcquireRequest
 from orchestrator.contracts.messages import ClockInfo, HostsRequest
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import DomainInput, PlanDomainRequest, TrainState
+from orchestrator.execution.batches import domain_size_now
 
 
 def plan_request(
@@ -57,7 +58,7 @@ def acquire_request(
         holder=spec.workflow_id,
         workflow_id=workflow_id,
         kind="train",
-        want=spec.domain_size,
+        want=domain_size_now(spec.domain_size, spec.batch, state.batch_size),
         holding=state.counts.in_flight,
         limit=max(1, spec.budget.maintenance_limit(hosts_total)),
     )

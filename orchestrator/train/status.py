@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainState, TrainStatus
+from orchestrator.execution.batches import domain_size_now
 from orchestrator.execution.cycle import project_cycle_end
 
 
@@ -43,7 +44,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         in_maintenance=0 if ended else st.counts.in_flight if held is None else held,
         quarantined=st.counts.quarantined,
         in_repair=st.counts.in_repair,
-        domain_size=spec.domain_size,
+        domain_size=domain_size_now(spec.domain_size, spec.batch, st.batch_size),
         budget=spec.budget,
         targets=spec.targets,
         waiting="" if ended else st.waiting,
@@ -64,6 +65,7 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         window_state=st.window_state,
         next_window_start=st.next_window_start if st.window_state != "open" else None,
         window_closes_at=st.window_closes_at if st.window_state == "open" else None,
+        time_zone=spec.schedule.time_zone if spec.schedule else "",
     )
 
 

@@ -37,13 +37,19 @@ def print_schedule(o: dict[str, Any]) -> None:
     state = "paused" if o["paused"] else "active"
     click.echo(
         f"{o['schedule_id']}: {o['kind']} ({o['workflow_type']}), {state}, cron "
-        f"{', '.join(o['cron'])}, overlap {o['overlap']}"
+        f"{', '.join(o['cron'])}{_zone(o)}, overlap {o['overlap']}"
     )
     if o["next_runs"]:
         click.echo(f"  next: {o['next_runs'][0]}")
     if o["running"]:
         click.echo(f"  running: {', '.join(o['running'])}")
     click.echo(f"  runs: {o['runs_total']}, skipped (overlap): {o['skipped_overlap']}")
+
+
+def _zone(o: dict[str, Any]) -> str:
+    """`` (America/Los_Angeles)`` after a cron read in a zone other than UTC."""
+    zone = o.get("time_zone") or "UTC"
+    return "" if zone == "UTC" else f" ({zone})"
 
 
 def _run(coro: Awaitable[Any]) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -41,10 +42,12 @@ from orchestrator.app.cli.train_checks import (
     parse_target_options,
     supersedes_options,
 )
+from orchestrator.contracts.schedule_window import parse_time_zone
 from orchestrator.contracts.train_spec import load_train_spec, train_workflow_id
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.contracts.ui_text import duration, explain_wait, plural, versions
 from orchestrator.execution.target_checks import target_refusal
+from orchestrator.planning.windows import edge_text
 from orchestrator.train.client import (
     TrainAction,
     TrainNotFound,
@@ -137,13 +140,20 @@ def _rollouts(o: dict[str, Any]) -> str:
 
 
 def _window(o: dict[str, Any]) -> str:
-    """``  window: open until ...`` / ``waiting, next opens ...`` for a train with a schedule."""
+    """``  window: open until ...`` / ``waiting, next opens ...`` for a train with a schedule,
+    in the schedule's time zone and in UTC."""
     state = o.get("window_state")
     if not state:
         return ""
+    zone = parse_time_zone(o.get("time_zone") or "UTC")
+
+    def when(key: str, never: str) -> str:
+        at = o.get(key)
+        return edge_text(datetime.fromisoformat(at), zone) if at else never
+
     if state == "open":
-        return f"  window: open until {o.get('window_closes_at') or '(no close in sight)'}\n"
-    return f"  window: {state}, next opens {o.get('next_window_start') or '(none in sight)'}\n"
+        return f"  window: open until {when('window_closes_at', '(no close in sight)')}\n"
+    return f"  window: {state}, next opens {when('next_window_start', '(none in sight)')}\n"
 
 
 def _limits(o: dict[str, Any]) -> str:
