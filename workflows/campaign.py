@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.campaign.requests import (
         approve_command,
         lower_targets,
+        progress_request,
         stage_operation_spec,
         train_handoff,
         upper_targets,
@@ -78,7 +79,6 @@ with workflow.unsafe.imports_passed_through():
         ClusterStage,
         PlanRequest,
         Progress,
-        ProgressRequest,
         PromAnswer,
         ReclaimResult,
         RollbackPlan,
@@ -356,16 +356,6 @@ class Campaign:
         finally:
             self.wake = True
 
-    def _owners(self, cluster: str) -> list[str]:
-        """Who holds hosts for this campaign in ``cluster``: itself and its operations there."""
-        assert self.inp is not None and self.st is not None
-        ops = [
-            s.clusters[cluster].operation_id
-            for s in self.st.status.stages
-            if cluster in s.clusters and s.clusters[cluster].operation_id
-        ]
-        return [self.inp.spec.workflow_id, *ops]
-
     async def _look(self, plan: StagePlanModel, ss: StageStatus) -> None:
         """Read every started cluster's progress; move clusters on to bake, then done."""
         assert self.inp is not None and self.st is not None
@@ -373,19 +363,8 @@ class Campaign:
             if cs.state in ("pending", "done", "failed"):
                 continue
             targets = self._lower() if cs.state == "rolling" else self.inp.spec.targets
-            prog: Progress = await fleet_call(
-                CampaignActivities.stage_progress,
-                ProgressRequest(
-                    cluster=cs.cluster,
-                    campaign=self.inp.spec.name,
-                    stage=ss.name,
-                    hosts=cs.hosts,
-                    baseline_out=cs.baseline_out,
-                    targets=targets,
-                    wall=workflow.now(),
-                    owners=self._owners(cs.cluster),
-                ),
-            )
+            look = progress_request(self.inp.spec, self.st.status, ss, cs, targets, workflow.now())
+            prog: Progress = await fleet_call(CampaignActivities.stage_progress, look)
             progress.apply_progress(cs, prog)
             if cs.state == "rolling" and prog.complete:
                 if upper_targets(self.inp.spec.targets):

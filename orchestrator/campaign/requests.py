@@ -7,11 +7,19 @@ the stage alone, so they live here as pure functions; the workflow sends them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from orchestrator.campaign.gate import operation_max_failures
 from orchestrator.contracts.campaign_spec import CampaignSpec
-from orchestrator.contracts.campaign_types import ClusterStage, StagePlanModel, TrainHandoff
+from orchestrator.contracts.campaign_types import (
+    CampaignStatus,
+    ClusterStage,
+    ProgressRequest,
+    StagePlanModel,
+    StageStatus,
+    TrainHandoff,
+)
 from orchestrator.contracts.models import UPPER_LAYER
 from orchestrator.contracts.ops_spec import OperationSpec, Scope
 
@@ -65,3 +73,34 @@ def approve_command(workflow_id: str, stage: str, gate: str) -> str:
     """The exact command that approves a gate of the campaign run ``workflow_id`` (a ``--cron``
     run has an id of its own; the approver: the OS user, or ``--approver``)."""
     return f"trainctl campaign approve --id {workflow_id} --stage {stage} --gate {gate}"
+
+
+def cost_owners(spec: CampaignSpec, status: CampaignStatus, cluster: str) -> list[str]:
+    """Who holds hosts for the campaign in ``cluster``: itself and its operations there."""
+    ops = [
+        s.clusters[cluster].operation_id
+        for s in status.stages
+        if cluster in s.clusters and s.clusters[cluster].operation_id
+    ]
+    return [spec.workflow_id, *ops]
+
+
+def progress_request(
+    spec: CampaignSpec,
+    status: CampaignStatus,
+    ss: StageStatus,
+    cs: ClusterStage,
+    targets: dict[str, str],
+    wall: datetime,
+) -> ProgressRequest:
+    """The look at one cluster of a stage: how far ``targets`` got on its hosts, and the cost."""
+    return ProgressRequest(
+        cluster=cs.cluster,
+        campaign=spec.name,
+        stage=ss.name,
+        hosts=cs.hosts,
+        baseline_out=cs.baseline_out,
+        targets=targets,
+        wall=wall,
+        owners=cost_owners(spec, status, cs.cluster),
+    )

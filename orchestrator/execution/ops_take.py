@@ -266,15 +266,7 @@ def take_wave(
             f"{o} still holds {n} hosts" for o, n in sorted(others.items())
         )
         return out
-    # A job that refused a drain keeps its hosts until it may be asked again: they wait for a
-    # later wave (``DrainTracker.release``), the rest goes now.
-    later = refusing_hosts(b, [h for w in plan.waves for h in w.hosts])
-    wave = next((hs for w in plan.waves if (hs := [h for h in w.hosts if h not in later])), [])
-    if later and not wave:
-        out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"
-    if batch is not None and spec.consistency == "job":  # a cluster's cut-over is one group
-        jobs = {h.name: h.job_id for h in snap.hosts}
-        wave = round_up_to_groups(wave, batch, lambda h: h if jobs.get(h) is None else jobs[h])
+    wave = _next_wave(b, snap, plan, spec, batch, out)
     # Planned work of every owner together stays within the maintenance budget, when the
     # spec names one (a window is an explicit grant of its own).
     maint = None
@@ -294,3 +286,25 @@ def take_wave(
     # The cordons changed the fleet: the next look plans afresh.
     memo.forget(owner, snap.name)
     return out
+
+
+def _next_wave(
+    b: ClusterBackend,
+    snap: ClusterSnapshot,
+    plan: OperationPlan,
+    spec: OperationSpec,
+    batch: int | None,
+    out: TakenWave,
+) -> list[str]:
+    """The hosts of the plan's next wave to cordon now. A job that refused a drain keeps its
+    hosts until it may be asked again: they wait for a later wave (``DrainTracker.release``),
+    the rest goes now (``out.waiting`` says so when nothing is left). With a ``batch`` policy
+    and ``consistency: job`` the wave is rounded up to whole jobs."""
+    later = refusing_hosts(b, [h for w in plan.waves for h in w.hosts])
+    wave = next((hs for w in plan.waves if (hs := [h for h in w.hosts if h not in later])), [])
+    if later and not wave:
+        out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"
+    if batch is not None and spec.consistency == "job":  # a cluster's cut-over is one group
+        jobs = {h.name: h.job_id for h in snap.hosts}
+        wave = round_up_to_groups(wave, batch, lambda h: h if jobs.get(h) is None else jobs[h])
+    return wave
