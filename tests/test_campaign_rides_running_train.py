@@ -34,7 +34,11 @@ from orchestrator.contracts.campaign_types import CampaignStatus, ClusterStage
 from orchestrator.contracts.train_spec import load_train_spec
 from orchestrator.train.client import control_train, start_train, train_status
 from tests.e2e import audit_ok, trainctl
-from tests.test_campaign_e2e import hosts, multi_fleet
+from tests.test_campaign_e2e import (
+    hosts,
+    multi_fleet,
+    no_train_left,  # noqa: F401 (the autouse fixture)
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

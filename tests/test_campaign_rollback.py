@@ -33,7 +33,13 @@ from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.contracts.campaign_types import CampaignStatus
 from tests.e2e import audit_ok, trainctl
 from tests.rule_tests import promtool_rule_test
-from tests.test_campaign_e2e import ever_had, hosts, multi_fleet, run_campaign
+from tests.test_campaign_e2e import (
+    ever_had,
+    hosts,
+    multi_fleet,
+    no_train_left,  # noqa: F401 (the autouse fixture)
+    run_campaign,
+)
 
 ASYNC = pytest.mark.asyncio(loop_scope="session")
 

@@ -18,7 +18,10 @@ from orchestrator.campaign.client import campaign_handle, final_status, start_ca
 from orchestrator.contracts.campaign_spec import CampaignSpec
 from orchestrator.train.client import train_status
 from tests.e2e import audit_ok
-from tests.test_campaign_e2e import multi_fleet
+from tests.test_campaign_e2e import (
+    multi_fleet,
+    no_train_left,  # noqa: F401 (the autouse fixture)
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

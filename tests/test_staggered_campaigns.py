@@ -36,7 +36,11 @@ from orchestrator.contracts.train_types import (
 )
 from orchestrator.fleet.presets import INITIAL_VERSIONS
 from tests.e2e import audit_ok, trainctl
-from tests.test_campaign_e2e import hosts, multi_fleet
+from tests.test_campaign_e2e import (
+    hosts,
+    multi_fleet,
+    no_train_left,  # noqa: F401 (the autouse fixture)
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
