@@ -13,9 +13,10 @@ wave comes (idle today, its job ended, or freed when a job split across waves wa
 most likely been given a new job meanwhile: the scheduler keeps a cluster about as busy as it
 is now. ``Forecast`` takes the cluster's rates from the snapshot (busy share, jobs per busy
 host, share of jobs that outlast ``max_wait``) and expects that many new jobs on such hosts,
-that share of them interrupted. The figures are therefore ranges: today's jobs as replayed,
-plus the expected new ones (``spread``: the interruption range's high end is at most twice its
-low end plus two).
+that share of them interrupted; and a job a wave stops goes back to the head of the queue and
+may restart on a later wave's hosts, to be stopped again. The figures are therefore ranges:
+today's jobs as replayed, plus the expected new ones (``spread``: the interruption range's high
+end is at most twice its low end plus two).
 
 ``maintenance_hours_by_host`` is the maintenance time per host (``updates.maintenance_hours``
 of its pending components). It is separate from packing because both the packer's waves and
@@ -60,6 +61,12 @@ def drain_model(spec: OperationSpec) -> DrainModel:
 FRESH_JOBS_PER_HOST = 0.3
 
 
+#: Of the jobs that start on a freed host, the share that outlasts the drain's wait at the
+#: least: a new job has its whole run ahead of it (the simulated trace's median runs are 5 h
+#: and longer), where today's share counts jobs near their end.
+NEW_LONG_SHARE = 0.9
+
+
 @dataclass(frozen=True)
 class Forecast:
     """What a host idle before its wave holds when the wave comes, from today's cluster."""
@@ -68,6 +75,7 @@ class Forecast:
     jobs_per_host: float  # running jobs per busy host
     long_share: float  # of the running jobs, the share that outlast drain.max_wait
     checkpoint_hours: float  # mean checkpoint interval: a new job's drain waits half of it
+    serving: int = 0  # hosts in service
 
     @classmethod
     def of(cls, snap: ClusterSnapshot, wait: float) -> Forecast:
@@ -83,11 +91,19 @@ class Forecast:
             max(len(jobs) / busy, FRESH_JOBS_PER_HOST),
             long / len(jobs),
             sum(c for c in ckpt if c > 0) / max(1, sum(1 for c in ckpt if c > 0)),
+            len(serving),
         )
 
     def interrupted(self, idle_hosts: int) -> float:
         """New jobs expected on ``idle_hosts`` hosts that the wave will stop."""
-        return idle_hosts * self.busy_share * self.jobs_per_host * self.long_share
+        long = max(self.long_share, NEW_LONG_SHARE)
+        return idle_hosts * self.busy_share * self.jobs_per_host * long
+
+    def stopped_again(self, stopped: int, later_hosts: int) -> float:
+        """Of ``stopped`` jobs, those expected to restart on hosts of a later wave (a stopped
+        job goes back to the head of the queue and starts on the first hosts free, which
+        are later waves' as often as any others) and be stopped there again."""
+        return stopped * min(1.0, later_hosts / max(1, self.serving)) * self.long_share
 
 
 @dataclass
@@ -134,17 +150,21 @@ def estimate_waves(
     index = 0
     while index < len(bins):
         hosts = _hand_back_refusers(r, bins[index]) if r.drain.release else bins[index]
-        if index == len(bins) - 1 and r.later:  # the refusers' hosts: the last wave, or one more
-            room = cap is None or len(hosts) + len(r.later) <= cap
-            if room or not hosts:
-                hosts, r.later = hosts + r.later, []
-            else:
-                bins.append(list(r.later))
-                r.later = []
         if hosts:
             _replay_wave(r, hosts, len(r.est.waves), order, maint)
+            stopped = len(r.est.waves[-1].jobs_interrupted)
+            later = sum(len(b) for b in bins[index + 1 :])
+            r.est.expected_new += r.forecast.stopped_again(stopped, later)
         elif bins[index]:  # every host handed back: the wave asked, and ends there
             r.est.waves.append(Wave(index=len(r.est.waves), cluster=snap.name, hosts=[]))
+        if r.later:  # the refusers' hosts: in the last wave if it is still to come and has
+            # room, else in one more
+            last = index < len(bins) - 1 and (cap is None or len(bins[-1]) + len(r.later) <= cap)
+            if last:
+                bins[-1] = bins[-1] + r.later
+            else:
+                bins.append(list(r.later))
+            r.later = []
         index += 1
     r.est.hours = r.t - snap.now
     return r.est

@@ -226,8 +226,9 @@ def print_status(o: dict[str, Any]) -> None:
             click.echo(f"    {note}")
     if plan := o.get("plan"):
         hosts = plural(plan.get("hosts_in_waves", plan["hosts_to_change"]), "host")
+        label = "left now" if plan.get("left_now") else "plan"
         click.echo(
-            f"  plan: {hosts} to change in {plural(plan['waves'], 'wave')}, "
+            f"  {label}: {hosts} to change in {plural(plan['waves'], 'wave')}, "
             f"{plan.get('deferred', 0):,} deferred until repaired, "
             f"~{duration(plan['estimated_duration_hours'])} of fleet time"
         )
@@ -320,6 +321,9 @@ def start_answer(
             "deferred": len(plan.deferred),
             "estimated_duration_hours": plan.estimated_duration_hours,
             "conflicts": plan.conflicts,
+            # A repeat plans the fleet as it is now: what is left, not the operation's plan
+            # (its progress above counts the waves it planned and ran).
+            "left_now": not result.started,
         },
     )
     return out
