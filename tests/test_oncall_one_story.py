@@ -20,7 +20,7 @@ from orchestrator.app.cli.ops import print_status, start_answer
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.ops_spec import load_spec
-from orchestrator.contracts.ops_types import OperationStatus
+from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
 from orchestrator.contracts.train_types import TrainStatus
 from orchestrator.ops.client import OperationStart
 from orchestrator.planning.ops_result import ClusterPlan, OperationPlan, Wave
@@ -127,6 +127,31 @@ def test_a_repeated_ops_start_tells_the_plans_story(capsys) -> None:
     text = capsys.readouterr().out
     assert "plan: 6 hosts to change in 2 waves, 2 deferred until repaired, ~3 h" in text
     assert "8 hosts to change" not in text
+
+
+def test_a_repeated_ops_start_shows_its_progress_and_what_is_left(capsys) -> None:
+    """Asked again once its workflow planned, ``ops start`` answers the operation's progress
+    with every re-plan and its reason, and the plan it prints is what is left now."""
+    spec = load_spec(EXAMPLES / "cuda.yaml")
+    note = "re-planned from 2 to 3 waves: hosts failed or went to repair"
+    c00 = ClusterProgress(cluster="c00", waves_total=3, waves_done=2, replans=[note])
+    live = OperationStatus(
+        operation_id="ops-cuda-12-6-c00",
+        kind="cuda-upgrade",
+        targets={},
+        consistency="job",
+        waves_total=3,
+        waves_done=2,
+        clusters={"c00": c00},
+    )
+    again = OperationStart(
+        operation_id=live.operation_id, run_id="r", started=False, already_running=True, status=live
+    )
+    out = start_answer(spec, _plan(), again)
+    assert (out["waves_done"], out["waves_total"], out["plan"]["left_now"]) == (2, 3, True)
+    print_status(out)
+    text = capsys.readouterr().out
+    assert "2/3 waves" in text and note in text and "left now: 6 hosts" in text
 
 
 @pytest.mark.asyncio(loop_scope="session")

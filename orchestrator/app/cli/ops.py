@@ -304,7 +304,8 @@ def start_answer(
     it begins with (a repeat asked early answered ``waves_total: 0``), and the plan's figures
     as ``ops plan`` gives them (hosts in waves, deferred ones apart)."""
     status = result.status
-    if status is None or (not status.clusters and status.state not in FINAL_STATES):
+    planned = status is not None and (bool(status.clusters) or status.state in FINAL_STATES)
+    if status is None or not planned:
         live = status
         status = _starting_status(spec, plan)
         if live is not None:  # paused or aborting before it planned: say so
@@ -321,9 +322,9 @@ def start_answer(
             "deferred": len(plan.deferred),
             "estimated_duration_hours": plan.estimated_duration_hours,
             "conflicts": plan.conflicts,
-            # A repeat plans the fleet as it is now: what is left, not the operation's plan
-            # (its progress above counts the waves it planned and ran).
-            "left_now": not result.started,
+            # A repeat of an operation that has planned plans the fleet as it is now: what is
+            # left, not the operation's plan (its progress counts the waves it planned and ran).
+            "left_now": planned and not result.started,
         },
     )
     return out
