@@ -12,6 +12,7 @@ instants; the unreadable keys leave a ``job_comment_ignored`` event and nothing 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -149,6 +150,10 @@ async def test_job_answers_on_slurm_are_kept_as_on_the_simulated_fleet(
     starts = await wait_for(
         lambda: (s := _starts(lab, anchor)) and len(s) == len(jobs) and s, "the jobs to start"
     )
+    # A job asked within a second of its start has "just checkpointed" (its start) and goes at
+    # once on either fleet; past that second each answer is what the comment says.
+    latest = max(starts.values()) * 3600 + anchor
+    await wait_for(lambda: time.time() > latest + 2.0, "every job past its start's second")
     spec = TrainSpec.model_validate(
         {"cluster": lab.cluster, "domain_size": 4, "budget": {"max_unavailable": 4},
          "drain": {"max_wait": f"{MAX_WAIT_S:.0f}s"}, "targets": TARGETS}
