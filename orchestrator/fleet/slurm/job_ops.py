@@ -17,10 +17,6 @@ from orchestrator.contracts.models import GPUS_PER_HOST
 from orchestrator.contracts.views import JobView
 from orchestrator.fleet.slurm.core import SlurmCore
 
-#: A checkpoint this recent is "just written": the drain policy's slack after a checkpoint,
-#: as a simulated job counts it (``sim_negotiation.CHECKPOINT_SLACK_HOURS``).
-JUST_WRITTEN = 1.0 / 3600.0
-
 
 class JobOps(SlurmCore):
     """The job side of the ``ClusterBackend`` Protocol: ask, note refusals, evict."""
@@ -29,8 +25,7 @@ class JobOps(SlurmCore):
         """The job's ``--comment`` answers: ``evict=go|refuse`` says so outright, ``evict=wait``
         waits for its next checkpoint (its end without ``ckpt=``); a job that only declares
         ``ckpt=<interval>`` asks to wait for its next checkpoint when that comes after the
-        planned eviction, and goes ahead when it has just written one (or just started), as a
-        simulated job does; any other job lets maintenance go ahead. Words of the comment that
+        planned eviction; any other job lets maintenance go ahead. Words of the comment that
         are ignored leave a ``job_comment_ignored`` event and change nothing else."""
         j = self.jobs.get(job_id)
         if j is None:
@@ -48,10 +43,6 @@ class JobOps(SlurmCore):
         if said.evict in ("go", "refuse"):
             return JobAnswer(said.evict, reason=f"job comment: evict={said.evict}")
         view = j.view(self._now)
-        if j.ckpt_hours is not None and self._now - view.last_checkpoint_hours <= JUST_WRITTEN:
-            # As a simulated job answers: stopped now, it loses nothing (a job that has just
-            # started counts its start as a checkpoint).
-            return JobAnswer("go", reason="checkpoint just written")
         if said.evict == "wait":
             until = view.next_checkpoint_hours if j.ckpt_hours is not None else view.end_hours
             return JobAnswer("wait", until_hours=until, reason="job comment: evict=wait")
