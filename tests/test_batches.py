@@ -22,8 +22,8 @@ from orchestrator.execution.batches import judge_batch, next_batch, round_up_to_
 from orchestrator.fleet.presets import get_preset
 from orchestrator.ops import parse_spec_text
 from orchestrator.planning.windows import window_state
+from tests.e2e import audit_ok, op_spec, outcome, start_op, worker
 from tests.test_hardening_input import EXAMPLES, offline, run  # noqa: F401
-from tests.test_ops_exec import audit_ok, op_spec, outcome, start_op, worker
 from tests.test_train_windows import _fleet_log
 from tests.train_helpers import make_fleet, spec
 from workflows.cluster_train import ClusterTrain

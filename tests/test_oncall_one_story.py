@@ -151,6 +151,25 @@ def test_a_repeated_ops_start_after_planning_answers_the_operations_waves(capsys
     assert "0/4 waves" in text and "2 waves" not in text and "plan:" not in text
 
 
+def test_ops_status_prints_every_replan_with_its_reason(capsys) -> None:
+    """An operation whose wave count changed says each time why, under its cluster."""
+    note = "re-planned from 2 to 3 waves: hosts failed or went to repair"
+    status = OperationStatus(
+        operation_id="ops-cuda-12-6-c00",
+        kind="cuda-upgrade",
+        targets={},
+        consistency="job",
+        waves_total=3,
+        waves_done=2,
+        clusters={
+            "c00": ClusterProgress(cluster="c00", waves_total=3, waves_done=2, replans=[note])
+        },
+    )
+    print_status(status.model_dump(mode="json"))
+    text = capsys.readouterr().out
+    assert "2/3 waves" in text and note in text
+
+
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_domain_page_names_the_versions_its_hosts_get(
     dev_env, tmp_home, task_queue

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.train_types import TrainInput, TrainStatus
 from orchestrator.execution.soak import Soak
-from tests.test_ops_exec import audit_ok, op_spec, outcome, start_op, worker
+from tests.e2e import audit_ok, op_spec, outcome, start_op, worker
 from tests.test_train_windows import _audit_ok, _fleet_log
 from tests.train_helpers import make_fleet, spec
 from workflows.cluster_train import ClusterTrain

@@ -156,14 +156,18 @@ def test_a_drain_for_repair_wave_hands_its_drained_hosts_to_repair():
     assert (p.hosts_changed, p.waves_done) == (4, 1)
 
 
-def test_waves_total_is_replanned_only_when_the_grant_changes():
-    """The first plan sets the count; the same grant keeps it; a new grant re-plans, saying why."""
+def test_every_replan_of_waves_total_is_recorded_with_its_reason():
+    """The first plan sets the count; each later count that differs re-plans it, saying why."""
     p = ClusterProgress(cluster="c00", granted_hosts=4)
     planned_with = replan(p, 5, None, "c00")
-    assert (p.waves_total, planned_with, p.plan_note) == (5, 4, "")
+    assert (p.waves_total, planned_with, p.plan_note, p.replans) == (5, 4, "", [])
     p.waves_done = 1
-    assert replan(p, 6, planned_with, "c00") == 4 and p.waves_total == 5
+    assert replan(p, 5, planned_with, "c00") == 4 and p.replans == []
+    p.hosts_requeued = 8
+    replan(p, 6, planned_with, "c00")
+    assert p.waves_total == 6
+    assert "a job refused to be drained: its 8 hosts went to a later wave" in p.plan_note
     p.granted_hosts = 2
     replan(p, 8, planned_with, "c00")
-    assert p.waves_total == 8
+    assert p.waves_total == 8 and len(p.replans) == 2
     assert "c00's capacity arbiter grants 2 hosts a wave (planned with 4 hosts)" in p.plan_note

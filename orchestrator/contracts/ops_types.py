@@ -128,6 +128,11 @@ class ClusterProgress(BaseModel):
     #: was last re-planned (it is, only when that grant changes).
     granted_hosts: int | None = None
     plan_note: str = ""
+    #: Every re-plan of ``waves_total`` with its reason, the latest last (at most 20).
+    replans: list[str] = Field(default_factory=list)
+    #: What the last plan was made with (requeued, failed and deferred hosts): a re-plan
+    #: compares against it to say why.
+    plan_basis: dict[str, int] = Field(default_factory=dict)
 
 
 class ClusterOpState(BaseModel):

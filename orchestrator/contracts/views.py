@@ -115,3 +115,6 @@ class ClusterSnapshot:
     hosts: tuple[HostView, ...]
     jobs: Mapping[int, JobView]
     targets: Mapping[str, str] = field(default_factory=dict)
+    #: Running jobs that answer "not now" when asked before an eviction (a simulated job's
+    #: behaviour, a Slurm job's ``evict=refuse``): a plan counts the later wave they go to.
+    refusing: frozenset[int] = frozenset()

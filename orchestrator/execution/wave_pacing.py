@@ -2,15 +2,20 @@
 
 Each plan of what is left (``ClusterPlanView``) updates the progress: the fleet hour, the
 deferred hosts (those out for repair, and those it lost to repair mid-wave, for good) and the
-waves in all. The operation plans ``waves_total`` at the capacity arbiter's grant, and re-plans
-it only when that grant changes (or more is left than planned), saying why in ``plan_note``, so
-the count a user watches does not wobble wave after wave. Pure and deterministic: it runs inside
-the ``ClusterOperation`` workflow.
+waves in all. The first plan sets ``waves_total``; a later plan that counts otherwise re-plans
+it, and every re-plan is recorded in ``replans`` with its reason (the arbiter's grant changed,
+a refusing job's hosts went to a later wave, hosts failed or went to repair, room ran out, more
+or fewer hosts to change, jobs started or ended), the latest also as ``plan_note``, so the
+count a user watches changes only with a reason shown beside it. Pure and deterministic: it
+runs inside the ``ClusterOperation`` workflow.
 """
 
 from __future__ import annotations
 
 from orchestrator.contracts.ops_types import ClusterPlanView, ClusterProgress
+
+#: Re-plans a cluster's progress keeps (the latest), so its status stays small.
+MAX_REPLANS = 20
 
 
 def follow_plan(
@@ -23,26 +28,64 @@ def follow_plan(
     p.hosts_deferred = len(p.deferred_hosts) - view.returning
     # Hosts back from repair with nothing else left still make one more wave.
     total = p.waves_done + view.waves_left + (1 if view.returning and not view.waves_left else 0)
-    return replan(p, total, planned_with, cluster)
-
-
-def replan(p: ClusterProgress, total: int, planned_with: int | None, cluster: str) -> int | None:
-    """Set ``p.waves_total`` from a plan of ``total`` waves at the grant ``p.granted_hosts``;
-    the grant it is now planned with (``planned_with`` was the last, None: the spec's budget)."""
-    grant = p.granted_hosts
-    if p.waves_total == 0 or total == p.waves_done:  # the first plan, or nothing left
-        p.waves_total = total
-    elif grant != planned_with and total != p.waves_total:
-        before = "the budget" if planned_with is None else f"{planned_with} hosts"
-        p.plan_note = (
-            f"re-planned from {p.waves_total} to {total} waves: {cluster}'s capacity "
-            f"arbiter grants {grant} hosts a wave (planned with {before})"
-        )
-        p.waves_total = total
-    elif total > p.waves_total and p.waves_done >= p.waves_total:
-        p.plan_note = (
-            f"re-planned from {p.waves_total} to {total} waves: more hosts to change than "
-            "planned (back from repair, or newly in scope)"
-        )
-        p.waves_total = total
+    grant = replan(p, total, planned_with, cluster, view.waiting_for_room, view.limit)
+    p.plan_basis = _basis(p)
     return grant
+
+
+def _basis(p: ClusterProgress) -> dict[str, int]:
+    """What a later re-plan compares against to say why the count changed."""
+    return {
+        "requeued": p.hosts_requeued,
+        "failed": p.hosts_quarantined + len(p.lost_to_repair) + p.failures,
+        "deferred": p.hosts_deferred,
+    }
+
+
+def replan(
+    p: ClusterProgress,
+    total: int,
+    planned_with: int | None,
+    cluster: str,
+    room: str | None = None,
+    limit: int | None = None,
+) -> int | None:
+    """Set ``p.waves_total`` from a plan of ``total`` waves at the grant ``p.granted_hosts``,
+    recording why when it changes; the grant it is now planned with (``planned_with`` was the
+    last, None: the spec's budget of ``limit`` hosts). ``room``: why the cluster waits for room,
+    if it does."""
+    grant = p.granted_hosts
+    if p.waves_total == 0 or total == p.waves_total:
+        p.waves_total = max(p.waves_total, total)
+        return grant
+    why = _why(p, total, planned_with if planned_with is not None else limit, cluster, room)
+    p.plan_note = f"re-planned from {p.waves_total} to {total} waves: {why}"
+    p.replans = [*p.replans, p.plan_note][-MAX_REPLANS:]
+    p.waves_total = total
+    return grant
+
+
+def _why(
+    p: ClusterProgress, total: int, planned_with: int | None, cluster: str, room: str | None
+) -> str:
+    """The reason a plan of ``total`` waves differs from ``p.waves_total``."""
+    basis = p.plan_basis
+    failed = p.hosts_quarantined + len(p.lost_to_repair) + p.failures
+    if p.granted_hosts is not None and p.granted_hosts != planned_with:
+        before = "the budget" if planned_with is None else f"{planned_with} hosts"
+        return (
+            f"{cluster}'s capacity arbiter grants {p.granted_hosts} hosts a wave "
+            f"(planned with {before})"
+        )
+    if p.hosts_requeued > basis.get("requeued", 0):
+        moved = p.hosts_requeued - basis.get("requeued", 0)
+        return f"a job refused to be drained: its {moved} hosts went to a later wave"
+    if failed > basis.get("failed", 0):
+        return "hosts failed or went to repair"
+    if room:
+        return f"room ran out: {room}"
+    if p.hosts_deferred < basis.get("deferred", 0):
+        return "more hosts to change than planned (back from repair, or newly in scope)"
+    if total > p.waves_total:
+        return "jobs started or ended since the last plan, so the rest was cut again"
+    return "jobs ended or the waves took more hosts than planned"

@@ -53,6 +53,10 @@ class HostLedger:
         """Running jobs' views at ``now``, by id."""
         raise NotImplementedError
 
+    def _refusing_jobs(self, jobs: Mapping[int, JobView]) -> frozenset[int]:
+        """Of the running ``jobs``, those that answer "not now" when asked (none known)."""
+        return frozenset()
+
     def _host_views(self, cycle_started_hours: float | None) -> tuple[HostView, ...]:
         return tuple(rules.host_view(self.hosts[n], cycle_started_hours) for n in self.order)
 
@@ -119,8 +123,15 @@ class HostLedger:
     def snapshot(self, cycle_started_hours: float | None = None) -> ClusterSnapshot:
         """Plain views in inventory order; ``due`` as ``views.is_due`` says for that cycle."""
         hosts = self._host_views(cycle_started_hours)
+        jobs = self._job_views()
         return ClusterSnapshot(
-            self.name, self.now, len(hosts), hosts, self._job_views(), dict(self.recorded_targets())
+            self.name,
+            self.now,
+            len(hosts),
+            hosts,
+            jobs,
+            dict(self.recorded_targets()),
+            self._refusing_jobs(jobs),
         )
 
     # ------------------------------------------------------------- targets

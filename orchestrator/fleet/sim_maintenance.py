@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from orchestrator.contracts.backend import InstallOutcome, JobAnswer, RefusalNote, Verification
 from orchestrator.contracts.errors import BadSpec
 from orchestrator.contracts.models import HostState
+from orchestrator.contracts.views import JobView
 from orchestrator.fleet import sim_negotiation
 from orchestrator.fleet.sim_install import HostInstall
 from orchestrator.fleet.sim_scheduler import JobScheduler
@@ -65,9 +66,15 @@ class MaintenanceOps(JobScheduler, HostInstall):
         job = self.jobs.get(job_id)
         if job is None or job.state != "running":
             return JobAnswer("go", reason="not running")
+        return sim_negotiation.answer(self._behaviour(job_id, job.size), job, self.now)
+
+    def _behaviour(self, job_id: int, size: int) -> str:
         pinned = self.state.job_behaviours.get(str(job_id))
-        behaviour = pinned or sim_negotiation.draw_behaviour(self.seed, self.name, job_id, job.size)
-        return sim_negotiation.answer(behaviour, job, self.now)
+        return pinned or sim_negotiation.behaviour_of(self.seed, self.name, job_id, size)
+
+    def _refusing_jobs(self, jobs: Mapping[int, JobView]) -> frozenset[int]:
+        """The running jobs whose behaviour is to refuse (``sim_negotiation``)."""
+        return frozenset(j for j, v in jobs.items() if self._behaviour(j, v.size) == "refuse")
 
     def note_refusal(self, job_id: int, note: RefusalNote) -> None:
         job = self.jobs.get(job_id)

@@ -24,6 +24,8 @@ accept an interruption, large synchronous jobs the ones that most often push bac
 
 from __future__ import annotations
 
+import functools
+
 from orchestrator.contracts.backend import JobAnswer
 from orchestrator.fleet import dynamics as dyn
 from orchestrator.fleet.sim_records import JobRec
@@ -46,6 +48,13 @@ def draw_behaviour(seed: int, cluster: str, job_id: int, size: int) -> str:
     weights = next(w for least, w in MIX if size >= least)
     r = dyn.rng(seed, cluster, "negotiation", job_id)
     return r.choices(BEHAVIOURS, weights)[0]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def behaviour_of(seed: int, cluster: str, job_id: int, size: int) -> str:
+    """``draw_behaviour``, remembered: a job keeps its behaviour for life, and plans read it
+    for every running job at every look."""
+    return draw_behaviour(seed, cluster, job_id, size)
 
 
 def answer(behaviour: str, job: JobRec, now: float) -> JobAnswer:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.contracts.constants import NOT_MAINTENANCE_OWNERS
 from orchestrator.contracts.models import CapacityBudget, HostState
@@ -41,7 +42,13 @@ from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.contracts.views import ClusterSnapshot, HostView
 from orchestrator.planning.blockers import budget_holders
-from orchestrator.planning.ops_estimate import Estimate, estimate_waves, maintenance_hours_by_host
+from orchestrator.planning.ops_estimate import (
+    Estimate,
+    count_range,
+    drain_model,
+    estimate_waves,
+    maintenance_hours_by_host,
+)
 from orchestrator.planning.ops_packing import NoRoom, Packer, check_one_wave, pack_waves
 from orchestrator.planning.ops_result import ClusterPlan, Holder, OperationPlan, Wave
 from orchestrator.planning.ops_scope import ScopeFilter, classify
@@ -130,8 +137,10 @@ def _plan_cluster(
         )
     else:
         cut = _Cut([], limit, cap, refused=refused)
-    wait = spec.drain.max_wait_hours
-    est = Estimate([]) if cut.refused else estimate_waves(snap, cut.bins, maint, wait)
+    wait, model = spec.drain.max_wait_hours, drain_model(spec)
+    est = Estimate([])
+    if not cut.refused:
+        est = estimate_waves(snap, cut.bins, maint, wait, model, cut.cap)
     summary = ClusterPlan(
         cluster=snap.name,
         hosts_total=snap.hosts_total,
@@ -147,6 +156,7 @@ def _plan_cluster(
         refused=cut.refused,
         waiting_for_room=None if cut.refused else waiting,
         granted_hosts=grant,
+        jobs_interrupted_range=list(count_range(est.interrupted, est.expected_new)),
     )
     return _ClusterResult(summary, est, done, deferred, cut.split)
 
@@ -252,10 +262,26 @@ def plan_operation(
         gpu_hours_lost=round(sum(r.est.gpu_lost for r in results), 1),
         jobs_affected=sum(len(w.jobs_affected) for w in waves),
         jobs_interrupted=sum(len(w.jobs_interrupted) for w in waves),
+        **({} if refused else _ranges(results)),
         conflicts=_conflicts(results, holders, op_id),
         warnings=_warnings(spec, results, None if refused else hours),
         refused=refused,
     )
+
+
+def _ranges(results: list[_ClusterResult]) -> dict[str, list[Any]]:
+    """The estimates as ranges: today's jobs as the waves meet them, plus the new jobs expected
+    on hosts idle until their wave (``ops_estimate``); clusters run side by side."""
+    today = sum(r.est.interrupted for r in results)
+    jobs = count_range(today, sum(r.est.expected_new for r in results))
+    low = max((r.est.hours for r in results), default=0.0)
+    high = max((r.est.hours + r.est.extra_hours for r in results), default=0.0)
+    lost = sum(r.est.gpu_lost for r in results)
+    return {
+        "jobs_interrupted_range": list(jobs),
+        "estimated_duration_range_hours": [round(low, 3), round(min(high, 2 * low + 2), 3)],
+        "gpu_hours_lost_range": [round(lost, 1), round(lost, 1)],
+    }
 
 
 def _refusal(results: list[_ClusterResult]) -> str | None:

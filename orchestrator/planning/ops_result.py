@@ -66,6 +66,8 @@ class ClusterPlan(BaseModel):
     #: Hosts the cluster's capacity arbiter would grant the operation now (the waves' size);
     #: None when it was not asked (no server answering): then waves may be smaller.
     granted_hosts: int | None = None
+    #: Jobs its waves stop, low and high (``OperationPlan.jobs_interrupted_range``).
+    jobs_interrupted_range: list[int] = Field(default_factory=lambda: [0, 0])
 
 
 class OperationPlan(BaseModel):
@@ -86,7 +88,12 @@ class OperationPlan(BaseModel):
     gpu_hours_out_of_service: float
     gpu_hours_lost: float = Field(description="work lost by evictions since a checkpoint")
     jobs_affected: int
-    jobs_interrupted: int
+    jobs_interrupted: int = Field(description="today's running jobs the waves stop")
+    #: Jobs stopped, low and high: today's and the new jobs expected on hosts idle until their
+    #: wave (high at most twice low plus two); duration and work lost, low and high, the same way.
+    jobs_interrupted_range: list[int] = Field(default_factory=lambda: [0, 0])
+    estimated_duration_range_hours: list[float] = Field(default_factory=lambda: [0.0, 0.0])
+    gpu_hours_lost_range: list[float] = Field(default_factory=lambda: [0.0, 0.0])
     conflicts: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     refused: str | None = None
@@ -104,10 +111,12 @@ class OperationPlan(BaseModel):
             f"{in_waves:,} to change in {_n(len(self.waves), 'wave')}, "
             f"{len(self.already_done):,} already done, "
             f"{len(self.deferred):,} deferred until repaired",
-            f"estimate: ~{duration(self.estimated_duration_hours)}, "
+            f"estimate: {duration(self.estimated_duration_range_hours[0])} to "
+            f"{duration(self.estimated_duration_range_hours[1])}, "
             f"{self.gpu_hours_out_of_service:,.0f} GPU-hours out of service, "
-            f"{self.jobs_interrupted} of {_n(self.jobs_affected, 'job')} interrupted "
-            f"({self.gpu_hours_lost:,.0f} GPU-hours of work lost)",
+            f"{self.jobs_interrupted_range[0]} to {self.jobs_interrupted_range[1]} jobs "
+            f"interrupted ({self.jobs_interrupted} of the {_n(self.jobs_affected, 'job')} "
+            f"running now; {self.gpu_hours_lost:,.0f} GPU-hours of work lost)",
         ]
         for c in self.clusters:
             grant = "" if c.granted_hosts is None else f", the arbiter grants {c.granted_hosts}"

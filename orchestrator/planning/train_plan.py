@@ -342,15 +342,20 @@ def _evict_whole_jobs(
 
 def final_stop(job: JobView, now: float, deadline: float, policy: str = "job-aware") -> float:
     """When a job is stopped once the deadline rules (a negotiation's last word): job-aware
-    stops it right after its last checkpoint before the deadline (at once if none is left
-    ahead of now), the others at the deadline."""
+    stops it right after its last checkpoint before the deadline (``now`` if none is left to
+    write after now), the others at the deadline."""
     interval = job.next_checkpoint_hours - job.last_checkpoint_hours
     if policy != "job-aware" or interval <= 0 or job.end_hours <= deadline:
         return deadline
     last = last_checkpoint(job.last_checkpoint_hours, interval, deadline) + CHECKPOINT_SLACK_HOURS
     if last > deadline:
         last -= interval
-    return min(deadline, max(last, now))
+    if last - CHECKPOINT_SLACK_HOURS <= now:
+        # That checkpoint is already written (its slack may still be running): none is left
+        # ahead, so the negotiation holds the job to the deadline, never "a moment from now"
+        # (a Slurm start read to the second put such a sliver between two equal drains).
+        return now
+    return min(deadline, last)
 
 
 def drain_step(job: JobView, now: float, deadline: float, policy: str = "job-aware") -> DrainStep:

@@ -225,8 +225,8 @@ def print_status(o: dict[str, Any]) -> None:
             f"  {c['cluster']}: {c['state']}, {c['waves_done']}/{c['waves_total']} waves, "
             f"{c['hosts_changed']} changed{wait}{why}"
         )
-        if c.get("plan_note"):
-            click.echo(f"    {c['plan_note']}")
+        for note in c.get("replans") or ([c["plan_note"]] if c.get("plan_note") else []):
+            click.echo(f"    {note}")
     if plan := o.get("plan"):
         hosts = plural(plan.get("hosts_in_waves", plan["hosts_to_change"]), "host")
         click.echo(

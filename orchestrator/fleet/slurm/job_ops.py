@@ -9,9 +9,12 @@ counting the work lost since its last checkpoint.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from orchestrator.contracts.backend import JobAnswer, RefusalNote
 from orchestrator.contracts.job_comment import parse_job_comment
 from orchestrator.contracts.models import GPUS_PER_HOST
+from orchestrator.contracts.views import JobView
 from orchestrator.fleet.slurm.core import SlurmCore
 
 
@@ -47,6 +50,14 @@ class JobOps(SlurmCore):
             nxt = view.next_checkpoint_hours
             return JobAnswer("wait", until_hours=nxt, reason="until its next checkpoint")
         return JobAnswer("go")
+
+    def _refusing_jobs(self, jobs: Mapping[int, JobView]) -> frozenset[int]:
+        """The running jobs whose ``--comment`` says ``evict=refuse``."""
+        return frozenset(
+            j
+            for j in jobs
+            if j in self.jobs and parse_job_comment(self.jobs[j].slurm.comment).evict == "refuse"
+        )
 
     def note_refusal(self, job_id: int, note: RefusalNote) -> None:
         """Kept with the backend's state; stands while Slurm still runs the job."""
