@@ -138,7 +138,9 @@ class FleetActivities(FleetAccess):
     def drain_status(self, req: HostsRequest) -> DrainStatus:
         """Which of our cordoned hosts are free of jobs, and what to do about the jobs left."""
         with self.cluster(req.cluster, req.wall) as b:
-            return drain.drain_status(b, req.owner, req.hosts, req.deadline_hours, req.policy)
+            return drain.drain_status(
+                b, req.owner, req.hosts, req.deadline_hours, req.policy, req.cycle_target_hours
+            )
 
     @activity.defn(name="evict_jobs")
     def evict_jobs(self, req: EvictRequest) -> EvictResult:

@@ -76,6 +76,7 @@ class DomainMaintenance:
             targets=inp.targets,
             policy=inp.policy,
             visit=inp.visit,
+            cycle_target_hours=inp.cycle_target_hours,
             **kw,  # type: ignore[arg-type]
         )
 

@@ -45,6 +45,9 @@ class HostsRequest(BaseModel):
     deadline_hours: float = 0.0
     policy: str = "job-aware"
     visit: bool = True
+    #: the train's ``cycle_target`` (hours): a host's last visit plus it is the deadline that
+    #: may cut a job's quiet hours short (``planning.quiet``); None for operations
+    cycle_target_hours: float | None = None
     reason: str = ""
     #: host -> its own reason, over ``reason`` (a quarantine saying why each host failed)
     reasons: dict[str, str] = Field(default_factory=dict)
@@ -64,6 +67,10 @@ class JobWait(BaseModel):
     refusals: int = 0
     #: the job's latest checkpoint (releasing drains: a job taken again right after it)
     last_checkpoint_hours: float | None = None
+    #: no eviction before this fleet hour: the job's quiet hours (``planning.quiet``)
+    quiet_until_hours: float | None = None
+    #: its host's deadline cut the quiet hours short (the eviction is recorded as such)
+    quiet_forced: bool = False
 
 
 class DrainStatus(BaseModel):

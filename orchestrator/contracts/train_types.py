@@ -100,6 +100,9 @@ class DomainInput(BaseModel):
     #: the fleet hour of its plan: the domain's deadline counts from it (None: from its first
     #: look)
     start_hours: float | None = None
+    #: the train's ``cycle_target`` (hours): cuts a job's quiet hours short at its host's
+    #: deadline (``planning.quiet``)
+    cycle_target_hours: float | None = None
 
 
 class DomainResult(BaseModel):

@@ -85,6 +85,9 @@ class JobView:
     end_hours: float
     next_checkpoint_hours: float
     last_checkpoint_hours: float
+    #: the end of the job's quiet hours (fleet hours, capped by the cluster's ``max_quiet``):
+    #: no drain evicts it before then unless its host's deadline forces it (``planning.quiet``)
+    quiet_until_hours: float | None = None
 
     def at(self, t: float) -> JobView | None:
         """The job as it will look at fleet hour ``t`` (None once it has ended)."""
@@ -101,6 +104,7 @@ class JobView:
             self.end_hours,
             min(self.end_hours, last + interval),
             last,
+            self.quiet_until_hours,
         )
 
 

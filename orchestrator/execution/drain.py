@@ -27,7 +27,7 @@ from orchestrator.contracts.messages import (
 )
 from orchestrator.contracts.models import HostState
 from orchestrator.execution import negotiation
-from orchestrator.planning import train_plan
+from orchestrator.planning import quiet, train_plan
 
 #: Fleet hours treated as "now" when comparing instants (float noise of scaled clocks).
 EPSILON_HOURS = 1e-6
@@ -42,9 +42,17 @@ REASKED_SLACK_HOURS = 0.01
 
 
 def drain_status(
-    b: ClusterBackend, owner: str, hosts: Iterable[str], deadline_hours: float, policy: str
+    b: ClusterBackend,
+    owner: str,
+    hosts: Iterable[str],
+    deadline_hours: float,
+    policy: str,
+    cycle_target_hours: float | None = None,
 ) -> DrainStatus:
-    """Which of ``owner``'s held hosts are ready, which were lost, what to do about each job."""
+    """Which of ``owner``'s held hosts are ready, which were lost, what to do about each job.
+
+    A job in its quiet hours is not evicted before they end, or before its hosts' deadline
+    (last visit plus ``cycle_target_hours``) when that comes first (``planning.quiet``)."""
     out = DrainStatus(fleet_hours=b.now)
     jobs: dict[int, list[str]] = {}
     notes = b.refusal_notes()
@@ -65,15 +73,23 @@ def drain_status(
         step = train_plan.drain_step(job, b.now, deadline_hours, policy)
         final = train_plan.final_stop(job, b.now, deadline_hours, policy)
         note = notes.get(job_id)
+        forced_at = quiet.host_deadline(
+            (b.host(h).last_visit for h in job.hosts), cycle_target_hours
+        )
+        held = quiet.hold(job, b.now, forced_at)
+        until = None if held is None else held.until_hours
+        at = step.at_hours if step.action == "wait_end" else quiet.not_before(step.at_hours, until)
         out.waits.append(
             JobWait(
                 job_id=job_id,
                 hosts=names,
                 action=step.action,
-                at_hours=step.at_hours,
+                at_hours=at,
                 final_hours=final,
                 refusals=0 if note is None else note.refusals,
                 last_checkpoint_hours=job.last_checkpoint_hours,
+                quiet_until_hours=until,
+                quiet_forced=held is not None and held.forced,
             )
         )
     return out
@@ -109,6 +125,18 @@ def evict_jobs(
         job = b.job(job_id)
         if job is None or not any(b.host(h).owner == owner for h in job.hosts):
             continue  # ended, evicted by an earlier attempt, or restarted on others' hosts
+        q = job.quiet_until_hours
+        if q is not None and b.now + EPSILON_HOURS < q:
+            # A drain decides an eviction inside quiet hours only when the host's deadline
+            # forces it (``planning.quiet``): the record says so.
+            b.record(
+                owner,
+                "quiet_job_evicted",
+                None,
+                job=job_id,
+                quiet_until=round(q, 4),
+                reason="its hosts' deadline (last visit plus cycle_target) came first",
+            )
         out.lost_gpu_hours += b.evict(job_id, owner)
         out.interrupted += 1
     return out
@@ -176,8 +204,10 @@ def ask_jobs(
 def _question(w: JobWait, now: float) -> float:
     """The eviction instant a job is asked about: right after its next checkpoint when the
     policy times it so (job-aware), else now (a policy that would wait only in case the job
-    ends, or would not wait at all); a "go ahead" takes effect then."""
-    return max(w.at_hours, now) if w.action == "evict_after_checkpoint" else now
+    ends, or would not wait at all); a "go ahead" takes effect then; never inside the job's
+    quiet hours."""
+    at = max(w.at_hours, now) if w.action == "evict_after_checkpoint" else now
+    return quiet.not_before(at, w.quiet_until_hours)
 
 
 def _again(w: JobWait, now: float) -> float:
@@ -306,10 +336,11 @@ class DrainTracker:
                 else:
                     ask[w.job_id] = _question(w, now)
             elif talk.evict_at is not None:
-                if talk.evict_at <= due:
-                    evict[w.job_id] = talk.evict_at
+                at = quiet.not_before(talk.evict_at, w.quiet_until_hours)
+                if at <= due:
+                    evict[w.job_id] = at
                 else:
-                    wake = min(wake, talk.evict_at)
+                    wake = min(wake, at)
             elif talk.ask_at is not None:
                 if talk.ask_at <= due:
                     ask[w.job_id] = _question(w, now)

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
 
+from orchestrator.contracts.job_comment import parse_job_comment, quiet_hours
 from orchestrator.contracts.models import UPPER_LAYER, HostState
 from orchestrator.contracts.views import HostView, JobView
 from orchestrator.fleet.ledger import HostLedger
@@ -49,6 +52,9 @@ class SimCore(HostLedger):
         self.max_job_hosts = max_job_hosts
         self.target_utilisation = target_utilisation
         self.dirty_jobs: set[int] = set()
+        #: the fleet's calendar (fleet hour 0), which a job's ``quiet_until=`` instant is read
+        #: against; None where the fleet has none (``trainctl simulate``)
+        self.anchor_wall: datetime | None = None
         self.freed: list[str] = []  # hosts jobs left since the scheduler last placed (piggyback)
         self._racks: dict[str, list[str]] = defaultdict(list)
         for h in hosts:
@@ -100,7 +106,15 @@ class SimCore(HostLedger):
 
     def job(self, job_id: int) -> JobView | None:
         j = self.jobs.get(job_id)
-        return j.view(self.now) if j is not None and j.state == "running" else None
+        if j is None or j.state != "running":
+            return None
+        view = j.view(self.now)
+        said = self.state.job_comments.get(str(job_id))
+        if not said or j.start is None:
+            return view
+        q = parse_job_comment(said).quiet_until
+        until = quiet_hours(q, self.anchor_wall, j.start, self.state.max_quiet_hours)
+        return view if until is None else replace(view, quiet_until_hours=until)
 
     def job_of(self, name: str) -> JobRec | None:
         jid = self.hosts[name].job_id

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from orchestrator.contracts.backend import InstallOutcome, JobAnswer, RefusalNote, Verification
 from orchestrator.contracts.errors import BadSpec
+from orchestrator.contracts.job_comment import parse_job_comment
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.views import JobView
 from orchestrator.fleet import sim_negotiation
@@ -66,6 +67,12 @@ class MaintenanceOps(JobScheduler, HostInstall):
         job = self.jobs.get(job_id)
         if job is None or job.state != "running":
             return JobAnswer("go", reason="not running")
+        said = self.state.job_comments.get(str(job_id), "")
+        ignored = parse_job_comment(said).ignored if said else ()
+        if ignored:  # as on Slurm: a word of the job grammar trainctl cannot read
+            self._log(
+                actor, "job_comment_ignored", None, job=job_id, text=said, ignored=list(ignored)
+            )
         return sim_negotiation.answer(self._behaviour(job_id, job.size), job, self.now)
 
     def _behaviour(self, job_id: int, size: int) -> str:

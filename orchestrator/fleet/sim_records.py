@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from orchestrator.contracts.backend import RecordEntry
+from orchestrator.contracts.job_comment import DEFAULT_MAX_QUIET_HOURS
 from orchestrator.contracts.views import JobView, last_checkpoint, next_checkpoint
 from orchestrator.fleet.sim_index import HOST_WATCHED, JOB_WATCHED
 
@@ -105,6 +106,11 @@ class ClusterState:
     faults: dict[str, float] = field(default_factory=dict)
     #: job id (as text) -> its pinned negotiation behaviour (``sim_negotiation.BEHAVIOURS``)
     job_behaviours: dict[str, str] = field(default_factory=dict)
+    #: job id (as text) -> what the job says in the job grammar (``contracts.job_comment``;
+    #: ``quiet_until=`` is the key a simulated job's owner sets), kept for the job's life
+    job_comments: dict[str, str] = field(default_factory=dict)
+    #: the longest quiet hours a job is granted after its start (``max_quiet``, hours)
+    max_quiet_hours: float = DEFAULT_MAX_QUIET_HOURS
     #: a train's standing claim on freed due hosts (``sim_piggyback.PiggybackClaim``), or empty
     piggyback: dict[str, object] = field(default_factory=dict)
     #: job id (as text) -> [until_hours, refusals] (``backend.RefusalNote``)

@@ -281,6 +281,7 @@ class SqliteFleet(LedgerStore):
     def _load(self, conn: Connection, name: str) -> ClusterSim:
         """Cluster ``name`` from its rows, scheduling as the fleet was built to."""
         sim = load_cluster(conn, name, self.seed, self.preset)
+        sim.anchor_wall = self.anchor_wall
         if self.easy_restart_hours is not None:
             sim.use_easy(self.easy_restart_hours)
         return sim

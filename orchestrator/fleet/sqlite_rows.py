@@ -110,6 +110,8 @@ def _state_text(s: ClusterState) -> str:
             "targets": s.targets,
             "faults": s.faults,
             "job_behaviours": s.job_behaviours,
+            "job_comments": s.job_comments,
+            "max_quiet_hours": s.max_quiet_hours,
             "piggyback": s.piggyback,
             "job_refusals": s.job_refusals,
             "reimage": s.reimage,

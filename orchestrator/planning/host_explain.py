@@ -11,10 +11,11 @@ fleet and whether or not Temporal answers:
   finish its cycle), when its workflow answers a query (``TrainFacts``).
 
 Each target the host lacks gets one blocker, the first that applies in the order an on-call
-engineer would check: quarantine, repair, work in progress, a version marked bad, nobody
-covering it, the train paused or halted, its window, an exclusive operation it is parked
-behind, the job on the host, the budget, and otherwise its turn in the cycle. Pure functions
-over plain data, tested directly.
+engineer would check: quarantine, repair, work in progress (or the job in its quiet hours
+that work waits for), a version marked bad, nobody covering it, the train paused or halted,
+its window, an exclusive operation it is parked behind, a job in its quiet hours, the job on
+the host, the budget, and otherwise its turn in the cycle. Pure functions over plain data,
+tested directly.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ KINDS = (
     "train_paused",
     "window",
     "operation",
+    "quiet_job",
     "job",
     "budget",
     "queued",
@@ -272,6 +274,9 @@ def _blocker(
             host.repair_until,
         )
     if host.state in HELD_STATES and host.owner:
+        quiet = _quiet_blocker(host)  # its holder's drain waits for the quiet hours to end
+        if quiet is not None:
+            return quiet
         return Blocker("in_progress", f"{host.state} by {host.owner} now: {host.reason}".strip())
     why_bad = bad.get((component, version))
     if why_bad is not None:
@@ -294,10 +299,29 @@ def _blocker(
     return _turn_blocker(host, cov, who, train)
 
 
+def _quiet_blocker(host: HostFacts) -> Blocker | None:
+    """The job on the host, when it is in its quiet hours: no drain evicts it before they end
+    unless the host's deadline forces it (its last visit plus the train's ``cycle_target``)."""
+    job = host.job
+    until = None if job is None else job.quiet_until_hours
+    if job is None or until is None or until <= host.now:
+        return None
+    return Blocker(
+        "quiet_job",
+        f"job {job.id} ({job.size} hosts) is in its quiet hours until fleet hour {until:.1f} "
+        "(quiet_until=): drains wait for them to end unless the host's deadline (its last "
+        "visit plus cycle_target) comes first",
+        until,
+    )
+
+
 def _turn_blocker(host: HostFacts, cov: Coverage, who: str, train: TrainFacts | None) -> Blocker:
     """What keeps a host its covering owner would take from being taken yet: the job on it,
     a full budget, a resting train's next look, or its turn in the cycle."""
     job = host.job
+    quiet = _quiet_blocker(host)
+    if quiet is not None:
+        return quiet
     if job is not None:
         return Blocker(
             "job",

@@ -101,7 +101,14 @@ class DomainSteps:
         while True:
             cmd = d.seq.next()
             if isinstance(cmd, ds.Look):
-                st = drain_status(self._tx(), ACTOR, cmd.hosts, cmd.deadline_hours, self.cfg.policy)
+                st = drain_status(
+                    self._tx(),
+                    ACTOR,
+                    cmd.hosts,
+                    cmd.deadline_hours,
+                    self.cfg.policy,
+                    self.cfg.cycle_target_hours,
+                )
                 d.seq.looked(st)
             elif isinstance(cmd, ds.Install):
                 if d.seq.together:  # a rack visit: the switch first, now that all are drained

@@ -97,4 +97,5 @@ def domain_input(
         negotiate=spec.drain.negotiate,
         max_refusals=spec.drain.max_refusals,
         start_hours=start_hours,
+        cycle_target_hours=spec.cycle_target_hours,
     )

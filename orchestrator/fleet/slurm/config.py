@@ -86,6 +86,9 @@ class SlurmBackendConfig(BaseModel):
     """Hold the due nodes of a train's next domain with a maintenance reservation, so a node
     a job frees is still idle when trainctl takes it (``piggyback``)."""
     command_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    max_quiet: str = "24h"
+    """The longest quiet hours a job is granted after its start (``quiet_until=`` in its
+    ``--comment``): a later instant counts as this long after the job started."""
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     """The cluster's circuit breaker: ``{max_failures: 10, window: 6h}`` (fleet time)."""
 
@@ -94,6 +97,17 @@ class SlurmBackendConfig(BaseModel):
     def _duration(cls, v: str) -> str:
         parse_duration_hours(v, "reboot_timeout")
         return v
+
+    @field_validator("max_quiet")
+    @classmethod
+    def _max_quiet(cls, v: str) -> str:
+        if parse_duration_hours(v, "max_quiet") < 0:
+            raise ValueError("max_quiet: must not be negative (e.g. 24h)")
+        return v
+
+    @property
+    def max_quiet_hours(self) -> float:
+        return parse_duration_hours(self.max_quiet, "max_quiet")
 
     @property
     def reboot_timeout_seconds(self) -> float:

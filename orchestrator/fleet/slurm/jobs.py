@@ -10,8 +10,9 @@ the jobs, the reconciling that reads them and the job control that evicts them s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from orchestrator.contracts.job_comment import parse_job_comment
+from orchestrator.contracts.job_comment import parse_job_comment, quiet_hours
 from orchestrator.contracts.views import JobView
 from orchestrator.fleet.slurm.commands import SlurmJob
 
@@ -25,6 +26,8 @@ class RunningJob:
     end_hours: float
     ckpt_hours: float | None
     state: str = "running"
+    #: the end of its quiet hours (``quiet_until=``), capped by the config's ``max_quiet``
+    quiet_until_hours: float | None = None
 
     def view(self, now: float) -> JobView:
         from orchestrator.contracts.views import last_checkpoint, next_checkpoint
@@ -41,6 +44,7 @@ class RunningJob:
             self.end_hours,
             next_checkpoint(start, interval, now, self.end_hours),
             last_checkpoint(start, interval, now, self.end_hours),
+            self.quiet_until_hours,
         )
 
 
@@ -49,4 +53,13 @@ def declared_checkpoint_hours(comment: str) -> float | None:
     return parse_job_comment(comment).ckpt_hours
 
 
-__all__ = ["RunningJob", "declared_checkpoint_hours"]
+def declared_quiet_hours(
+    comment: str, anchor_unix: float, start_hours: float, max_quiet_hours: float
+) -> float | None:
+    """The fleet hour a job's quiet hours end (``quiet_until=`` in its ``--comment``), at most
+    ``max_quiet_hours`` after its start; fleet hour 0 is ``anchor_unix``."""
+    anchor = datetime.fromtimestamp(anchor_unix, UTC)
+    return quiet_hours(parse_job_comment(comment).quiet_until, anchor, start_hours, max_quiet_hours)
+
+
+__all__ = ["RunningJob", "declared_checkpoint_hours", "declared_quiet_hours"]

@@ -31,7 +31,11 @@ from orchestrator.fleet.ledger_rules import holds_planned_work
 from orchestrator.fleet.sim_records import HostRec
 from orchestrator.fleet.slurm.commands import SlurmNode
 from orchestrator.fleet.slurm.core import SLURM_ACTOR, S, SlurmCore, taken_by_others
-from orchestrator.fleet.slurm.jobs import RunningJob, declared_checkpoint_hours
+from orchestrator.fleet.slurm.jobs import (
+    RunningJob,
+    declared_checkpoint_hours,
+    declared_quiet_hours,
+)
 
 _REASON_OWNER = re.compile(r"^trainctl:(\S+)")
 
@@ -54,11 +58,15 @@ class Reconciler(SlurmCore):
             ours = [n for n in j.nodes if n in self.hosts]
             if not ours:
                 continue
+            start = self._hours(j.start)
             self.jobs[j.id] = RunningJob(
                 j,
-                self._hours(j.start),
-                self._hours(j.end) if j.end > j.start else self._hours(j.start) + 24 * 365,
+                start,
+                self._hours(j.end) if j.end > j.start else start + 24 * 365,
                 declared_checkpoint_hours(j.comment),
+                quiet_until_hours=declared_quiet_hours(
+                    j.comment, self._anchor, start, self.config.max_quiet_hours
+                ),
             )
             for n in ours:
                 on_node.setdefault(n, j.id)
