@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from orchestrator.contracts.messages import (
     DrainStatus,
     EvictResult,
@@ -171,3 +174,36 @@ def test_every_replan_of_waves_total_is_recorded_with_its_reason():
     replan(p, 8, planned_with, "c00")
     assert p.waves_total == 8 and len(p.replans) == 2
     assert "c00's capacity arbiter grants 2 hosts a wave (planned with 4 hosts)" in p.plan_note
+
+
+def test_a_failed_wave_rolls_back_rollback_batch_hosts_at_a_time():
+    """With ``rollback_batch: 2`` the four changed hosts of a failed wave go back two at a time,
+    each pair reinstalled, verified and returned before the next is touched."""
+    seq, p = start(spec(max_failures=0, rollback_batch=2))
+    drain_at_once(seq)
+    step(seq, Phase("checking"))
+    step(seq, CheckHealth, HealthBaseline(healthy=HOSTS))
+    step(seq, Phase("updating"))
+    step(seq, Change, UpdateResult(fleet_hours=10.0, updated=HOSTS, duration_hours=1.0))
+    step(seq, AwaitInstall(at_hours=11.0, now=10.0))
+    step(seq, Phase("verifying"))
+    step(seq, VerifyChange, VerifyOutcome(passed=HOSTS[1:], failed={HOSTS[0]: "nccl 40%"}))
+    step(seq, Phase("rolling_back"))
+    for pair in (HOSTS[:2], HOSTS[2:]):
+        cmd = seq.next()
+        assert isinstance(cmd, Rollback) and cmd.previous == {h: OLD for h in pair}
+        seq.feed(UpdateResult(fleet_hours=11.0, updated=pair, duration_hours=0.5))
+        step(seq, AwaitInstall(at_hours=11.5, now=11.0))
+        cmd = seq.next()
+        assert isinstance(cmd, VerifyRollback) and cmd.hosts == pair
+        seq.feed(VerifyOutcome(passed=pair))
+        assert all(seq.view[h][0] == "rolled back" for h in pair)
+    done = seq.next()
+    assert isinstance(done, WaveDone) and "wave rolled back: 4 hosts back" in done.stop
+    assert (p.hosts_rolled_back, p.hosts_quarantined) == (4, 0)
+
+
+def test_rollback_batch_is_refused_below_one():
+    """``rollback_batch: 0`` is refused, naming the field."""
+    with pytest.raises(ValidationError, match="rollback_batch"):
+        spec(rollback_batch=0)

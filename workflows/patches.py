@@ -44,4 +44,5 @@ PATCHES: dict[str, Patch] = {
     "ops-soak": Patch(deprecated_in="0.3.0"),
     # a train whose ``batch`` policy sees failed domains in a row halts
     "train-batch": Patch(deprecated_in="0.3.0"),
+    "ops-rollback-batch": Patch(deprecated_in="0.3.0"),
 }

@@ -235,6 +235,14 @@ class OperationSpec(BaseModel):
     #: Waves that grow while they succeed (``orchestrator.contracts.batch_policy``); None:
     #: every wave as large as the budget allows.
     batch: BatchPolicy | None = None
+    #: Hosts a failed wave rolls back at a time, each batch reinstalled, verified and returned
+    #: before the next; None: the whole wave at once.
+    rollback_batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="hosts a failed wave rolls back at a time (default: the whole wave at once)",
+    )
     #: How long a wave waits for room when outages (failures, repair) fill the budget, in fleet
     #: time; then the operation fails naming the budget, so a nightly run never eats the next.
     max_wait_for_room_hours: DurationHours = Field(
@@ -358,8 +366,8 @@ def operation_id(spec: OperationSpec) -> str:
         dump.pop("schedule", None)
     elif dump["schedule"].get("time_zone") == "UTC":  # and those from before time zones
         dump["schedule"].pop("time_zone")
-    for name in ("soak_hours", "batch", "approval"):  # and those from before soaks, growing
-        # batches and approval gates
+    for name in ("soak_hours", "batch", "approval", "rollback_batch"):  # and those from before
+        # soaks, growing batches, approval gates and rollback batches
         if dump.get(name) is None:
             dump.pop(name, None)
     for name in ("skew", "supersedes"):  # and those from before the skew window

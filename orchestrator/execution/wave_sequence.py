@@ -193,9 +193,17 @@ class WaveSequence:
     """One cordoned wave, from its drain to its end (see the module docstring)."""
 
     def __init__(
-        self, wave: TakenWave, spec: OperationSpec, owner: str, progress: ClusterProgress
+        self,
+        wave: TakenWave,
+        spec: OperationSpec,
+        owner: str,
+        progress: ClusterProgress,
+        rollback_batches: bool = True,
     ) -> None:
         self.wave, self.spec, self.owner, self.p = wave, spec, owner, progress
+        #: hosts rolled back at a time (the spec's ``rollback_batch``; None: the whole wave,
+        #: as a run recorded before rollback batches does: ``rollback_batches`` False)
+        self.rollback_batch = spec.rollback_batch if rollback_batches else None
         #: host of the wave -> (its phase, what it waits for or how it ended), for the UI
         self.view: WaveView = {}
         progress.wave_hosts, progress.fleet_hours = len(wave.hosts), wave.fleet_hours
@@ -364,12 +372,36 @@ class WaveSequence:
         return self._fold_batch(len(back.passed), len({**failed, **back.failed}))
 
     def _roll_back(self, upd: UpdateResult, failed: dict[str, str], over: str) -> _Steps:
-        """Put every changed host of the wave back on its previous versions; why we stop."""
+        """Put every changed host of the wave back on its previous versions, ``rollback_batch``
+        hosts at a time (each batch reinstalled, verified and returned before the next); why
+        we stop."""
         p = self.p
         yield Phase("rolling_back")
         yield from self._quarantine(upd.failed, "install failed")  # nothing installed on them
         previous = {h: self.wave.previous[h] for h in upd.updated}
         mark(self.view, list(previous), "rolling back", "reinstalling its previous versions")
+        hosts = list(previous)
+        size = self.rollback_batch or max(len(hosts), 1)
+        returned = lost = 0
+        for i in range(0, max(len(hosts), 1), size):
+            batch = {h: previous[h] for h in hosts[i : i + size]}
+            back, rb = yield from self._roll_back_batch(batch)
+            returned, lost = returned + len(back.passed), lost + len(back.failed) + len(rb.failed)
+        p.wave_hosts = 0
+        sample = "; ".join(f"{h}: {why}" for h, why in sorted(failed.items())[:2])
+        return (
+            f"wave {p.waves_done + 1}: {len(failed)} of {len(self.wave.hosts)} "
+            f"hosts failed ({sample}{'; ...' if len(failed) > 2 else ''}), "
+            f"{over}; wave rolled back: "
+            f"{returned} hosts back on their previous versions, "
+            f"{lost + len(upd.failed)} quarantined"
+        )
+
+    def _roll_back_batch(
+        self, previous: dict[str, dict[str, str]]
+    ) -> Generator[WaveCommand, Any, tuple[VerifyOutcome, UpdateResult]]:
+        """Reinstall, verify and return one batch of rolled-back hosts."""
+        p = self.p
         summary = f"roll {plural(len(previous), 'host')} back to their previous versions"
         rb: UpdateResult = yield Rollback(previous, summary)
         if rb.updated:
@@ -383,15 +415,7 @@ class WaveSequence:
         p.hosts_quarantined += len(back.failed)
         yield from self._quarantine(rb.failed, "rollback failed")
         p.hosts_rolled_back += len(back.passed)
-        p.wave_hosts = 0
-        sample = "; ".join(f"{h}: {why}" for h, why in sorted(failed.items())[:2])
-        return (
-            f"wave {p.waves_done + 1}: {len(failed)} of {len(self.wave.hosts)} "
-            f"hosts failed ({sample}{'; ...' if len(failed) > 2 else ''}), "
-            f"{over}; wave rolled back: "
-            f"{len(back.passed)} hosts back on their previous versions, "
-            f"{len(back.failed) + len(rb.failed) + len(upd.failed)} quarantined"
-        )
+        return back, rb
 
     def _quarantine(self, hosts: Mapping[str, str], why: str) -> _Steps:
         if hosts:
