@@ -207,3 +207,23 @@ def test_rollback_batch_is_refused_below_one():
     """``rollback_batch: 0`` is refused, naming the field."""
     with pytest.raises(ValidationError, match="rollback_batch"):
         spec(rollback_batch=0)
+
+
+def test_a_failed_batch_at_failure_threshold_stops_the_operation():
+    """``failure_threshold: 1``: a wave under ``success_threshold`` ends with why to stop."""
+    seq, p = start(spec(max_failures=1000, batch={"start": 2, "failure_threshold": 1}))
+    p.hosts_in_scope = 100  # 2 of 100 done: below safety_limit
+    drain_at_once(seq)
+    step(seq, Phase("checking"))
+    step(seq, CheckHealth, HealthBaseline(healthy=HOSTS))
+    step(seq, Phase("updating"))
+    step(seq, Change, UpdateResult(fleet_hours=10.0, updated=HOSTS, duration_hours=1.0))
+    step(seq, AwaitInstall(at_hours=11.0, now=10.0))
+    step(seq, Phase("verifying"))
+    failed = {h: "nccl 40%" for h in HOSTS[2:]}
+    step(seq, VerifyChange, VerifyOutcome(passed=HOSTS[:2], failed=failed))
+    step(seq, ReturnHosts, VerifyOutcome(passed=HOSTS[:2]))
+    step(seq, Quarantine, VerifyResult(quarantined=failed))
+    done = seq.next()
+    assert isinstance(done, WaveDone) and "1 failed batches in a row" in done.stop, done
+    assert (p.batch_sizes, p.batch_size) == ([2], 2)

@@ -416,8 +416,10 @@ class ClusterOperation:
     async def _run_wave(self, wave: TakenWave) -> str:
         """Drain, change, verify and return (or roll back) one wave (``WaveSequence``); '' or
         why to stop. An abort while it drains hands it back untouched."""
-        batches = self.inp.spec.rollback_batch is None or workflow.patched("ops-rollback-batch")
-        seq = WaveSequence(wave, self.inp.spec, self.inp.operation_id, self.p, batches)
+        spec = self.inp.spec
+        batches = spec.rollback_batch is None or workflow.patched("ops-rollback-batch")
+        stops = spec.batch is None or workflow.patched("ops-batch-stop")
+        seq = WaveSequence(wave, spec, self.inp.operation_id, self.p, batches, stops)
         self.wave_view, changed = seq.view, self.p.hosts_changed
         while not isinstance(cmd := seq.next(), WaveDone):
             if isinstance(cmd, Look) and self.abort:

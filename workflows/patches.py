@@ -45,4 +45,5 @@ PATCHES: dict[str, Patch] = {
     # a train whose ``batch`` policy sees failed domains in a row halts
     "train-batch": Patch(deprecated_in="0.3.0"),
     "ops-rollback-batch": Patch(deprecated_in="0.3.0"),
+    "ops-batch-stop": Patch(deprecated_in="0.3.0"),
 }

@@ -199,11 +199,15 @@ class WaveSequence:
         owner: str,
         progress: ClusterProgress,
         rollback_batches: bool = True,
+        batch_stops: bool = True,
     ) -> None:
         self.wave, self.spec, self.owner, self.p = wave, spec, owner, progress
         #: hosts rolled back at a time (the spec's ``rollback_batch``; None: the whole wave,
         #: as a run recorded before rollback batches does: ``rollback_batches`` False)
         self.rollback_batch = spec.rollback_batch if rollback_batches else None
+        #: failed batches in a row stop the operation (``batch.failure_threshold``); False only
+        #: for runs recorded before they did, which went on
+        self.batch_stops = batch_stops
         #: host of the wave -> (its phase, what it waits for or how it ended), for the UI
         self.view: WaveView = {}
         progress.wave_hosts, progress.fleet_hours = len(wave.hosts), wave.fleet_hours
@@ -333,8 +337,8 @@ class WaveSequence:
         over = self._judge(len(ready)) if gate else self._over_max_failures()
         if over:
             return (yield from self._roll_back(upd, failed, over))
-        yield from self._return(ver.passed, failed, gate)
-        return ""
+        stop = yield from self._return(ver.passed, failed, gate)
+        return stop if self.batch_stops else ""
 
     def _check_health(self, ready: list[str]) -> Generator[WaveCommand, Any, list[str]]:
         """Check the drained hosts before their change; the healthy ones (the rest quarantined).
