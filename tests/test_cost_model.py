@@ -54,6 +54,17 @@ def test_a_maintenance_stop_costs_its_lost_work_and_one_restart_whatever_the_job
     assert ledger.total() == pytest.approx(12.0 + 16.0 + 1600.0)
 
 
+def test_a_stop_on_slurm_that_names_its_nodes_costs_as_one_that_counts_them() -> None:
+    """Slurm's record names a stopped job's nodes where the simulated fleet counts them: the
+    same restart either way."""
+    counted, named = CostLedger(RestartModel(restart_hours=0.5)), CostLedger(RestartModel(0.5))
+    counted.stop({"cause": "maintenance:train-lab", "hosts": 3, "lost_gpu_hours": 1.0})
+    named.stop(
+        {"cause": "maintenance:train-lab", "hosts": ["h01", "h02", "h03"], "lost_gpu_hours": 1.0}
+    )
+    assert named.by_owner == counted.by_owner and named.total() == pytest.approx(1.0 + 12.0)
+
+
 def test_held_hosts_cost_only_what_a_queued_job_that_fits_could_have_used() -> None:
     """Held hosts no queued job fits in, or past the scheduler's room, cost nothing."""
     assert usable_hosts(8, 0, [16], room=100) == 0.0  # the job does not fit in 8

@@ -132,7 +132,8 @@ class CostLedger:
         if not cause.startswith(MAINTENANCE_CAUSE):
             return None
         owner = cause[len(MAINTENANCE_CAUSE) :]
-        hosts = int(detail.get("hosts", 0))
+        named = detail.get("hosts", 0)  # a count (simulated fleet) or the nodes (Slurm)
+        hosts = len(named) if isinstance(named, list | tuple) else int(named)
         parts = self.by_owner[owner]
         parts["lost_work"] += max(0.0, float(detail.get("lost_gpu_hours", 0.0)))
         parts["restart"] += self.model.restart_of(hosts) * hosts * GPUS_PER_HOST
