@@ -68,8 +68,10 @@ def test_breaker_alert_fires_while_a_cluster_breaker_is_open(tmp_path: Path) -> 
 
 def seeded_fleet(home: Path) -> Path:
     """``multi``, with a bad OS build that fails half the hosts it lands on, and a breaker on
-    each cluster that tolerates 3 failures within 1000 fleet hours."""
-    path = multi_fleet(home)
+    each cluster that tolerates 3 failures within 1000 fleet hours. One fleet hour a wall
+    second: the breaker (looked at every 0.2 s here) opens long before the operation's own
+    bad-build verdict could end it, however loaded the machine."""
+    path = multi_fleet(home, speed=3600.0)
     fleet = SqliteFleet(path)
     with fleet.cluster("c00") as sim:
         sim.inject_fault("os", BAD_OS, 0.5, "test")
