@@ -15,7 +15,7 @@ from orchestrator.contracts.job_comment import JobComment, parse_job_comment
         ("llm-7b ckpt=90s, evict=refuse", JobComment(90 / 3600, "refuse")),
         ("evict=WAIT;ckpt=2h", JobComment(2.0, "wait")),
         ("ckpt=1.5", JobComment(ckpt_hours=1.5)),
-        ("team=llm ckpt=10s evict=go", JobComment(10 / 3600, "go", ("team=llm",))),
+        ("team=llm ckpt=10s evict=go", JobComment(10 / 3600, "go", ignored=("team=llm",))),
         ("ckpt=soon evict=maybe", JobComment(ignored=("ckpt=soon", "evict=maybe"))),
         ("ckpt=0s ckpt=-5m", JobComment(ignored=("ckpt=0s", "ckpt=-5m"))),
         ("evict=go evict=refuse", JobComment(evict="go", ignored=("evict=refuse",))),
