@@ -181,4 +181,6 @@ def test_an_operators_drain_while_trainctl_reboots_the_node_is_kept(tmp_home, la
     assert steps[-4:] == ["verifying", "handed_over", "quarantined", "verified"], steps
     assert not [e for e in evs if e.kind in ("reboot_asked_again", "health_checked")], evs
     assert "DRAIN" in slurm_state(lab, "h01")
-    assert node_table(lab)["h01"][1] == OPERATOR["h01"][1]
+    # the operator's reason is kept; slurmctld may add its own note when the reboot trainctl
+    # asked before the handover goes out after the operator's drain (" : reboot issued")
+    assert node_table(lab)["h01"][1].startswith(OPERATOR["h01"][1])
