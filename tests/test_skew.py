@@ -183,7 +183,8 @@ def test_an_operation_id_is_unchanged_without_skew_fields() -> None:
 def _legacy_hash(spec: Any) -> str:
     import hashlib
 
-    dump = spec.model_dump(mode="json", exclude={"request_id", "skew", "supersedes", "schedule"})
+    newer = {"skew", "supersedes", "schedule", "soak_hours", "batch", "approval", "rollback_batch"}
+    dump = spec.model_dump(mode="json", exclude={"request_id", *newer})
     for name in ("partitions", "nodes", "features"):  # Slurm scope fields, newer still
         if dump["scope"].get(name) is None:
             dump["scope"].pop(name)
