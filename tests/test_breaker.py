@@ -133,8 +133,20 @@ async def test_burst_on_one_cluster_pauses_its_train_and_operation_until_reset(
             paused = await eventually(
                 lambda: states(client), lambda s: s["train-c00"] == s[OP_ID] == "paused"
             )
-            (opened,) = breaker_views(path, "c00")
-            gauge = metrics.REGISTRY.get_sample_value("trainctl_breaker_open", {"cluster": "c00"})
+
+            async def view_now() -> Any:  # the watch records what it paused after pausing
+                (view,) = breaker_views(path, "c00")
+                return view
+
+            both = sorted(["train-c00", OP_ID])
+            opened = await eventually(view_now, lambda v: sorted(v.paused) == both)
+
+            async def gauge_now() -> float | None:  # the watch reports after it paused
+                return metrics.REGISTRY.get_sample_value(
+                    "trainctl_breaker_open", {"cluster": "c00"}
+                )
+
+            gauge = await eventually(gauge_now, lambda g: g == 1.0)
         code_s, shown, _ = await trainctl("breaker", "status", "--cluster", "c00", "--json")
         code_r, after, err = await trainctl(
             "breaker", "reset", "--cluster", "c00", "--reason", "bad build marked", "--by", "alice",

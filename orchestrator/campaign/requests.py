@@ -59,6 +59,9 @@ def stage_operation_spec(
         "scope": Scope(cluster=cs.cluster, hosts=cs.hosts),
         "targets": upper_targets(spec.targets),
         "request_id": f"{spec.name}-{stage}-{cs.cluster}",
+        # the campaign's budget holds for its operations as for the trains it starts: the
+        # default operation budget (one host of a small cluster) stalls on one host in repair
+        "budget": spec.train.budget,
     }
     if limit is not None:
         fields["max_failures"] = limit
