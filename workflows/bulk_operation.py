@@ -206,7 +206,7 @@ class BulkOperation:
         if spec is None or gates.approved("", "before") or not workflow.patched(APPROVAL_GATES):
             return ""
         command = f"trainctl ops approve --id {self.st.operation_id}"
-        waiting = gates.open(spec, "", "before", command)
+        waiting = gates.gate_for(spec, "", "before", command)
         self._set_state("waiting_for_approval", waiting_text(waiting))
         why = await gates.wait(waiting, lambda: self.st.state == "aborting")
         if not why:

@@ -255,7 +255,7 @@ class Campaign:
         gates = ApprovalGates(self.st.status.approvals)
         if spec is None or gates.approved(ss.name, gate) or not workflow.patched(APPROVAL_GATES):
             return False
-        waiting = gates.open(
+        waiting = gates.gate_for(
             spec, ss.name, gate, approve_command(workflow.info().workflow_id, ss.name, gate)
         )
         ss.state, ss.gate = "waiting_for_approval", waiting_text(waiting)

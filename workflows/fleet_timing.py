@@ -184,7 +184,9 @@ class ApprovalGates:
         found = find_gate(self.gates, stage, gate)
         return found is not None and found.state == "approved"
 
-    def open(self, spec: ApprovalSpec, stage: str, gate: GateName, command: str) -> ApprovalGate:
+    def gate_for(
+        self, spec: ApprovalSpec, stage: str, gate: GateName, command: str
+    ) -> ApprovalGate:
         """The gate for ``stage``/``gate``: the one recorded (a continued run), else a new one."""
         found = find_gate(self.gates, stage, gate)
         if found is not None and found.state != "timed_out":
