@@ -54,13 +54,7 @@ async def test_a_command_refuses_another_fleets_server(tmp_path: Path) -> None:
     make_fleet(theirs, 3600.0)
     mine, other = read_fleet_id(path), read_fleet_id(theirs / "fleet.db")
     assert mine and other and mine != other  # fleet init gives every fleet its own id
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="warn",
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await _own_server()
     try:
         address = env.client.service_client.config.target_host
         worker = build_worker(env.client, path, TASK_QUEUE)
@@ -95,13 +89,7 @@ async def test_fleets_sharing_a_server_on_queues_of_their_own_pass_each_others_c
     theirs.mkdir()
     path = make_fleet(ours, 3600.0)
     make_fleet(theirs, 3600.0)
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="warn",
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await _own_server()
     try:
         address = env.client.service_client.config.target_host
         async with build_worker(env.client, path, TASK_QUEUE):  # ours, on the default queue
@@ -124,6 +112,17 @@ async def test_fleets_sharing_a_server_on_queues_of_their_own_pass_each_others_c
             assert code == 0, out  # theirs, started on its own queue
     finally:
         await env.shutdown()
+
+
+async def _own_server() -> WorkflowEnvironment:
+    """A dev server of the test's own, so whichever queue its workers poll is nobody else's."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli_path()),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="warn",
+        dev_server_startup_timeout=timedelta(seconds=60),
+    )
 
 
 def _identity(worker: object) -> str:

@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from orchestrator.app.cli import main as cli_main
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.arbiter_types import arbiter_workflow_id
 from orchestrator.contracts.job_comment import parse_job_comment
@@ -31,14 +29,14 @@ from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.contracts.views import JobView, last_checkpoint, next_checkpoint
 from orchestrator.execution.drain import DrainTracker
-from orchestrator.fleet import fleet_path, open_backend
+from orchestrator.fleet import open_backend
 from orchestrator.fleet import sim_negotiation as simjobs
 from orchestrator.fleet.sim_records import JobRec
 from orchestrator.lab.slurm import LabInfo, lab_down
 from orchestrator.planning import train_plan
 from tests.e2e import audit_ok, terminate, wait_for
 from tests.test_slurm_e2e import TARGETS, slurm
-from tests.test_slurm_ops import lab_up
+from tests.test_slurm_ops import init_fleet, lab_up
 from workflows.cluster_train import ClusterTrain
 
 MAX_WAIT_S = 40.0
@@ -135,15 +133,7 @@ async def test_job_answers_on_slurm_are_kept_as_on_the_simulated_fleet(
     and the job behaves as its readable words say."""
     lab = lab4
     jobs = {_submit(lab, c): c for c in JOBS}
-    init = CliRunner().invoke(
-        cli_main,
-        [
-            "fleet", "init", "--backend", "slurm", "--slurm-conf", lab.slurm_conf,
-            "--backend-config", lab.backend_config, "--json",
-        ],
-    )  # fmt: skip
-    assert init.exit_code == 0, init.output
-    path = fleet_path(tmp_home)
+    path = init_fleet(lab)
     fleet = open_backend(path)
     anchor = fleet.anchor_wall.timestamp()  # type: ignore[attr-defined]
     fleet.close()  # type: ignore[attr-defined]

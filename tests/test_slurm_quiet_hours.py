@@ -19,18 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from orchestrator.app.cli import main as cli_main
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.arbiter_types import arbiter_workflow_id
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainInput
-from orchestrator.fleet import fleet_path, open_backend
+from orchestrator.fleet import open_backend
 from orchestrator.lab.slurm import LabInfo, lab_down
 from tests.e2e import audit_ok, terminate, wait_for
 from tests.test_slurm_e2e import TARGETS, slurm
-from tests.test_slurm_ops import lab_up
+from tests.test_slurm_ops import init_fleet, lab_up
 from workflows.cluster_train import ClusterTrain
 
 MAX_WAIT_S = 20.0
@@ -80,15 +78,7 @@ async def test_a_quiet_job_on_slurm_is_kept_to_its_end_or_its_node_deadline(
     """The job quiet for 45 s is requeued after its quiet hours, past the 20 s drain deadline;
     the one quiet for an hour at its node's deadline, which the record says."""
     lab = lab2
-    init = CliRunner().invoke(
-        cli_main,
-        [
-            "fleet", "init", "--backend", "slurm", "--slurm-conf", lab.slurm_conf,
-            "--backend-config", lab.backend_config, "--json",
-        ],
-    )  # fmt: skip
-    assert init.exit_code == 0, init.output
-    path = fleet_path(tmp_home)
+    path = init_fleet(lab)
     fleet = open_backend(path)
     anchor = fleet.anchor_wall.timestamp()  # type: ignore[attr-defined]
     fleet.close()  # type: ignore[attr-defined]
