@@ -15,15 +15,12 @@ import pytest
 
 from orchestrator.app.worker import build_worker
 from orchestrator.contracts.backend import RecordEntry
-from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_types import TrainInput
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.build import build_cluster
-from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.cost import PARTS
-from orchestrator.simulator import SimConfig
 from orchestrator.telemetry.cost_ledger import replay
-from tests.sim_recording import RecordingEngine
+from tests.sim_recording import RecordingEngine, sim_config_of
 from tests.train_helpers import TARGETS, make_fleet, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -44,17 +41,7 @@ async def test_live_train_and_simulator_agree_part_by_part_on_a_cycle_with_evict
     """Same fleet, seed and spec: at least 5 evictions, and every part of the live train's cost
     within 15% of the simulator's."""
     train_spec = spec(stop_after_cycles=1, domain_size=8, policy="rolling-serial")
-    cfg = SimConfig(
-        preset=get_preset("small"),
-        policy=train_spec.policy,
-        budget=CapacityBudget.model_validate(train_spec.budget.model_dump()),
-        domain_size=train_spec.domain_size,
-        seed=5,
-        max_wait_hours=train_spec.drain.max_wait_hours,
-        targets=dict(TARGETS),
-        halt_after_failures=train_spec.halt_after_failures,
-        halt_failure_rate=train_spec.halt_failure_rate,
-    )
+    cfg = sim_config_of(train_spec, TARGETS, 5)
     engine = RecordingEngine(build_cluster(cfg.preset, cfg.seed, cfg.cluster), cfg)
     assert engine.run().complete
     sim, sim_stops = parts_of(engine.log)

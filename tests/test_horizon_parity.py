@@ -17,15 +17,13 @@ import pytest
 from orchestrator.app.worker import build_worker
 from orchestrator.audit.record_checks import audit
 from orchestrator.contracts.backend import RecordEntry
-from orchestrator.contracts.models import CapacityBudget
 from orchestrator.contracts.train_types import ControlRequest, TrainInput
 from orchestrator.fleet import SqliteFleet
 from orchestrator.fleet.build import build_cluster
 from orchestrator.fleet.presets import get_preset
 from orchestrator.planning.cost import RESTART_HOURS
-from orchestrator.simulator import SimConfig
 from orchestrator.telemetry.cost_ledger import replay
-from tests.sim_recording import RecordingEngine
+from tests.sim_recording import RecordingEngine, sim_config_of
 from tests.train_helpers import TARGETS, spec
 from workflows.cluster_train import ClusterTrain
 
@@ -59,18 +57,8 @@ async def test_a_week_of_live_train_and_simulate_horizon_agree(
     hosts to service as the simulator, at the same pace, stops as many jobs, pays the same
     restarts, and the scheduler starts (backfills) as many jobs, each within 15%."""
     train_spec = spec(domain_size=8, cycle_target="72h")
-    cfg = SimConfig(
-        preset=get_preset("small"),
-        policy=train_spec.policy,
-        budget=CapacityBudget.model_validate(train_spec.budget.model_dump()),
-        domain_size=train_spec.domain_size,
-        seed=5,
-        max_wait_hours=train_spec.drain.max_wait_hours,
-        targets=dict(TARGETS),
-        halt_after_failures=train_spec.halt_after_failures,
-        halt_failure_rate=train_spec.halt_failure_rate,
-        cycle_target_hours=72.0,
-        horizon_hours=HORIZON_HOURS,
+    cfg = sim_config_of(
+        train_spec, TARGETS, 5, cycle_target_hours=72.0, horizon_hours=HORIZON_HOURS
     )
     engine = RecordingEngine(build_cluster(cfg.preset, cfg.seed, cfg.cluster), cfg)
     engine.run()
