@@ -162,3 +162,22 @@ def test_a_failed_cuda_hook_puts_the_driver_back_so_no_node_carries_half_a_pair(
         assert not updated, updated  # nothing the node kept changed
     finally:
         fleet.close()
+
+
+def test_the_lab_keeps_its_sockets_short_when_tmpdir_is_deep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket path may not exceed 108 bytes: a lab under a deep TMPDIR (a test's, a batch
+    job's) still puts munge's and slurmd's sockets where they fit, the same place every time."""
+    import tempfile
+
+    from orchestrator.lab.slurm_files import short_dir
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    lab = tmp_path / "lab"
+    where = short_dir(lab)
+    assert len(str(where / "spool" / "h01" / "h01_4294967294.4294967292")) <= 108, where
+    assert short_dir(lab) == where and short_dir(tmp_path / "other") != where

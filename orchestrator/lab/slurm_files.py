@@ -68,7 +68,17 @@ def short_dir(d: Path) -> Path:
     short path of its own, since a socket path may not exceed 108 bytes and TRAINCTL_HOME may
     be deep (pytest's temporary directories are)."""
     digest = hashlib.sha1(str(d.resolve()).encode()).hexdigest()[:10]
-    return Path(tempfile.gettempdir()) / f"trainctl-lab-{digest}"
+    # TMPDIR itself may be deep (a test's, a batch job's): then the system's /tmp.
+    for root in (tempfile.gettempdir(), "/tmp"):
+        here = Path(root) / f"trainctl-lab-{digest}"
+        if len(str(here)) <= _SOCKET_DIR_MAX:
+            return here
+    return here
+
+
+#: The longest socket directory that leaves room for the longest socket name under it (a
+#: slurmd job step's, ``<node>_<job>.<step>``) within the kernel's 108 bytes.
+_SOCKET_DIR_MAX = 60
 
 
 def write_file(path: Path, text: str, mode: int = 0o644) -> None:
