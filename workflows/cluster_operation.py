@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
         WaveDone,
         WaveSequence,
     )
-    from orchestrator.ops.ui import cluster_details
+    from orchestrator.ops.ui import cluster_details, no_room_text, room_wait_text
     from workflows.fleet_timing import (
         capped_poll_seconds,
         fleet_call,
@@ -517,20 +517,16 @@ class ClusterOperation:
         if p.room_wait_since is None:
             p.room_wait_since = view.fleet_hours
         left = p.room_wait_since + most - view.fleet_hours
+        # The text is in the progress signalled to the parent whenever it changes.
+        readable = workflow.patched("ops-room-wait-text")
         if left <= 0:
-            raise ApplicationError(
-                f"{view.waiting_for_room}: no room within max_wait_for_room ({most:g} h)",
-                type=NO_ROOM,
-                non_retryable=True,
-            )
+            why = no_room_text(view.waiting_for_room, most, readable)
+            raise ApplicationError(why, type=NO_ROOM, non_retryable=True)
         if self.in_arbiter:
             await self._release("waiting for room")
         p.waiting_for = []
-        await self._phase(
-            "waiting_for_room",
-            f"{view.waiting_for_room}; waits for room, at most {left:.1f} h more "
-            f"(max_wait_for_room {most:g} h)",
-        )
+        why = room_wait_text(view.waiting_for_room, left, most, readable)
+        await self._phase("waiting_for_room", why)
         await self._poll(min(POLL_FLEET_HOURS, left))
 
     async def _between_waves(self) -> bool:

@@ -4,8 +4,8 @@
 visited, due, in flight, quarantined and in repair for one owner, and ``cycle_complete`` is the
 one test of a finished cycle. The live train and the simulator both count through here.
 ``settled`` is the one count of hosts the cycle is done with (the pace, the ETA), and
-``visited_this_cycle`` / ``out_unvisited`` the figures pages show: visited never drops within a
-cycle, and the two add up to no more than the hosts there are.
+``visited_this_cycle`` the figure pages show: it never drops within a cycle (a visited host
+that goes to repair stays visited; ``train.status.visit_figures`` counts it once).
 """
 
 from __future__ import annotations
@@ -99,12 +99,6 @@ def visited_this_cycle(counts: CycleCounts) -> int:
     """Hosts visited since the cycle began, whatever they are now: never drops within a
     cycle. (A state carried from before the figure existed has only ``visited``.)"""
     return max(counts.visited_this_cycle, counts.visited)
-
-
-def out_unvisited(counts: CycleCounts) -> int:
-    """Hosts quarantined or in repair that were not visited this cycle: beside
-    ``visited_this_cycle`` each host counts once."""
-    return counts.quarantined + counts.in_repair - counts.visited_now_out
 
 
 def cycle_complete(counts: CycleCounts, domains_in_flight: int) -> bool:
