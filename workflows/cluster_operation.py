@@ -513,19 +513,19 @@ class ClusterOperation:
     async def _wait_for_room(self, view: ClusterPlanView) -> None:
         """Outages fill the budget: hand the arbiter back and wait for room, visibly, at most
         ``max_wait_for_room`` of fleet time since the wait began; then fail, naming the budget."""
-        p, most = self.p, self.inp.spec.max_wait_for_room_hours
+        p, most, room = self.p, self.inp.spec.max_wait_for_room_hours, view.waiting_for_room or ""
         if p.room_wait_since is None:
             p.room_wait_since = view.fleet_hours
         left = p.room_wait_since + most - view.fleet_hours
         # The text is in the progress signalled to the parent whenever it changes.
         readable = workflow.patched("ops-room-wait-text")
         if left <= 0:
-            why = no_room_text(view.waiting_for_room, most, readable)
+            why = no_room_text(room, most, readable)
             raise ApplicationError(why, type=NO_ROOM, non_retryable=True)
         if self.in_arbiter:
             await self._release("waiting for room")
         p.waiting_for = []
-        why = room_wait_text(view.waiting_for_room, left, most, readable)
+        why = room_wait_text(room, left, most, readable)
         await self._phase("waiting_for_room", why)
         await self._poll(min(POLL_FLEET_HOURS, left))
 
