@@ -230,10 +230,11 @@ def test_sweep_with_horizon_ranks_settings_by_goodput_lost() -> None:
     o = json.loads(_simulate(*args, "--json"))
     lost = {r["setting"]: r["maintenance_cost_gpu_hours"] for r in o["runs"]}
     assert o["ranking"] == sorted(lost, key=lambda v: lost[v]) and set(lost) == {"2", "8"}
+    assert o["ranked_by"].startswith("goodput lost to maintenance"), o["ranked_by"]
     assert all(r["cost_parts"]["restart"] > 0 and not r["complete"] for r in o["runs"])
     text = _simulate(*args)
     assert "maintenance cost GPU-h" in text and "restart GPU-h" in text
-    assert "ranked by maintenance cost, least first: domain-size=" in text
+    assert "ranked by goodput lost to maintenance, least first: domain-size=" in text
     assert "incomplete" in text and "None" not in text
     fleet = json.loads(
         _simulate("--preset", "multi", "--sweep", "domain-size=1,4", "--horizon", "1d", "--json")
