@@ -307,3 +307,18 @@ def test_an_operations_wait_for_room_is_worded_in_durations_at_the_source() -> N
     assert no_room_text(why, 12.0, readable=False) == (
         f"{why}: no room within max_wait_for_room (12 h)"
     )
+
+
+def test_a_continued_campaigns_page_still_says_what_the_campaign_is() -> None:
+    """A run continued as new has no summary (the server starts it without the first run's,
+    and no API sets one later): the current details carry the summary's words, escaped."""
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "k",
+            "targets": {"os": "6.8.0-50"},
+            "scope": {"cluster": "c0[123]"},
+            "stages": [{"name": "canary", "clusters": ["c01"]}, {"name": "rest", "clusters": "*"}],
+        }
+    )
+    page = campaign_details(spec, CampaignState(status=new_status(spec, []), plan=[]))
+    assert "- **Campaign:** k over c0\\[123\\] · stages: canary → rest" in page, page
