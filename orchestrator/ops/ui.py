@@ -33,6 +33,7 @@ _WORDS = {
     "planning": "Planning",
     "prestaging": "Pre-staging packages",
     "waiting": "Waiting",
+    "waiting_for_room": "Waiting for room",
     "draining": "Draining",
     "updating": "Changing",
     "verifying": "Verifying",
