@@ -352,3 +352,45 @@ def test_ops_plan_says_a_first_wave_starts_at_once() -> None:
     assert "wave 1 of c00: 3 hosts, 0 jobs (0 interrupted), starts at once, ~1 h 30 min" in text
     assert "wave 2 of c00: 3 hosts, 0 jobs (0 interrupted), starts after 1 h 30 min" in text
     assert "of up to 1 host (budget" in text and "after 0 s" not in text
+
+
+def test_a_visited_host_that_goes_to_repair_stays_visited(tmp_path) -> None:
+    """The visited count went from 9 to 8 while a train was paused: a host it had visited
+    went to repair. Visited this cycle never drops; the host also counts as in repair, and no
+    figure that adds them up (the demo's bar, the ETA, the projection) counts it twice."""
+    from datetime import UTC, datetime
+
+    from orchestrator.app.cli.train import _progress
+    from orchestrator.contracts.train_types import TrainState
+    from orchestrator.execution.cycle import cycle_counts, settled
+    from orchestrator.fleet import SqliteFleet
+    from orchestrator.train.status import train_status, visit_figures
+    from orchestrator.train.ui import eta_line, train_details
+
+    wall = datetime(2026, 1, 5, tzinfo=UTC)
+    fleet = SqliteFleet(make_fleet(tmp_path, 3600.0, wall=wall))
+    spec = train_spec()
+    try:
+        with fleet.cluster("c00", wall) as sim:
+            st = TrainState(cycle_started_hours=sim.now)
+            serving = [h.name for h in sim.snapshot().hosts if h.state == "in_service"]
+            visited = [n for n in serving if sim.hosts[n].owner == ""][:9]
+            assert all(sim.check_in_place(n, "train-c00") for n in visited)
+            st.counts = before = cycle_counts(sim, st.cycle_started_hours, "train-c00")
+            was = train_status(spec, st)
+            sim.hand_to_repair(visited[0], "fleet", "gpu fell off the bus")
+            st.counts = after = cycle_counts(sim, st.cycle_started_hours, "train-c00")
+            now = train_status(spec, st)
+    finally:
+        fleet.close()
+    assert was.hosts_visited_this_cycle == now.hosts_visited_this_cycle == 9
+    assert now.in_repair == was.in_repair + 1 and now.hosts_visited_now_out == 1
+    # Each host once: the demo's figures, the ETA's settled hosts and the projection.
+    assert sum(visit_figures(now)) == sum(visit_figures(was))
+    assert settled(after) == settled(before)
+    assert now.cycle_projected_end_hours == was.cycle_projected_end_hours
+    assert eta_line(st, after, None).startswith(f"{128 - settled(after)} hosts left this cycle")
+    page = train_details(spec, st, {}, 12, None)
+    assert "9 of 128 hosts visited (7%; 1 of them since quarantined or in repair)" in page, page
+    line = _progress(now.model_dump())
+    assert "9/128 visited (1 since quarantined or in repair)" in line, line

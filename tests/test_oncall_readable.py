@@ -285,3 +285,40 @@ def test_an_operations_wait_for_room_reads_in_durations() -> None:
         "c00: 2 hosts out of service; waits for room, at most 11 h 54 min more "
         "(max_wait_for_room 12 h)"
     )
+
+
+def test_an_operations_wait_for_room_is_worded_in_durations_at_the_source() -> None:
+    """The workflow's own wait-for-room text (its progress, ``ops status --json``'s reason,
+    the failure) gives durations, never ``0.0333333 h``; runs recorded before the
+    ``ops-room-wait-text`` patch keep their words, as their progress signals depend on them."""
+    from orchestrator.ops.ui import no_room_text, room_wait_text
+
+    why = "budget.max_unavailable: 3 hosts out of service in c00"
+    assert room_wait_text(why, 1 / 30, 1 / 30) == (
+        f"{why}; waits for room, at most 2 min more (max_wait_for_room 2 min)"
+    )
+    assert room_wait_text(why, 1.5, 200.0) == (
+        f"{why}; waits for room, at most 1 h 30 min more (max_wait_for_room 8 d 8 h)"
+    )
+    assert no_room_text(why, 1 / 30) == f"{why}: no room within max_wait_for_room (2 min)"
+    assert room_wait_text(why, 1 / 30, 1 / 30, readable=False) == (
+        f"{why}; waits for room, at most 0.0 h more (max_wait_for_room 0.0333333 h)"
+    )
+    assert no_room_text(why, 12.0, readable=False) == (
+        f"{why}: no room within max_wait_for_room (12 h)"
+    )
+
+
+def test_a_continued_campaigns_page_still_says_what_the_campaign_is() -> None:
+    """A run continued as new has no summary (the server starts it without the first run's,
+    and no API sets one later): the current details carry the summary's words, escaped."""
+    spec = CampaignSpec.model_validate(
+        {
+            "name": "k",
+            "targets": {"os": "6.8.0-50"},
+            "scope": {"cluster": "c0[123]"},
+            "stages": [{"name": "canary", "clusters": ["c01"]}, {"name": "rest", "clusters": "*"}],
+        }
+    )
+    page = campaign_details(spec, CampaignState(status=new_status(spec, []), plan=[]))
+    assert "- **Campaign:** k over c0\\[123\\] · stages: canary → rest" in page, page

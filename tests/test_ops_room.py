@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -113,7 +114,7 @@ async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monk
         code, out, err = await asyncio.wait_for(cli(*start, "--spec", str(short), "--wait"), 60)
         assert code == 1, (out, err)
         assert out["state"] == "failed" and "budget.max_unavailable" in out["reason"], out
-        assert "max_wait_for_room" in out["reason"], out
+        assert "no room within max_wait_for_room (1 h)" in out["reason"], out
 
         code, sched, err = await cli(*start, "--spec", str(short), "--cron", "0 3 * * 2")
         assert code == 0 and sched["schedule_id"], (sched, err)
@@ -141,6 +142,9 @@ async def test_operations_wait_for_room_then_fail_or_run(dev_env, tmp_home, monk
         code, shown, _ = await cli("ops", "status", "--id", op, "--json")
         assert code == 0 and shown["state"] == "waiting_for_room", shown
         assert "budget.max_unavailable" in shown["reason"] and "3 hosts" in shown["reason"]
+        # Durations as people read them, in the workflow's own words (not ``199.9 h``).
+        assert re.search(r"waits for room, at most 8 d( \d+ h)? more", shown["reason"]), shown
+        assert "(max_wait_for_room 8 d 8 h)" in shown["reason"], shown
         code, again, _ = await cli(*start, "--spec", str(long))
         assert code == 0 and again["already_running"] and again["state"] == "waiting_for_room"
 

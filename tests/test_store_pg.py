@@ -25,6 +25,7 @@ from orchestrator.fleet.presets import get_preset
 from orchestrator.fleet.store_db import StoreUnavailable
 from orchestrator.fleet.store_schema import SCHEMA_VERSION
 from orchestrator.fleet.store_url import STORE_ENV
+from orchestrator.train.status import visit_figures
 from tests.pg_helpers import PgServer
 
 #: A real-time fleet: next to nothing happens in it over the seconds a test takes, so what the
@@ -369,7 +370,7 @@ async def test_a_train_on_a_postgresql_store_passes_the_audit(
                 with contextlib.suppress(RPCError):  # already ended
                     await dev_env.client.get_workflow_handle(wid).terminate("test cleanup")
     assert final.state == "stopped" and final.cycles_completed == 1
-    assert final.hosts_visited_this_cycle + final.quarantined + final.in_repair == 128
+    assert sum(visit_figures(final)) == 128
     audited = _audit_json()
     assert audited["ok"] and audited["events_checked"] > 128, audited
 

@@ -504,7 +504,7 @@ async def test_the_ui_tells_each_story_on_its_page(ui_env, tmp_path, task_queue)
                     st = await train_status(client, "c01")
                     return [
                         rf"This cycle: {st.hosts_visited_this_cycle:,} of {st.hosts_total:,} "
-                        rf"hosts visited \(\d+%\), {st.quarantined:,} quarantined, "
+                        rf"hosts visited \(\d+%[^)]*\), {st.quarantined:,} quarantined, "
                         rf"{st.in_repair:,} in repair when the train last looked at the fleet",
                         rf"now {st.in_maintenance:,} in maintenance",
                         rf"Since this train started: {plural(st.visits_total, 'host visit')}",
@@ -636,7 +636,9 @@ async def test_a_rolled_back_campaign_page_says_what_it_put_back_and_what_next(
     """A kernel breaking every host of its canary: the campaign rolls back, and its page in a
     real Chromium says so, names how many hosts of which cluster went back to their previous
     kernel, that the kernel is marked bad, and the commands that move on from there, the same
-    figures its status query gives; no stage still reads as rolling or baking."""
+    figures its status query gives; no stage still reads as rolling or baking. Beside it, an
+    operation whose budget repairs fill: its page names the hosts, their holder, the command
+    that says why, and its wait in durations."""
     env, ui = ui_env
     client = env.client
     path = make_fleet(tmp_path, 36_000.0, preset="multi")
@@ -644,6 +646,7 @@ async def test_a_rolled_back_campaign_page_says_what_it_put_back_and_what_next(
     try:
         with fleet.cluster("c00") as sim:
             sim.inject_fault("os", "6.12.0-bad", 1.0, "test")
+        victims = _outage(fleet, "c03", 3)
     finally:
         fleet.close()
     spec = CampaignSpec.model_validate(
@@ -681,6 +684,63 @@ async def test_a_rolled_back_campaign_page_says_what_it_put_back_and_what_next(
                 ],
                 tmp_path / "campaign-rolled-back.png",
             )
+            room = await _waiting_for_room_page(client, ui, page, victims, task_queue, tmp_path)
             await browser.close()
     assert not re.search(r"\brolling\b|bake [^\n]* left", text), text[:3000]
     assert "No summary available" not in text
+    assert not re.search(r"at most [\d.]+ h more", room), room[:3000]
+
+
+def _outage(fleet: SqliteFleet, cluster: str, n: int) -> list[str]:
+    """Send ``n`` serving hosts of ``cluster`` to repair for longer than the test runs."""
+    with fleet.cluster(cluster) as sim:
+        victims = [m for m, h in sorted(sim.hosts.items()) if h.state == "in_service"][-n:]
+        for name in victims:
+            sim.hand_to_repair(name, "test", "outage for the test")
+            sim.hosts[name].repair_until = sim.now + 100_000.0
+            sim.dirty_hosts.add(name)
+    return victims
+
+
+async def _waiting_for_room_page(
+    client: Client, ui: str, page: Page, victims: list[str], task_queue: str, tmp_path: Path
+) -> str:
+    """An operation whose budget repairs fill: its cluster's page says it waits for room,
+    which hosts hold the budget and who (in repair), the command that says why, and how long
+    it waits in durations; the operation is aborted afterwards."""
+    op = parse_spec_text(
+        json.dumps(
+            {
+                "kind": "reboot",
+                "scope": {"cluster": "c03", "racks": ["c03-z00-r000"]},
+                "budget": {"max_unavailable": len(victims)},
+                "max_wait_for_room": "200d",
+                "request_id": f"room-{uuid.uuid4().hex[:6]}",
+            }
+        )
+    )
+    await start_operation(client, op, clusters=["c03"], task_queue=task_queue)
+
+    async def waiting() -> bool | None:
+        part = (await operation_status(client, op.operation_id)).clusters.get("c03")
+        return True if part is not None and part.state == "waiting_for_room" else None
+
+    try:
+        await _until("the c03 operation waits for room", waiting)
+        return await _open(
+            page,
+            await _metadata_url(client, ui, f"{op.operation_id}-c03"),
+            [
+                r"Waiting for room · reboot",
+                # failures at this fleet speed may have put more hosts out beside the victims
+                r"budget\.max_unavailable: \d+ hosts out of service in c03",
+                r"in repair: c03-",
+                *(re.escape(f"{v} (outage for the test)") for v in victims),
+                r"See why: trainctl fleet host c03-",
+                r"waits for room, at most \d+ d( \d+ h)? more \(max_wait_for_room 200 d\)",
+            ],
+            tmp_path / "operation-waiting-for-room.png",
+        )
+    finally:
+        await control_operation(client, op.operation_id, "abort", reason="test done")
+        await asyncio.wait_for(final_status(operation_handle(client, op.operation_id)), 60)

@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
         WaveDone,
         WaveSequence,
     )
-    from orchestrator.ops.ui import cluster_details
+    from orchestrator.ops.ui import cluster_details, no_room_text, room_wait_text
     from workflows.fleet_timing import (
         capped_poll_seconds,
         fleet_call,
@@ -513,24 +513,20 @@ class ClusterOperation:
     async def _wait_for_room(self, view: ClusterPlanView) -> None:
         """Outages fill the budget: hand the arbiter back and wait for room, visibly, at most
         ``max_wait_for_room`` of fleet time since the wait began; then fail, naming the budget."""
-        p, most = self.p, self.inp.spec.max_wait_for_room_hours
+        p, most, room = self.p, self.inp.spec.max_wait_for_room_hours, view.waiting_for_room or ""
         if p.room_wait_since is None:
             p.room_wait_since = view.fleet_hours
         left = p.room_wait_since + most - view.fleet_hours
+        # The text is in the progress signalled to the parent whenever it changes.
+        readable = workflow.patched("ops-room-wait-text")
         if left <= 0:
-            raise ApplicationError(
-                f"{view.waiting_for_room}: no room within max_wait_for_room ({most:g} h)",
-                type=NO_ROOM,
-                non_retryable=True,
-            )
+            why = no_room_text(room, most, readable)
+            raise ApplicationError(why, type=NO_ROOM, non_retryable=True)
         if self.in_arbiter:
             await self._release("waiting for room")
         p.waiting_for = []
-        await self._phase(
-            "waiting_for_room",
-            f"{view.waiting_for_room}; waits for room, at most {left:.1f} h more "
-            f"(max_wait_for_room {most:g} h)",
-        )
+        why = room_wait_text(room, left, most, readable)
+        await self._phase("waiting_for_room", why)
         await self._poll(min(POLL_FLEET_HOURS, left))
 
     async def _between_waves(self) -> bool:

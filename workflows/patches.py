@@ -46,4 +46,7 @@ PATCHES: dict[str, Patch] = {
     "train-batch": Patch(deprecated_in="0.3.0"),
     "ops-rollback-batch": Patch(deprecated_in="0.3.0"),
     "ops-batch-stop": Patch(deprecated_in="0.3.0"),
+    # an operation waiting for room words its wait in durations (``2 min``), not decimal hours:
+    # the text is in the progress it signals its parent whenever the text changes
+    "ops-room-wait-text": Patch(deprecated_in="0.3.0"),
 }

@@ -117,6 +117,10 @@ def campaign_details(spec: CampaignSpec, st: CampaignState) -> str:
         f"**{_STATE.get(status.state, status.state)}**: {_versions(spec.targets)}"
         + (f" — {_text(spec, status.reason)}" if status.reason else ""),
         "",
+        # What the summary says, which a run continued as new has none of (the server starts
+        # it without the first run's summary: the UI says "No summary available").
+        f"- **Campaign:** {md_plain(spec.name)} over {md_plain(spec.scope.cluster)} · stages: "
+        + md_plain(" → ".join(s.name for s in spec.stages)),
         f"- **Hosts:** {status.hosts_changed} changed, {status.hosts_quarantined} quarantined, "
         f"{status.hosts_rolled_back} rolled back",
         *_cost(status),

@@ -174,10 +174,21 @@ class VerifyResult(BaseModel):
 
 
 class CycleCounts(BaseModel):
-    """Where the cluster stands in the current visit cycle."""
+    """Where the cluster stands in the current visit cycle.
+
+    ``visited`` is the pace's figure (back in service after a visit, so each host counts once
+    beside ``quarantined`` and ``in_repair``); ``visited_this_cycle`` is what pages show and
+    never drops within a cycle: a visited host that goes to repair stays visited
+    (``visited_now_out`` counts those, also in ``quarantined`` or ``in_repair``).
+    """
 
     hosts_total: int = 0
+    #: in service, not held by the train, visited since the cycle began
     visited: int = 0
+    #: visited since the cycle began, whatever the host's state now
+    visited_this_cycle: int = 0
+    #: of ``visited_this_cycle``, the hosts now quarantined or in repair
+    visited_now_out: int = 0
     quarantined: int = 0
     in_repair: int = 0
     in_flight: int = 0

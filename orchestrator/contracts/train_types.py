@@ -202,10 +202,14 @@ class TrainStatus(BaseModel):
     recent_failures: list[tuple[str, str]] = Field(default_factory=list)
     cycles_completed: int
     hosts_total: int
+    #: Visited since the cycle began, whatever they are now: never drops within a cycle.
     hosts_visited_this_cycle: int
     in_maintenance: int
     quarantined: int
     in_repair: int = 0
+    #: Of ``hosts_visited_this_cycle``, those now quarantined or in repair (so also counted in
+    #: ``quarantined`` or ``in_repair``).
+    hosts_visited_now_out: int = 0
     domain_size: int
     budget: CapacityBudget
     targets: dict[str, str]

@@ -120,7 +120,8 @@ def versions(targets: Mapping[str, str | None]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(targets.items())) or "no version change"
 
 
-#: An operation's wait for room as its workflow words it, hours as decimals.
+#: An operation's wait for room as runs recorded before the ``ops-room-wait-text`` patch word
+#: it, hours as decimals (later runs give durations: ``ops.ui.room_wait_text``).
 _ROOM_WAIT = re.compile(
     r"waits for room, at most (\d+(?:\.\d+)?) h more \(max_wait_for_room (\d+(?:\.\d+)?) h\)"
 )

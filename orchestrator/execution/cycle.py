@@ -3,13 +3,17 @@
 ``views.is_due`` says whether one host is due; ``cycle_counts`` sorts a cluster's hosts into
 visited, due, in flight, quarantined and in repair for one owner, and ``cycle_complete`` is the
 one test of a finished cycle. The live train and the simulator both count through here.
+``settled`` is the one count of hosts the cycle is done with (the pace, the ETA), and
+``visited_this_cycle`` the figure pages show: it never drops within a cycle (a visited host
+that goes to repair stays visited; ``train.status.visit_figures`` counts it once).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from itertools import compress
-from operator import attrgetter
+from operator import attrgetter, is_not
 
 from orchestrator.contracts.backend import ClusterBackend
 from orchestrator.contracts.constants import REPAIR_STATES
@@ -17,6 +21,8 @@ from orchestrator.contracts.messages import CycleCounts
 from orchestrator.contracts.models import HostState
 
 _STATE, _OWNER, _DUE = attrgetter("state"), attrgetter("owner"), attrgetter("due")
+_LAST = attrgetter("last_visit")
+_KNOWN = partial(is_not, None)
 #: How often (in fleet time) a train plans again when nothing wakes it: one value for the live
 #: train's poll and the simulator's, so the simulator plans when the live train would.
 POLL_FLEET_HOURS = 1.0
@@ -36,7 +42,9 @@ def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCo
 
     Each host counts once, in the first of: quarantined, in repair, in flight (``owner``
     holds it), due (out of service for another owner, or in service and ``is_due``: the
-    snapshot's ``due``), visited (in service, not due).
+    snapshot's ``due``), visited (in service, not due). Beside that partition,
+    ``visited_this_cycle`` counts every host visited since the cycle began whatever it is now,
+    and ``visited_now_out`` those of them quarantined or in repair.
     """
     # The simulator counts meta-24k's 3,072 hosts at every plan: the tallies over the
     # snapshot's views run at C speed (map, compress, Counter), only the owner's few hosts
@@ -60,6 +68,12 @@ def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCo
     # Everything else neither quarantined, in repair nor in flight is still to visit.
     due = len(hosts) - quarantined - in_repair - in_flight - visited
     out = len(hosts) - states[in_service]
+    # Visited since the cycle began whatever the state now (``views.visited_since``): a
+    # visit's fleet hour only moves on, so this never drops within a cycle.
+    since = float(cycle_started).__le__
+    reached = sum(map(since, filter(_KNOWN, map(_LAST, hosts))))
+    out_hosts = compress(hosts, map(REPAIR_STATES.__contains__, map(_STATE, hosts)))
+    reached_out = sum(map(since, filter(_KNOWN, map(_LAST, out_hosts))))
     return CycleCounts(
         hosts_total=len(snap.hosts),
         fleet_hours=b.now,
@@ -68,8 +82,23 @@ def cycle_counts(b: ClusterBackend, cycle_started: float, owner: str) -> CycleCo
         in_flight=in_flight,
         due=due,
         visited=visited,
+        visited_this_cycle=reached,
+        visited_now_out=reached_out,
         out_of_service=out,
     )
+
+
+def settled(counts: CycleCounts) -> int:
+    """Hosts the cycle is done with, each once: back in service after a visit, quarantined or
+    in repair (a visited host now in repair counts once, as in repair). The pace, the ETA and
+    "every host visited" read this one sum."""
+    return counts.visited + counts.quarantined + counts.in_repair
+
+
+def visited_this_cycle(counts: CycleCounts) -> int:
+    """Hosts visited since the cycle began, whatever they are now: never drops within a
+    cycle. (A state carried from before the figure existed has only ``visited``.)"""
+    return max(counts.visited_this_cycle, counts.visited)
 
 
 def cycle_complete(counts: CycleCounts, domains_in_flight: int) -> bool:
@@ -104,7 +133,7 @@ def project_cycle_end(
     """
     if resting:
         return None, None if target_hours is None else True
-    done = counts.visited + counts.quarantined + counts.in_repair
+    done = settled(counts)
     elapsed = counts.fleet_hours - cycle_started_hours
     if counts.hosts_total <= 0 or done <= 0 or elapsed <= 0:
         return None, None

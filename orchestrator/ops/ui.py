@@ -16,6 +16,7 @@ from orchestrator.contracts.ops_types import ClusterProgress, OperationStatus
 from orchestrator.contracts.ui_text import (
     bounded,
     cost_item,
+    duration,
     explain_wait,
     host_list,
     item_list,
@@ -32,6 +33,7 @@ _WORDS = {
     "planning": "Planning",
     "prestaging": "Pre-staging packages",
     "waiting": "Waiting",
+    "waiting_for_room": "Waiting for room",
     "draining": "Draining",
     "updating": "Changing",
     "verifying": "Verifying",
@@ -54,6 +56,26 @@ def operation_summary(kind: str, targets: Mapping[str, str], where: str) -> str:
     """``cuda-upgrade to cuda 12.4, gpu_driver 550.54 over c00``."""
     change = f" to {versions(targets)}" if targets else ""
     return one_line(md_plain(f"{kind}{change} over {where}"))
+
+
+def room_wait_text(why: str, left: float, most: float, readable: bool = True) -> str:
+    """A cluster's wait for room as its page and ``ops status`` show it: the budget's holders
+    (``why``), then at most ``left`` more of the ``most`` fleet hours ``max_wait_for_room``
+    allows, as durations people read (``2 min``, ``1 h 30 min``). ``readable=False`` words it
+    as runs recorded before the ``ops-room-wait-text`` patch did (hours as decimals): the text
+    is part of the progress the workflow signals its parent when it changes."""
+    if not readable:
+        return f"{why}; waits for room, at most {left:.1f} h more (max_wait_for_room {most:g} h)"
+    return (
+        f"{why}; waits for room, at most {duration(left)} more (max_wait_for_room {duration(most)})"
+    )
+
+
+def no_room_text(why: str, most: float, readable: bool = True) -> str:
+    """Why a cluster failed after waiting ``most`` fleet hours for room (``readable``: as in
+    ``room_wait_text``)."""
+    within = duration(most) if readable else f"{most:g} h"
+    return f"{why}: no room within max_wait_for_room ({within})"
 
 
 def cluster_summary(kind: str, targets: Mapping[str, str], cluster: str) -> str:

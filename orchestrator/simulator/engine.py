@@ -44,6 +44,7 @@ from orchestrator.fleet.dynamics import FAILURES_PER_GPU_HOUR
 from orchestrator.fleet.sim_records import JobRec
 from orchestrator.planning.cost import RestartModel
 from orchestrator.planning.resting import VisitRule
+from orchestrator.planning.spec_fit import fit_domain
 from orchestrator.simulator.config import SimConfig
 from orchestrator.simulator.goodput import Goodput
 from orchestrator.simulator.horizon import HorizonLog
@@ -100,6 +101,9 @@ class Engine(DomainSteps):
         self.domain_size = cfg.domain_size or self.limit
         if self.domain_size < 1:
             raise ValueError("domain_size: must be at least one host")
+        # What a lone live train may hold at once: its arbiter grants at most the maintenance
+        # budget, and its planner holds ``min(domain_size, grant)`` (``plan_granted_domain``).
+        self.max_held = fit_domain(self.domain_size, self.limit).effective
         self.halt_rule: HaltRule | BadBuildRule = (
             BadBuildRule(sim.change_failure_rate(cfg.targets))
             if cfg.halt_after_failures is None
@@ -302,7 +306,7 @@ class Engine(DomainSteps):
             ACTOR,
             cfg.budget,
             self.cycle_started,
-            self.domain_size,
+            self.max_held,
             cfg.max_wait_hours,
             cfg.policy,
             known=[h for d in self.domains.values() for h in d.hosts],

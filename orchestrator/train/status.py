@@ -10,7 +10,7 @@ from __future__ import annotations
 from orchestrator.contracts.train_spec import TrainSpec
 from orchestrator.contracts.train_types import TrainState, TrainStatus
 from orchestrator.execution.batches import domain_size_now
-from orchestrator.execution.cycle import project_cycle_end
+from orchestrator.execution.cycle import project_cycle_end, visited_this_cycle
 
 
 def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> TrainStatus:
@@ -40,10 +40,11 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
         recent_failures=list(st.recent_failures),
         cycles_completed=st.cycles_completed,
         hosts_total=st.counts.hosts_total,
-        hosts_visited_this_cycle=st.counts.visited,
+        hosts_visited_this_cycle=visited_this_cycle(st.counts),
         in_maintenance=0 if ended else st.counts.in_flight if held is None else held,
         quarantined=st.counts.quarantined,
         in_repair=st.counts.in_repair,
+        hosts_visited_now_out=st.counts.visited_now_out,
         domain_size=domain_size_now(spec.domain_size, spec.batch, st.batch_size),
         budget=spec.budget,
         targets=spec.targets,
@@ -70,7 +71,10 @@ def train_status(spec: TrainSpec, st: TrainState, held: int | None = None) -> Tr
 
 
 def visit_figures(status: TrainStatus) -> tuple[int, int]:
-    """Hosts visited this cycle, and those quarantined or in repair: the one source of both
-    for the demo's progress lines and its summary (the last line said ``128/128 visited, 0
-    quarantined`` beside a summary of ``126/128 ... 2 quarantined or in repair``)."""
-    return status.hosts_visited_this_cycle, status.quarantined + status.in_repair
+    """Hosts visited this cycle, and those quarantined or in repair without a visit this cycle:
+    the one source of both for the demo's progress lines and its summary (the last line said
+    ``128/128 visited, 0 quarantined`` beside a summary of ``126/128 ... 2 quarantined or in
+    repair``). Each host counts once: a visited host that went to repair stays visited (the
+    count never drops within a cycle), so the two never add up to more hosts than there are."""
+    out = status.quarantined + status.in_repair - status.hosts_visited_now_out
+    return status.hosts_visited_this_cycle, out

@@ -28,6 +28,7 @@ from orchestrator.contracts.ui_text import (
     tally,
     versions,
 )
+from orchestrator.execution.cycle import settled, visited_this_cycle
 
 _PHASES = {
     "running": "Running",
@@ -52,15 +53,17 @@ def domain_summary(cluster: str, hosts: Sequence[str], targets: Mapping[str, str
 
 
 def eta_line(st: TrainState, counts: CycleCounts, speed: float | None) -> str:
-    """Hosts left this cycle and, from this cycle's pace so far, about when they are done."""
-    done = counts.visited + counts.quarantined + counts.in_repair
+    """Hosts left this cycle and, from this cycle's pace so far, about when they are done: the
+    hosts settled (``cycle.settled``, each once) over the hours so far, as the projection of
+    ``train status`` reads them."""
+    done = settled(counts)
     left = max(0, counts.hosts_total - done)
     if left == 0:
         return "every host visited this cycle"
     elapsed = counts.fleet_hours - st.cycle_started_hours
-    if counts.visited <= 0 or elapsed <= 0:
+    if done <= 0 or elapsed <= 0:
         return f"{plural(left, 'host')} left this cycle; no estimate before the first returns"
-    hours = left / (counts.visited / elapsed)
+    hours = left * elapsed / done
     wall = f", about {hours * 3600 / speed / 60:.0f} min wall time" if speed else ""
     return (
         f"{plural(left, 'host')} left this cycle: about {duration(hours)} of fleet time at this "
@@ -146,13 +149,16 @@ def train_details(
     # The hosts its domains hold now, as ``train status`` counts them: the fleet's count of
     # the last plan goes stale while the train plans nothing (halted, paused).
     held = sum(len(hosts) for hosts in in_flight.values())
-    pct = 100.0 * c.visited / c.hosts_total if c.hosts_total else 0.0
+    visited = visited_this_cycle(c)
+    pct = 100.0 * visited / c.hosts_total if c.hosts_total else 0.0
+    out = c.visited_now_out
+    gone = f"; {out:,} of them since quarantined or in repair" if out else ""
     total = c.hosts_total
     maintenance = spec.budget.maintenance_limit(total) if total else limit
     lines = [
         _headline(spec, st),
         "",
-        f"- **This cycle:** {c.visited:,} of {c.hosts_total:,} hosts visited ({pct:.0f}%), "
+        f"- **This cycle:** {visited:,} of {c.hosts_total:,} hosts visited ({pct:.0f}%{gone}), "
         f"{c.quarantined:,} quarantined, {c.in_repair:,} in repair when the train last looked at "
         f"the fleet (fleet hour {c.fleet_hours:.1f}); now {held:,} in maintenance",
         f"- **ETA:** {eta_line(st, c, speed)}",

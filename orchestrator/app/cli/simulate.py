@@ -285,9 +285,13 @@ def _cluster_sweep(
 
 
 def _with_ranking(cfg: SimConfig, out: dict[str, Any]) -> dict[str, Any]:
-    """A fixed horizon's sweep with its settings ranked by maintenance cost, least first."""
+    """A fixed horizon's sweep with its settings ranked by the goodput maintenance cost the
+    jobs (``maintenance_cost_gpu_hours``), least first."""
     if cfg.horizon_hours is not None:
-        out["ranked_by"] = "maintenance cost (maintenance_cost_gpu_hours, the sum of cost_parts)"
+        out["ranked_by"] = (
+            "goodput lost to maintenance (maintenance_cost_gpu_hours: the sum of cost_parts, "
+            "restarts included)"
+        )
         out["ranking"] = ranked(out["runs"])
     return out
 

@@ -191,7 +191,7 @@ def print_sweep(o: dict[str, Any]) -> None:
             r["setting"]: (r.get("totals") or r)["maintenance_cost_gpu_hours"] for r in o["runs"]
         }
         order = ", ".join(f"{o['sweep']}={v} ({lost[v]:,.1f} GPU-h)" for v in ranking)
-        con.print(f"ranked by maintenance cost, least first: {order}")
+        con.print(f"ranked by goodput lost to maintenance, least first: {order}")
     for note in o.get("notes") or []:
         con.print(f"domain_size: {note}")
     if o.get("plot"):

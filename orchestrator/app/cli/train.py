@@ -121,8 +121,10 @@ def _progress(o: dict[str, Any]) -> str:
         )
     if not o["hosts_total"]:
         return f"  cycle {cycle}: started, choosing its first hosts"
+    gone = o.get("hosts_visited_now_out", 0)
+    since = f" ({gone} since quarantined or in repair)" if gone else ""
     return (
-        f"  cycle {cycle}: {o['hosts_visited_this_cycle']}/{o['hosts_total']} visited, "
+        f"  cycle {cycle}: {o['hosts_visited_this_cycle']}/{o['hosts_total']} visited{since}, "
         f"{o['in_maintenance']} in maintenance, {o['quarantined']} quarantined, "
         f"{o['in_repair']} in repair"
     )
