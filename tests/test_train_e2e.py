@@ -251,12 +251,16 @@ async def test_bad_build_halts_the_train(dev_env, tmp_home, task_queue):
 
         st = await wait_for(halted, "the train to halt")
         assert "failed" in st.reason
+
         # Halting withdraws the train's claim on freed hosts (an activity after the halt): until
         # then the fleet may still piggyback a host for it, which the withdrawal hands back.
-        await wait_for(
-            lambda: not held_by_train(path) and not claim_standing(path),
-            "domains in flight to finish and the claim to be withdrawn",
-        )
+        # A plan asked just before the halt may still cordon after it, and hands its hosts back
+        # untouched: "while halted" starts once no activity of the train is in flight.
+        async def settled() -> bool:
+            pending = (await handle.describe()).raw_description.pending_activities
+            return not pending and not held_by_train(path) and not claim_standing(path)
+
+        await wait_for(settled, "domains and plans in flight to finish, the claim withdrawn")
         seq = last_seq(path)
         await asyncio.sleep(1.5)  # 15 fleet hours
         assert (await status(handle)).state == "halted"
