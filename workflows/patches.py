@@ -46,4 +46,6 @@ PATCHES: dict[str, Patch] = {
     "train-batch": Patch(deprecated_in="0.3.0"),
     "ops-rollback-batch": Patch(deprecated_in="0.3.0"),
     "ops-batch-stop": Patch(deprecated_in="0.3.0"),
+    # an operation runs the waves planned when it began, re-planning only for a recorded reason
+    "ops-planned-waves": Patch(deprecated_in="0.3.0"),
 }

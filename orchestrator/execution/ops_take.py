@@ -1,9 +1,12 @@
 """An operation's take step, beside the train's (``take.py``): plan, cut a wave, cordon it.
 
-Waves are cut from the cluster as it is now, not from the plan made at the start: ``take_wave``
-plans the rest of the cluster and cordons the first wave in one transaction, with the budget
-check of every cordon, so hosts that failed, were repaired or were held by a train meanwhile
-simply land in a later wave.
+An operation runs the waves planned when it began (``planned``): ``take_wave`` plans the rest of
+the cluster as it is now, takes the first planned wave still holding hosts to change
+(``wave_pacing.follow_planned``: hosts that failed or went to repair drop out, hosts handed
+back or back from repair join the last wave or one more) and cordons it in one transaction,
+with the budget check of every cordon. Runs recorded before planned waves (and operations with
+a ``batch`` policy, whose sizes the planner does not know) cut each wave from the plan of the
+rest as it is now (``planned`` None).
 
 A wave is planned once per decision point. ``plan_scope`` is the one whole-scope planning call
 (``ops plan``/``ops start`` preview it, the operation's ``ops_check`` repeats it when the
@@ -33,6 +36,7 @@ from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution.batches import round_up_to_groups
 from orchestrator.execution.drain import refusing_hosts
 from orchestrator.execution.target_checks import held_on_bad_version
+from orchestrator.execution.wave_pacing import Followed, follow_planned
 from orchestrator.planning.ops_plan import (
     OperationPlan,
     holders_in,
@@ -156,13 +160,15 @@ def cluster_view(
     spec: OperationSpec,
     since: float | None,
     grant: int | None,
+    planned: list[list[str]] | None = None,
 ) -> ClusterPlanView:
-    """The rest of one cluster's plan as of now, in figures (read-only)."""
+    """The rest of one cluster's plan as of now, in figures (read-only). With ``planned`` (the
+    planned waves not yet run; [] to plan them now) its waves are those (``follow_planned``)."""
     plan = memo.plan(owner, spec, b.snapshot(), since, grant)
     if plan is None:
-        return ClusterPlanView(fleet_hours=b.now)
+        return ClusterPlanView(fleet_hours=b.now, planned=planned)
     c = plan.clusters[0]
-    return ClusterPlanView(
+    view = ClusterPlanView(
         fleet_hours=b.now,
         refused=plan.refused,
         waiting_for_room=c.waiting_for_room,
@@ -176,6 +182,27 @@ def cluster_view(
         estimated_hours=plan.estimated_duration_hours,
         recorded_targets={k: b.recorded_targets().get(k) for k in spec.targets},
     )
+    if planned is None or plan.refused:
+        return view.model_copy(update={"planned": planned})
+    followed = _followed(plan, planned)
+    view.planned, view.replan = followed.waves, followed.why
+    view.waves_left = len(followed.waves)
+    view.next_wave = len(followed.waves[0]) if followed.waves else 0
+    return view
+
+
+def planned_hosts(plan: OperationPlan) -> list[list[str]]:
+    """Each wave of a one-cluster plan, the hosts it takes (those it asks and hands back too)."""
+    return [[*w.hosts, *w.asked] for w in plan.waves]
+
+
+def _followed(plan: OperationPlan, planned: list[list[str]]) -> Followed:
+    """The planned waves as they stand on ``plan``'s hosts to change ([]: ``plan``'s own)."""
+    waves = planned_hosts(plan)
+    if not planned:
+        return Followed(waves, list(range(len(waves))))
+    pending = list(dict.fromkeys(h for w in waves for h in w))
+    return follow_planned(planned, pending, plan.clusters[0].wave_cap)
 
 
 def prestage(b: ClusterBackend, memo: PlanMemo, owner: str, spec: OperationSpec) -> PrestageResult:
@@ -239,6 +266,7 @@ def take_wave(
     max_hold: int,
     since: float | None,
     batch: int | None = None,
+    planned: list[list[str]] | None = None,
 ) -> TakenWave:
     """Cut the next wave from the cluster as it is now and cordon it (inside ``b``'s
     transaction, so every cordon re-checks the budget)."""
@@ -266,7 +294,10 @@ def take_wave(
             f"{o} still holds {n} hosts" for o, n in sorted(others.items())
         )
         return out
-    wave = _next_wave(b, snap, plan, spec, batch, out)
+    if planned is None:
+        wave = _next_wave(b, snap, plan, spec, batch, out)
+    else:
+        wave = _next_planned(b, plan, planned, out)
     # Planned work of every owner together stays within the maintenance budget, when the
     # spec names one (a window is an explicit grant of its own).
     maint = None
@@ -308,3 +339,22 @@ def _next_wave(
         jobs = {h.name: h.job_id for h in snap.hosts}
         wave = round_up_to_groups(wave, batch, lambda h: h if jobs.get(h) is None else jobs[h])
     return wave
+
+
+def _next_planned(
+    b: ClusterBackend, plan: OperationPlan, planned: list[list[str]], out: TakenWave
+) -> list[str]:
+    """The hosts of the first planned wave still holding hosts to change now, less those of a
+    job that refused and may not be asked yet; ``out.planned_done`` says how many of the
+    ``planned`` waves that runs through (a split wave's rest stays planned)."""
+    followed = _followed(plan, planned)
+    later = refusing_hosts(b, [h for w in followed.waves for h in w])
+    for n, (hosts, i) in enumerate(zip(followed.waves, followed.index, strict=True)):
+        wave = [h for h in hosts if h not in later]
+        if wave:
+            rest = n + 1 < len(followed.index) and followed.index[n + 1] == i
+            out.planned_done = i if rest else i + 1
+            return wave
+    if later:
+        out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"
+    return []
