@@ -14,8 +14,8 @@ cluster's operation began (those not yet run) and the hosts still to change now,
 hosts each remaining wave takes. A planned wave loses the hosts no longer to change (failed,
 in repair, changed meanwhile); hosts to change that no remaining wave holds (a refusing job's
 hosts handed back by a wave already run, hosts back from repair) join the last wave when it has
-room, else one more wave, as the plan's estimate places a refusing job's hosts; a wave larger
-than the room a wave has now (outages, a smaller grant) is split. Whenever that changes the
+room, else one more wave, as the plan's estimate places a refusing job's hosts; so do a wave's
+hosts beyond the room a wave has now (outages, a smaller grant). Whenever that changes the
 count of waves, it says why, and the run records it as a re-plan.
 """
 
@@ -44,33 +44,35 @@ class Followed:
 def follow_planned(planned: Sequence[Sequence[str]], pending: Sequence[str], cap: int) -> Followed:
     """The waves still to run: the ``planned`` ones (not yet run) restricted to the hosts in
     ``pending`` (still to change now, in the order the planner lists them), at most ``cap``
-    hosts each, and the pending hosts none of them holds in the last wave or one more."""
+    hosts each; the pending hosts none of them holds, and a wave's hosts beyond ``cap``, join
+    the last wave when it has room, else one more (or more)."""
     cap = max(1, cap)
     todo, covered = set(pending), set[str]()
     out = Followed()
-    gone = split = 0
+    gone, over = 0, list[str]()
     for i, hosts in enumerate(planned):
         covered.update(hosts)
         keep = [h for h in hosts if h in todo]
         gone += not keep
-        for start in range(0, len(keep), cap):
-            out.waves.append(keep[start : start + cap])
+        if keep:
+            out.waves.append(keep[:cap])
             out.index.append(i)
-        split += max(0, (len(keep) - 1) // cap)
-    left = [h for h in pending if h not in covered]
+            over += keep[cap:]
+    outside = [h for h in pending if h not in covered]
+    left = over + outside
     if left and out.waves and len(out.waves[-1]) + len(left) <= cap:
         out.waves[-1] = out.waves[-1] + left
-    elif left:
+    else:
         for start in range(0, len(left), cap):
             out.waves.append(left[start : start + cap])
             out.index.append(len(planned))
     why = []
     if gone:
         why.append(f"{plural(gone, 'planned wave')} had no host left to change")
-    if split:
-        why.append(f"room for {plural(cap, 'host')} a wave split planned waves")
-    if left:
-        why.append(f"{plural(len(left), 'host')} to change outside the planned waves")
+    if over:
+        why.append(f"room for {plural(cap, 'host')} a wave: {plural(len(over), 'host')} moved on")
+    if outside:
+        why.append(f"{plural(len(outside), 'host')} to change outside the planned waves")
     return Followed(out.waves, out.index, "; ".join(why))
 
 
