@@ -49,7 +49,7 @@ def test_hosts_beyond_the_room_move_to_the_last_wave_or_one_more():
     assert out.waves == [["a", "b"], ["c"]] and out.why == ""
     out = follow_planned(PLANNED, ["a", "b", "c", "d", "e"], 1)
     assert out.waves == [["a"], ["c"], ["e"], ["b"], ["d"]] and out.index == [0, 1, 2, 3, 3]
-    assert out.why == "room for 1 host a wave: 2 hosts moved on"
+    assert out.why == "room ran out: room for 1 host a wave, 2 hosts moved on"
     out = follow_planned([["a", "b", "c"], ["d"]], ["a", "b", "c", "d"], 2)
     assert out.waves == [["a", "b"], ["d", "c"]] and out.index == [0, 1]
 

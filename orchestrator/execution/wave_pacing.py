@@ -70,7 +70,8 @@ def follow_planned(planned: Sequence[Sequence[str]], pending: Sequence[str], cap
     if gone:
         why.append(f"{plural(gone, 'planned wave')} had no host left to change")
     if over:
-        why.append(f"room for {plural(cap, 'host')} a wave: {plural(len(over), 'host')} moved on")
+        moved = plural(len(over), "host")
+        why.append(f"room ran out: room for {plural(cap, 'host')} a wave, {moved} moved on")
     if outside:
         why.append(f"{plural(len(outside), 'host')} to change outside the planned waves")
     return Followed(out.waves, out.index, "; ".join(why))
