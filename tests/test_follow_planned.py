@@ -23,6 +23,12 @@ from orchestrator.fleet.settings import MAX_SPEED
 from orchestrator.ops import parse_spec_text
 
 PLANNED = [["a", "b"], ["c", "d"], ["e"]]
+SPEC = {
+    "kind": "cuda-upgrade",
+    "scope": {"cluster": "c00"},
+    "targets": {"gpu_driver": "560.35.03", "cuda": "12.6"},
+    "budget": {"max_unavailable": "25%"},
+}
 
 
 def test_unchanged_hosts_keep_the_planned_waves():
@@ -60,17 +66,11 @@ def fleet(tmp_home: Path) -> SqliteFleet:
 
 
 def test_take_wave_cordons_the_planned_waves_in_order(fleet: SqliteFleet) -> None:
-    body = {
-        "kind": "cuda-upgrade",
-        "scope": {"cluster": "c00"},
-        "targets": {"gpu_driver": "560.35.03", "cuda": "12.6"},
-        "budget": {"max_unavailable": "25%"},
-    }
-    spec = parse_spec_text(json.dumps(body))
-    plan = plan_one(spec, fleet.peek("c00").snapshot())
-    assert plan is not None and len(plan.waves) >= 3
-    planned, memo = planned_hosts(plan), PlanMemo()
-    with fleet.cluster("c00") as b:
+    spec = parse_spec_text(json.dumps(SPEC))
+    with fleet.cluster("c00") as b:  # one fleet hour throughout
+        plan = plan_one(spec, b.snapshot())
+        assert plan is not None and len(plan.waves) >= 3
+        planned, memo = planned_hosts(plan), PlanMemo()
         view = cluster_view(b, memo, "op", spec, None, None, [])
         assert (view.planned, view.waves_left, view.replan) == (planned, len(planned), "")
         # Had the first wave run and handed its hosts back, they would be outside the rest.
@@ -80,3 +80,15 @@ def test_take_wave_cordons_the_planned_waves_in_order(fleet: SqliteFleet) -> Non
         assert rest.replan == f"{len(planned[0])} hosts to change outside the planned waves"
         first = take(b, fleet, memo, "op", spec, view.limit, None, planned=planned)
     assert sorted(first.hosts) == sorted(planned[0]) and first.planned_done == 1
+
+
+def test_a_smaller_grant_than_the_planned_waves_plans_afresh_at_the_grant(
+    fleet: SqliteFleet,
+) -> None:
+    spec = parse_spec_text(json.dumps(SPEC))
+    with fleet.cluster("c00") as b:
+        planned = planned_hosts(plan_one(spec, b.snapshot()) or pytest.fail("no plan"))
+        at_two = plan_one(spec, b.snapshot(), None, 2)
+        view = cluster_view(b, PlanMemo(), "op", spec, None, 2, planned)
+    assert at_two is not None and max(map(len, planned)) > 2
+    assert view.planned == planned_hosts(at_two) and view.waves_left == len(at_two.waves)

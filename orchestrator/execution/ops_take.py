@@ -184,7 +184,7 @@ def cluster_view(
     )
     if planned is None or plan.refused:
         return view.model_copy(update={"planned": planned})
-    followed = _followed(plan, planned)
+    followed = _followed(plan, planned, grant)
     view.planned, view.replan = followed.waves, followed.why
     view.waves_left = len(followed.waves)
     view.next_wave = len(followed.waves[0]) if followed.waves else 0
@@ -196,11 +196,14 @@ def planned_hosts(plan: OperationPlan) -> list[list[str]]:
     return [[*w.hosts, *w.asked] for w in plan.waves]
 
 
-def _followed(plan: OperationPlan, planned: list[list[str]]) -> Followed:
-    """The planned waves as they stand on ``plan``'s hosts to change ([]: ``plan``'s own)."""
+def _followed(plan: OperationPlan, planned: list[list[str]], grant: int | None) -> Followed:
+    """The planned waves as they stand on ``plan``'s hosts to change; ``plan``'s own waves
+    (``fresh``) when none is planned or the arbiter's ``grant`` is smaller than a planned wave
+    (``plan`` is cut at the grant: the waves that will run, a re-plan the run records)."""
     waves = planned_hosts(plan)
-    if not planned:
-        return Followed(waves, list(range(len(waves))))
+    room = max([grant or 0, *map(len, waves)])  # a wave of ``plan`` may take hosts a train holds
+    if not planned or (grant is not None and max(map(len, planned)) > room):
+        return Followed(waves, list(range(len(waves))), fresh=True)
     pending = list(dict.fromkeys(h for w in waves for h in w))
     return follow_planned(planned, pending, plan.clusters[0].wave_cap)
 
@@ -297,7 +300,7 @@ def take_wave(
     if planned is None:
         wave = _next_wave(b, snap, plan, spec, batch, out)
     else:
-        wave = _next_planned(b, plan, planned, out)
+        wave = _next_planned(b, plan, planned, max_hold, out)
     # Planned work of every owner together stays within the maintenance budget, when the
     # spec names one (a window is an explicit grant of its own).
     maint = None
@@ -342,18 +345,17 @@ def _next_wave(
 
 
 def _next_planned(
-    b: ClusterBackend, plan: OperationPlan, planned: list[list[str]], out: TakenWave
+    b: ClusterBackend, plan: OperationPlan, planned: list[list[str]], max_hold: int, out: TakenWave
 ) -> list[str]:
     """The hosts of the first planned wave still holding hosts to change now, less those of a
     job that refused and may not be asked yet; ``out.planned_done`` says how many of the
-    ``planned`` waves that runs through (a split wave's rest stays planned)."""
-    followed = _followed(plan, planned)
+    ``planned`` waves that runs through (all of them when a fresh plan replaced them)."""
+    followed = _followed(plan, planned, max_hold)
     later = refusing_hosts(b, [h for w in followed.waves for h in w])
-    for n, (hosts, i) in enumerate(zip(followed.waves, followed.index, strict=True)):
+    for hosts, i in zip(followed.waves, followed.index, strict=True):
         wave = [h for h in hosts if h not in later]
         if wave:
-            rest = n + 1 < len(followed.index) and followed.index[n + 1] == i
-            out.planned_done = i if rest else i + 1
+            out.planned_done = len(planned) if followed.fresh else i + 1
             return wave
     if later:
         out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"

@@ -39,6 +39,8 @@ class Followed:
     waves: list[list[str]] = field(default_factory=list)
     index: list[int] = field(default_factory=list)
     why: str = ""
+    #: the waves are a fresh plan's, in place of the planned ones
+    fresh: bool = False
 
 
 def follow_planned(planned: Sequence[Sequence[str]], pending: Sequence[str], cap: int) -> Followed:
