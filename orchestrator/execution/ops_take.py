@@ -297,10 +297,7 @@ def take_wave(
             f"{o} still holds {n} hosts" for o, n in sorted(others.items())
         )
         return out
-    if planned is None:
-        wave = _next_wave(b, snap, plan, spec, batch, out)
-    else:
-        wave = _next_planned(b, plan, planned, max_hold, out)
+    wave = _next_wave(b, snap, plan, spec, batch, out, (planned, max_hold))
     # Planned work of every owner together stays within the maintenance budget, when the
     # spec names one (a window is an explicit grant of its own).
     maint = None
@@ -329,11 +326,16 @@ def _next_wave(
     spec: OperationSpec,
     batch: int | None,
     out: TakenWave,
+    following: tuple[list[list[str]] | None, int] = (None, 0),
 ) -> list[str]:
     """The hosts of the plan's next wave to cordon now. A job that refused a drain keeps its
     hosts until it may be asked again: they wait for a later wave (``DrainTracker.release``),
     the rest goes now (``out.waiting`` says so when nothing is left). With a ``batch`` policy
-    and ``consistency: job`` the wave is rounded up to whole jobs."""
+    and ``consistency: job`` the wave is rounded up to whole jobs. ``following``: the planned
+    waves not yet run (None: none followed) and the arbiter's grant (``_next_planned``)."""
+    planned, max_hold = following
+    if planned is not None:
+        return _next_planned(b, plan, planned, max_hold, out)
     later = refusing_hosts(b, [h for w in plan.waves for h in w.hosts])
     wave = next((hs for w in plan.waves if (hs := [h for h in w.hosts if h not in later])), [])
     if later and not wave:
