@@ -76,7 +76,9 @@ class OpsActivities(FleetAccess):
     def plan_cluster(self, req: OpsRequest) -> ClusterPlanView:
         """The rest of one cluster's plan as of now, in figures (read-only)."""
         b = self.peek(req.cluster, req.wall)
-        return ops_take.cluster_view(b, self.plans, req.owner, req.spec, req.since_hours, req.grant)
+        return ops_take.cluster_view(
+            b, self.plans, req.owner, req.spec, req.since_hours, req.grant, req.planned
+        )
 
     # ------------------------------------------------------------ fleet changes
     @activity.defn(name="ops_set_targets")
@@ -105,6 +107,7 @@ class OpsActivities(FleetAccess):
                 req.max_hold,
                 req.since_hours,
                 req.batch,
+                req.planned,
             )
         return wave.model_copy(update={"cost": self.owner_cost(req.owner, req.cluster)})
 

@@ -5,8 +5,8 @@ hosts out for repair take them before they return, pre-stages packages on hosts 
 service, then takes the cluster's capacity arbiter exclusively: trains hand over (the wait is
 visible as ``waiting`` with ``waiting_for``) and the operation runs its waves alone, pacing them
 by the arbiter's grant, the room outages leave in the budget (at most ``max_wait_for_room``), the
-spec's maintenance windows, and pause and abort. Each wave is cut from the cluster as it is now
-and cordoned atomically (``ops_take_wave``), drained by the train's policy (``DrainSequence``; an
+spec's maintenance windows, and pause and abort. Each wave is the plan's next (``follow_planned``)
+cordoned atomically (``ops_take_wave``), drained by the train's policy (``DrainSequence``; an
 abort meanwhile hands it back untouched), then checked, changed, verified and judged as a whole
 (``WaveSequence``): returned, or rolled back to each host's previous versions, which stops the
 operation. This workflow interprets both sequences' commands. Whatever happens, the ``finally``
@@ -104,6 +104,8 @@ class ClusterOperation:
         self.in_arbiter = s.in_arbiter
         self.targets_set = s.targets_set
         self.idle = s.idle
+        #: The planned waves not yet run (None: waves cut at run time, as before ops-planned-waves)
+        self.planned: list[list[str]] | None = s.planned
         #: The grant ``waves_total`` was planned with (None: the spec's budget).
         self.planned_with: int | None = s.progress.granted_hosts
         self.continuing = False
@@ -182,6 +184,8 @@ class ClusterOperation:
         """Plan, record the targets (``recorded`` gets what they were before) and prestage."""
         inp = self.inp
         await self._phase("planning")
+        if inp.spec.batch is None and workflow.patched("ops-planned-waves"):
+            self.planned = []  # the first plan's waves are the ones it runs
         view: ClusterPlanView = await fleet_call(
             OpsActivities.plan_cluster,
             self._req(),
@@ -224,6 +228,7 @@ class ClusterOperation:
             paused=self.paused,
             abort=self.abort,
             idle=self.idle,
+            planned=self.planned,
         )
         return self.inp.model_copy(update={"state": state})
 
@@ -281,6 +286,7 @@ class ClusterOperation:
         """
         while True:
             self.planned_with = follow_plan(self.p, view, self.planned_with, self.inp.cluster)
+            self.planned = view.planned if self.planned is not None else None
             if not view.refused and not view.work_left:
                 return ""
             if await self._between_waves():
@@ -321,6 +327,7 @@ class ClusterOperation:
                 max_hold=grant,
                 since_hours=self.p.started_hours,
                 batch=batch_of(self.inp.spec.batch, self.p.batch_size, grant),
+                planned=self.planned,
             ),
             summary=f"cut wave {self.p.waves_done + 1} (up to {grant} hosts) and cordon it",
         )
@@ -328,6 +335,7 @@ class ClusterOperation:
             self.p.cost = wave.cost
         if wave.hosts:
             self.idle = 0
+            self.planned = self.planned[wave.planned_done :] if self.planned else self.planned
             return await self._run_wave(wave)
         self.idle += 1
         self.p.waiting_for = wave.waiting_for
@@ -353,6 +361,7 @@ class ClusterOperation:
             wall=workflow.now(),
             since_hours=self.p.started_hours,
             grant=self.p.granted_hosts,
+            planned=self.planned,
         )
 
     def _hosts(self, hosts: list[str], **kw: Any) -> HostsRequest:

@@ -49,4 +49,6 @@ PATCHES: dict[str, Patch] = {
     # an operation waiting for room words its wait in durations (``2 min``), not decimal hours:
     # the text is in the progress it signals its parent whenever the text changes
     "ops-room-wait-text": Patch(deprecated_in="0.3.0"),
+    # an operation runs the waves planned when it began, re-planning only for a recorded reason
+    "ops-planned-waves": Patch(deprecated_in="0.3.0"),
 }

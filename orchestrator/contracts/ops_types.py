@@ -150,6 +150,8 @@ class ClusterOpState(BaseModel):
     paused: bool = False
     abort: str = ""  # why it is aborting, if it is
     idle: int = 0  # empty waves in a row (the waiting back-off)
+    #: The planned waves not yet run, each its hosts (None: a run that cuts its own waves)
+    planned: list[list[str]] | None = None
 
 
 class OperationStatus(BaseModel):
@@ -199,6 +201,9 @@ class OpsRequest(BaseModel):
     since_hours: float | None = None
     #: The arbiter's last grant: the rest is planned in waves of that size (None: the budget's).
     grant: int | None = None
+    #: The planned waves not yet run ([]: plan them now; None: cut waves from the cluster as
+    #: it is, as runs recorded before planned waves did): the view counts the waves they leave.
+    planned: list[list[str]] | None = None
 
 
 class CheckRequest(BaseModel):
@@ -236,6 +241,10 @@ class ClusterPlanView(BaseModel):
     estimated_hours: float = 0.0
     #: The cluster's recorded targets for the spec's components before this operation.
     recorded_targets: dict[str, str | None] = Field(default_factory=dict)
+    #: Asked with ``planned``: the waves still to run, each its hosts (``follow_planned``),
+    #: and why their count differs from the planned waves', if it does.
+    planned: list[list[str]] | None = None
+    replan: str = ""
 
     @property
     def work_left(self) -> bool:
@@ -269,6 +278,9 @@ class TakeWaveRequest(BaseModel):
     since_hours: float | None = None  # as in ``OpsRequest``
     #: With a ``batch`` policy: the wave's size, rounded up to whole consistency groups
     batch: int | None = None
+    #: The planned waves not yet run: the wave taken is the first of them still holding hosts
+    #: to change (None: cut from the cluster as it is now)
+    planned: list[list[str]] | None = None
 
 
 class TakenWave(BaseModel):
@@ -283,6 +295,8 @@ class TakenWave(BaseModel):
     waiting_for: list[str] = Field(default_factory=list)  # campaigns still holding hosts
     #: what the operation has cost the jobs of this cluster, from the record (None: not read)
     cost: OwnerCost | None = None
+    #: With ``planned``: the planned waves the wave taken ran through (the first ones left)
+    planned_done: int = 0
 
 
 class VerifyRequest(BaseModel):

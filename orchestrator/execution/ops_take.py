@@ -1,9 +1,12 @@
 """An operation's take step, beside the train's (``take.py``): plan, cut a wave, cordon it.
 
-Waves are cut from the cluster as it is now, not from the plan made at the start: ``take_wave``
-plans the rest of the cluster and cordons the first wave in one transaction, with the budget
-check of every cordon, so hosts that failed, were repaired or were held by a train meanwhile
-simply land in a later wave.
+An operation runs the waves planned when it began (``planned``): ``take_wave`` plans the rest of
+the cluster as it is now, takes the first planned wave still holding hosts to change
+(``wave_pacing.follow_planned``: hosts that failed or went to repair drop out, hosts handed
+back or back from repair join the last wave or one more) and cordons it in one transaction,
+with the budget check of every cordon. Runs recorded before planned waves (and operations with
+a ``batch`` policy, whose sizes the planner does not know) cut each wave from the plan of the
+rest as it is now (``planned`` None).
 
 A wave is planned once per decision point. ``plan_scope`` is the one whole-scope planning call
 (``ops plan``/``ops start`` preview it, the operation's ``ops_check`` repeats it when the
@@ -33,6 +36,7 @@ from orchestrator.contracts.views import ClusterSnapshot
 from orchestrator.execution.batches import round_up_to_groups
 from orchestrator.execution.drain import refusing_hosts
 from orchestrator.execution.target_checks import held_on_bad_version
+from orchestrator.execution.wave_pacing import Followed, follow_planned
 from orchestrator.planning.ops_plan import (
     OperationPlan,
     holders_in,
@@ -156,13 +160,15 @@ def cluster_view(
     spec: OperationSpec,
     since: float | None,
     grant: int | None,
+    planned: list[list[str]] | None = None,
 ) -> ClusterPlanView:
-    """The rest of one cluster's plan as of now, in figures (read-only)."""
+    """The rest of one cluster's plan as of now, in figures (read-only). With ``planned`` (the
+    planned waves not yet run; [] to plan them now) its waves are those (``follow_planned``)."""
     plan = memo.plan(owner, spec, b.snapshot(), since, grant)
     if plan is None:
-        return ClusterPlanView(fleet_hours=b.now)
+        return ClusterPlanView(fleet_hours=b.now, planned=planned)
     c = plan.clusters[0]
-    return ClusterPlanView(
+    view = ClusterPlanView(
         fleet_hours=b.now,
         refused=plan.refused,
         waiting_for_room=c.waiting_for_room,
@@ -176,6 +182,30 @@ def cluster_view(
         estimated_hours=plan.estimated_duration_hours,
         recorded_targets={k: b.recorded_targets().get(k) for k in spec.targets},
     )
+    if planned is None or plan.refused:
+        return view.model_copy(update={"planned": planned})
+    followed = _followed(plan, planned, grant)
+    view.planned, view.replan = followed.waves, followed.why
+    view.waves_left = len(followed.waves)
+    view.next_wave = len(followed.waves[0]) if followed.waves else 0
+    return view
+
+
+def planned_hosts(plan: OperationPlan) -> list[list[str]]:
+    """Each wave of a one-cluster plan, the hosts it takes (those it asks and hands back too)."""
+    return [[*w.hosts, *w.asked] for w in plan.waves]
+
+
+def _followed(plan: OperationPlan, planned: list[list[str]], grant: int | None) -> Followed:
+    """The planned waves as they stand on ``plan``'s hosts to change; ``plan``'s own waves
+    (``fresh``) when none is planned or the arbiter's ``grant`` is smaller than a planned wave
+    (``plan`` is cut at the grant: the waves that will run, a re-plan the run records)."""
+    waves = planned_hosts(plan)
+    room = max([grant or 0, *map(len, waves)])  # a wave of ``plan`` may take hosts a train holds
+    if not planned or (grant is not None and max(map(len, planned)) > room):
+        return Followed(waves, list(range(len(waves))), fresh=True)
+    pending = list(dict.fromkeys(h for w in waves for h in w))
+    return follow_planned(planned, pending, plan.clusters[0].wave_cap)
 
 
 def prestage(b: ClusterBackend, memo: PlanMemo, owner: str, spec: OperationSpec) -> PrestageResult:
@@ -239,6 +269,7 @@ def take_wave(
     max_hold: int,
     since: float | None,
     batch: int | None = None,
+    planned: list[list[str]] | None = None,
 ) -> TakenWave:
     """Cut the next wave from the cluster as it is now and cordon it (inside ``b``'s
     transaction, so every cordon re-checks the budget)."""
@@ -266,7 +297,7 @@ def take_wave(
             f"{o} still holds {n} hosts" for o, n in sorted(others.items())
         )
         return out
-    wave = _next_wave(b, snap, plan, spec, batch, out)
+    wave = _next_wave(b, snap, plan, spec, batch, out, (planned, max_hold))
     # Planned work of every owner together stays within the maintenance budget, when the
     # spec names one (a window is an explicit grant of its own).
     maint = None
@@ -295,11 +326,16 @@ def _next_wave(
     spec: OperationSpec,
     batch: int | None,
     out: TakenWave,
+    following: tuple[list[list[str]] | None, int] = (None, 0),
 ) -> list[str]:
     """The hosts of the plan's next wave to cordon now. A job that refused a drain keeps its
     hosts until it may be asked again: they wait for a later wave (``DrainTracker.release``),
     the rest goes now (``out.waiting`` says so when nothing is left). With a ``batch`` policy
-    and ``consistency: job`` the wave is rounded up to whole jobs."""
+    and ``consistency: job`` the wave is rounded up to whole jobs. ``following``: the planned
+    waves not yet run (None: none followed) and the arbiter's grant (``_next_planned``)."""
+    planned, max_hold = following
+    if planned is not None:
+        return _next_planned(b, plan, planned, max_hold, out)
     later = refusing_hosts(b, [h for w in plan.waves for h in w.hosts])
     wave = next((hs for w in plan.waves if (hs := [h for h in w.hosts if h not in later])), [])
     if later and not wave:
@@ -308,3 +344,21 @@ def _next_wave(
         jobs = {h.name: h.job_id for h in snap.hosts}
         wave = round_up_to_groups(wave, batch, lambda h: h if jobs.get(h) is None else jobs[h])
     return wave
+
+
+def _next_planned(
+    b: ClusterBackend, plan: OperationPlan, planned: list[list[str]], max_hold: int, out: TakenWave
+) -> list[str]:
+    """The hosts of the first planned wave still holding hosts to change now, less those of a
+    job that refused and may not be asked yet; ``out.planned_done`` says how many of the
+    ``planned`` waves that runs through (all of them when a fresh plan replaced them)."""
+    followed = _followed(plan, planned, max_hold)
+    later = refusing_hosts(b, [h for w in followed.waves for h in w])
+    for hosts, i in zip(followed.waves, followed.index, strict=True):
+        wave = [h for h in hosts if h not in later]
+        if wave:
+            out.planned_done = len(planned) if followed.fresh else i + 1
+            return wave
+    if later:
+        out.waiting = f"{len(later)} hosts wait for a job that refused to be drained"
+    return []

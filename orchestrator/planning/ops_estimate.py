@@ -157,6 +157,8 @@ def estimate_waves(
             r.est.expected_new += r.forecast.stopped_again(stopped, later)
         elif bins[index]:  # every host handed back: the wave asked, and ends there
             r.est.waves.append(Wave(index=len(r.est.waves), cluster=snap.name, hosts=[]))
+        if r.later and r.est.waves:
+            r.est.waves[-1].asked = sorted((h.name for h in r.later), key=order.__getitem__)
         if r.later:  # the refusers' hosts: in the last wave if it is still to come and has
             # room, else in one more
             last = index < len(bins) - 1 and (cap is None or len(bins[-1]) + len(r.later) <= cap)

@@ -33,6 +33,9 @@ class Wave(BaseModel):
     index: int = Field(description="position among the waves of its cluster, from 0")
     cluster: str
     hosts: list[str]
+    #: Hosts of jobs that refuse to be drained: the wave asks them and hands them back to a
+    #: later wave (which lists them in ``hosts``).
+    asked: list[str] = Field(default_factory=list)
     jobs_affected: list[int] = Field(default_factory=list)
     jobs_interrupted: list[int] = Field(default_factory=list)
     est_start_hours: float = 0.0  # after the operation starts
