@@ -43,7 +43,7 @@ from orchestrator.contracts.models import CapacityBudget, DrainPolicy, HostState
 from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.execution.target_checks import target_refusal
-from orchestrator.planning.campaign_plan import plan_campaign
+from orchestrator.planning.campaign_plan import plan_campaign, spread_over_racks
 from orchestrator.telemetry import metrics
 from orchestrator.train.client import (
     TrainNotFound,
@@ -357,23 +357,6 @@ class CampaignActivities(CampaignFailureActivities):
             self.bake_clock,
             self.report,
         ]
-
-
-def spread_over_racks(ranked: list[tuple[str, str]], count: int) -> list[str]:
-    """The first ``count`` of ``ranked`` (host, rack) hosts, taking each rack's best in turn
-    before any rack's second: a canary's hosts span racks (a rack switch or a per-rack budget
-    cannot make the whole canary one failure, or one host at a time), in the ranked order."""
-    order = {n: i for i, (n, _) in enumerate(ranked)}
-    by_rack: dict[str, list[str]] = {}
-    for name, rack in ranked:
-        by_rack.setdefault(rack, []).append(name)
-    chosen: list[str] = []
-    depth = 0
-    while len(chosen) < count and any(len(v) > depth for v in by_rack.values()):
-        layer = [hosts[depth] for hosts in by_rack.values() if len(hosts) > depth]
-        chosen += sorted(layer, key=order.__getitem__)[: count - len(chosen)]
-        depth += 1
-    return chosen
 
 
 def _pairs(targets: dict[str, str]) -> str:

@@ -83,3 +83,20 @@ def failure_limit(gates: Gates, hosts_total: int) -> int | None:
     if gates.max_failures is None:
         return None
     return resolve_count(gates.max_failures, hosts_total)
+
+
+def spread_over_racks(ranked: list[tuple[str, str]], count: int) -> list[str]:
+    """The first ``count`` of ``ranked`` (host, rack) hosts, taking each rack's best in turn
+    before any rack's second: a canary's hosts span racks (a rack switch or a per-rack budget
+    cannot make the whole canary one failure, or one host at a time), in the ranked order."""
+    order = {n: i for i, (n, _) in enumerate(ranked)}
+    by_rack: dict[str, list[str]] = {}
+    for name, rack in ranked:
+        by_rack.setdefault(rack, []).append(name)
+    chosen: list[str] = []
+    depth = 0
+    while len(chosen) < count and any(len(v) > depth for v in by_rack.values()):
+        layer = [hosts[depth] for hosts in by_rack.values() if len(hosts) > depth]
+        chosen += sorted(layer, key=order.__getitem__)[: count - len(chosen)]
+        depth += 1
+    return chosen

@@ -38,11 +38,13 @@ from orchestrator.campaign.client import (
     resolve_id,
     start_campaign,
 )
+from orchestrator.campaign.estimate import StageEstimate, estimate_stages
 from orchestrator.campaign.ui import next_command, rolled_back_hosts
 from orchestrator.contracts.campaign_spec import CampaignSpec, load_campaign_spec
 from orchestrator.contracts.campaign_types import CampaignStatus
 from orchestrator.contracts.ui_text import duration, plural
 from orchestrator.execution.target_checks import target_refusal
+from orchestrator.fleet.presets import PRESETS
 from orchestrator.planning.campaign_plan import StagePlan, failure_limit, plan_campaign
 from orchestrator.planning.spec_fit import fit_train
 
@@ -134,6 +136,51 @@ def _print_plan(obj: dict[str, Any]) -> None:
             f"{bake}, gate {gate}"
             + (f", prometheus {s['prometheus']!r}" if s["prometheus"] else "")
         )
+        for line in _estimate_lines(s.get("estimate")):
+            click.echo(f"    {line}")
+
+
+def _estimate_lines(e: dict[str, Any] | None) -> list[str]:
+    """A stage's estimate for people: its operations' ranges, the train's simulate command."""
+    if not e:
+        return []
+    lines = []
+    if e["jobs_interrupted_range"] is not None:
+        lost = e["gpu_hours_lost_range"]
+        what = "operations" if e["runs_as"] == "operation" else "operations after the train"
+        lines.append(
+            f"estimate ({what}): {_hours(e['estimated_duration_range_hours'])}, "
+            f"{_jobs(e['jobs_interrupted_range'])} interrupted, "
+            f"{_span([f'{x:,.0f}' for x in lost])} GPU-hours of work lost"
+        )
+        for o in e["operations"]:
+            if o["refused"]:
+                lines.append(f"  {o['cluster']}: refused: {o['refused']}")
+                continue
+            lines.append(
+                f"  {o['cluster']}: {plural(o['hosts_to_change'], 'host')} in "
+                f"{plural(o['waves'], 'wave')}, {_hours(o['estimated_duration_range_hours'])}, "
+                f"{_jobs(o['jobs_interrupted_range'])} interrupted"
+            )
+    if e["train_estimate"]:
+        lines.append(
+            "train: its cycle's cost is estimated by the simulator (a whole cluster at the "
+            f"train's budget): {e['train_estimate']}"
+        )
+    return lines
+
+
+def _span(pair: list[str]) -> str:
+    """``a to b``, or ``a`` when both ends are the same."""
+    return pair[0] if pair[0] == pair[1] else f"{pair[0]} to {pair[1]}"
+
+
+def _hours(r: list[float]) -> str:
+    return _span([duration(h) for h in r])
+
+
+def _jobs(r: list[int]) -> str:
+    return plural(r[1], "job") if r[0] == r[1] else f"{r[0]} to {plural(r[1], 'job')}"
 
 
 def progress_line(st: CampaignStatus) -> str:
@@ -231,9 +278,55 @@ def _outcome(status: CampaignStatus, as_json: bool, warnings: list[str]) -> None
 @json_option
 @handle_errors
 def plan(spec_path: Path, as_json: bool) -> None:
-    """Dry run: the stages resolved against the fleet; nothing starts."""
+    """Dry run: the stages resolved against the fleet, and what each is expected to cost the
+    jobs (driver/CUDA operations as `ops plan` plans them; a train's cycle: the `simulate`
+    command that estimates it); nothing starts."""
     spec = load_campaign_spec(spec_path)
-    emit(_plan_json(spec, _plan(spec)[0]), as_json, _print_plan)
+    plans, sizes = _plan(spec)
+    fleet = open_fleet_or_fail(read_only=True)
+    try:
+        snaps = {c: fleet.peek(c).snapshot() for c in sizes}
+        shape = fleet.preset
+    finally:
+        fleet.close()
+    # A train's cycle is simulated on this fleet's preset, or (Slurm) the one nearest its size.
+    preset = shape.name
+    if preset not in PRESETS:
+        near = min(
+            PRESETS.values(), key=lambda p: abs(p.hosts_per_cluster - shape.hosts_per_cluster)
+        )
+        preset = near.name
+    estimates = estimate_stages(spec, plans, snaps, preset, preset == shape.name)
+    out = _plan_json(spec, plans)
+    for stage, est in zip(out["stages"], estimates, strict=True):
+        stage["estimate"] = _estimate_json(est)
+    emit(out, as_json, _print_plan)
+
+
+def _estimate_json(est: StageEstimate) -> dict[str, Any]:
+    def pair(r: tuple[float, float] | None) -> list[float] | None:
+        return None if r is None else list(r)
+
+    return {
+        "runs_as": est.runs_as,
+        "jobs_interrupted_range": pair(est.jobs_interrupted_range),
+        "gpu_hours_lost_range": pair(est.gpu_hours_lost_range),
+        "estimated_duration_range_hours": pair(est.estimated_duration_range_hours),
+        "operations": [
+            {
+                "cluster": o.cluster,
+                "operation_id": o.operation_id,
+                "hosts_to_change": o.hosts_to_change,
+                "waves": o.waves,
+                "jobs_interrupted_range": list(o.jobs_interrupted_range),
+                "gpu_hours_lost_range": list(o.gpu_hours_lost_range),
+                "estimated_duration_range_hours": list(o.estimated_duration_range_hours),
+                "refused": o.refused,
+            }
+            for o in est.operations
+        ],
+        "train_estimate": est.simulate,
+    }
 
 
 @campaign.command("start")
