@@ -47,7 +47,8 @@ def test_stage_estimates_are_the_ops_plan_of_the_stage_operations(tmp_home: Path
     """Every stage of a CUDA campaign has its ranges (high at most 2 x low + 2); a cluster's
     operation figures are those `ops plan` gives for the spec the run starts there; the stage
     after the canary counts the canary's hosts as changed; a train stage names `simulate`."""
-    SqliteFleet.create(tmp_home / "fleet.db", get_preset("multi"), 1, 1.0).close()  # still
+    # A fleet all but stopped (a wall minute is 0.06 fleet seconds): both plans see one moment.
+    SqliteFleet.create(tmp_home / "fleet.db", get_preset("multi"), 1, 0.001).close()
     spec = tmp_home / "c.json"
     spec.write_text(json.dumps(campaign(CUDA)))
     plan = run_json("campaign", "plan", "--spec", str(spec))
@@ -65,16 +66,26 @@ def test_stage_estimates_are_the_ops_plan_of_the_stage_operations(tmp_home: Path
     assert stages["first-cluster"]["estimate"]["operations"][0]["hosts_to_change"] == 60
     assert stages["rest"]["estimate"]["jobs_interrupted_range"][1] > 0
 
-    for op in stages["rest"]["estimate"]["operations"]:
+    canary = stages["canary"]["estimate"]["operations"][0]
+    assert (
+        len(canary["hosts"]) == 4 and stages["rest"]["estimate"]["operations"][0]["hosts"] is None
+    )
+    # The stages no earlier stage touched: the canary (its hosts) and the rest.
+    for stage, op in [("canary", canary)] + [
+        ("rest", o) for o in stages["rest"]["estimate"]["operations"]
+    ]:
         c = op["cluster"]
-        op_spec = tmp_home / f"op-{c}.json"
+        scope: dict[str, Any] = {"cluster": c}
+        if op["hosts"] is not None:
+            scope["hosts"] = op["hosts"]
+        op_spec = tmp_home / f"op-{stage}-{c}.json"
         op_spec.write_text(
             json.dumps(
                 {
                     "kind": "cuda-upgrade",
-                    "scope": {"cluster": c},
+                    "scope": scope,
                     "targets": CUDA,
-                    "request_id": f"est-rest-{c}",
+                    "request_id": f"est-{stage}-{c}",
                     "budget": BUDGET,
                 }
             )

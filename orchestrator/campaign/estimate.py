@@ -47,6 +47,8 @@ class ClusterEstimate:
     gpu_hours_lost_range: tuple[float, float]
     estimated_duration_range_hours: tuple[float, float]
     refused: str | None = None
+    #: The hosts a partial stage (a canary) takes, as the run chooses them; None: every host.
+    hosts: list[str] | None = None
 
 
 @dataclass
@@ -177,7 +179,7 @@ def _operation(
         refused: str | None = str(err)
     else:
         refused = plan.refused
-    return _cluster_estimate(cluster, op, plan, refused)
+    return dataclasses.replace(_cluster_estimate(cluster, op, plan, refused), hosts=hosts)
 
 
 def _cluster_estimate(

@@ -316,6 +316,7 @@ def _estimate_json(est: StageEstimate) -> dict[str, Any]:
             {
                 "cluster": o.cluster,
                 "operation_id": o.operation_id,
+                "hosts": o.hosts,
                 "hosts_to_change": o.hosts_to_change,
                 "waves": o.waves,
                 "jobs_interrupted_range": list(o.jobs_interrupted_range),
