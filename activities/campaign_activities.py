@@ -43,7 +43,7 @@ from orchestrator.contracts.models import CapacityBudget, DrainPolicy, HostState
 from orchestrator.contracts.train_spec import Rollout, TrainSpec, riding
 from orchestrator.contracts.train_types import TrainChange, TrainStatus
 from orchestrator.execution.target_checks import target_refusal
-from orchestrator.planning.campaign_plan import plan_campaign, spread_over_racks
+from orchestrator.planning.campaign_plan import plan_campaign, spread_over_racks, stage_model
 from orchestrator.telemetry import metrics
 from orchestrator.train.client import (
     TrainNotFound,
@@ -92,19 +92,7 @@ class CampaignActivities(CampaignFailureActivities):
             if first is not None
             else 0.0
         )
-        return [
-            StagePlanModel(
-                name=p.name,
-                clusters=list(p.clusters),
-                hosts_per_cluster=p.hosts_per_cluster,
-                partial=p.partial,
-                bake_hours=p.bake_hours,
-                parallel=p.parallel,
-                gates=p.gates,
-                base_rate=rate,
-            )
-            for p in plans
-        ]
+        return [stage_model(p).model_copy(update={"base_rate": rate}) for p in plans]
 
     @activity.defn(name="campaign_stage_hosts")
     def stage_hosts(self, req: StageHostsRequest) -> StageHosts:

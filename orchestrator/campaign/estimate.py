@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 
 from orchestrator.campaign.requests import lower_targets, stage_operation_spec, upper_targets
 from orchestrator.contracts.campaign_spec import CampaignSpec
-from orchestrator.contracts.campaign_types import ClusterStage, StagePlanModel
+from orchestrator.contracts.campaign_types import ClusterStage
 from orchestrator.contracts.constants import REPAIR_STATES
 from orchestrator.contracts.models import HostState
 from orchestrator.contracts.ops_spec import OperationSpec, operation_id
 from orchestrator.contracts.views import ClusterSnapshot, HostView
-from orchestrator.planning.campaign_plan import StagePlan, spread_over_racks
+from orchestrator.planning.campaign_plan import StagePlan, spread_over_racks, stage_model
 from orchestrator.planning.ops_estimate import count_range
 from orchestrator.planning.ops_plan import OperationPlan, holders_in, plan_operation
 
@@ -62,18 +62,6 @@ class StageEstimate:
     gpu_hours_lost_range: tuple[float, float] | None = None
     estimated_duration_range_hours: tuple[float, float] | None = None
     simulate: str | None = None
-
-
-def stage_model(p: StagePlan) -> StagePlanModel:
-    return StagePlanModel(
-        name=p.name,
-        clusters=list(p.clusters),
-        hosts_per_cluster=p.hosts_per_cluster,
-        partial=p.partial,
-        bake_hours=p.bake_hours,
-        parallel=p.parallel,
-        gates=p.gates,
-    )
 
 
 def canary_hosts(snap: ClusterSnapshot, count: int, targets: Mapping[str, str]) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from orchestrator.contracts.campaign_spec import CampaignSpec, Gates, resolve_count
+from orchestrator.contracts.campaign_types import StagePlanModel
 
 
 @dataclass(frozen=True)
@@ -100,3 +101,16 @@ def spread_over_racks(ranked: list[tuple[str, str]], count: int) -> list[str]:
         chosen += sorted(layer, key=order.__getitem__)[: count - len(chosen)]
         depth += 1
     return chosen
+
+
+def stage_model(p: StagePlan) -> StagePlanModel:
+    """The stage as the campaign workflow carries it (its base rate: the model's default)."""
+    return StagePlanModel(
+        name=p.name,
+        clusters=list(p.clusters),
+        hosts_per_cluster=p.hosts_per_cluster,
+        partial=p.partial,
+        bake_hours=p.bake_hours,
+        parallel=p.parallel,
+        gates=p.gates,
+    )
